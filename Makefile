@@ -1,0 +1,28 @@
+# erpsync. `make test` is the test command CI runs (see .ci/run).
+GO ?= go
+BIN := bin
+
+.PHONY: all build test vet lint fmt fuzz clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/erpsync ./cmd/erpsync
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/erpmock ./cmd/erpmock
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+
+# Tests talk to the real MariaDB/MySQL (ERPSYNC_TEST_MYSQL_DSN, default
+# root@tcp(127.0.0.1:3306)/) and Redis (ERPSYNC_TEST_REDIS_ADDR, default
+# 127.0.0.1:6379). Each test makes its own database or key prefix.
+test: vet build
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Checkpoint is where an incremental job resumes: the ERP updated_at below
+// which every record is committed.
+type Checkpoint struct {
+	Name     string
+	Position time.Time
+	Fence    int64
+	RunID    string
+	Updated  time.Time
+}
+
+// Checkpoint reads the named checkpoint; ok is false when there is none.
+func (s *Store) Checkpoint(ctx context.Context, name string) (cp Checkpoint, ok bool, err error) {
+	row := s.db.WithContext(ctx).Raw("SELECT name, position, fence_token, run_id, updated_at FROM sync_checkpoints WHERE name = ?", name).Row()
+	err = row.Scan(&cp.Name, &cp.Position, &cp.Fence, &cp.RunID, &cp.Updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("read checkpoint %s: %w", name, err)
+	}
+	return cp, true, nil
+}
+
+// SaveCheckpoint moves the named checkpoint to pos, provided fence is not
+// older than the fencing token of its last writer; otherwise it returns
+// ErrFenced and changes nothing. The statement is the equivalent of
+// `UPDATE ... WHERE fence_token <= ?` that also creates the row.
+func (s *Store) SaveCheckpoint(ctx context.Context, name string, pos time.Time, fence int64, runID string) error {
+	const ok = "VALUES(fence_token) >= fence_token"
+	res := s.db.WithContext(ctx).Exec(`INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
+ VALUES (?, ?, ?, ?, UTC_TIMESTAMP(3))
+ ON DUPLICATE KEY UPDATE
+  position = IF(`+ok+`, VALUES(position), position),
+  run_id = IF(`+ok+`, VALUES(run_id), run_id),
+  updated_at = IF(`+ok+`, VALUES(updated_at), updated_at),
+  fence_token = IF(`+ok+`, VALUES(fence_token), fence_token)`,
+		name, pos.UTC(), fence, runID)
+	if res.Error != nil {
+		return fmt.Errorf("save checkpoint %s: %w", name, res.Error)
+	}
+	if res.RowsAffected > 0 {
+		return nil
+	}
+	// Zero rows: either refused, or the same values written again.
+	cp, found, err := s.Checkpoint(ctx, name)
+	if err != nil {
+		return err
+	}
+	if found && cp.Fence > fence {
+		return fmt.Errorf("save checkpoint %s: %w (ours %d, stored %d)", name, ErrFenced, fence, cp.Fence)
+	}
+	return nil
+}
+
+// DeleteCheckpoint removes the named checkpoint (a finished backfill's).
+func (s *Store) DeleteCheckpoint(ctx context.Context, name string, fence int64) error {
+	if err := s.db.WithContext(ctx).Exec("DELETE FROM sync_checkpoints WHERE name = ? AND fence_token <= ?", name, fence).Error; err != nil {
+		return fmt.Errorf("delete checkpoint %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Membership is one row of memberships as erpsync writes it.
+type Membership struct {
+	ErpID       string
+	MemberID    string
+	ProductCode string
+	Status      string
+	StartsAt    time.Time
+	EndsAt      *time.Time
+	Version     int64
+	UpdatedAt   time.Time // the ERP's updated_at
+	Fence       int64     // fencing token of the lock the write is made under
+}
+
+// Current is what a row holds of the two guards.
+type Current struct {
+	Version int64
+	Fence   int64
+}
+
+const membershipColumns = "erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, created_at, updated_at"
+
+// Versions reads the version and fencing token of the rows with the given
+// erp_ids. Absent rows are absent from the map.
+func (s *Store) Versions(ctx context.Context, ids []string) (map[string]Current, error) {
+	out := make(map[string]Current, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.WithContext(ctx).Raw("SELECT erp_id, erp_version, fence_token FROM memberships WHERE erp_id IN ?", ids).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("read versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var c Current
+		if err := rows.Scan(&id, &c.Version, &c.Fence); err != nil {
+			return nil, fmt.Errorf("read versions: %w", err)
+		}
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read versions: %w", err)
+	}
+	return out, nil
+}
+
+func appendValues(b *strings.Builder, args []any, ms []Membership) []any {
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))")
+		var ends any
+		if m.EndsAt != nil {
+			ends = m.EndsAt.UTC()
+		}
+		args = append(args, m.ErpID, m.MemberID, m.ProductCode, m.Status, m.StartsAt.UTC(), ends, m.Version, m.UpdatedAt.UTC(), m.Fence)
+	}
+	return args
+}
+
+// Insert writes rows that were absent, in one multi-row INSERT. When any of
+// them exists already the whole statement fails with ErrDuplicate and nothing
+// is written; the caller retries them one by one.
+func (s *Store) Insert(ctx context.Context, ms []Membership) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
+	args := appendValues(&b, make([]any, 0, len(ms)*9), ms)
+	if err := s.db.WithContext(ctx).Exec(b.String(), args...).Error; err != nil {
+		if isDuplicate(err) {
+			return ErrDuplicate
+		}
+		return fmt.Errorf("insert memberships: %w", err)
+	}
+	return nil
+}
+
+// guard is the condition under which an incoming row replaces the stored
+// one: a higher ERP version, and a fencing token no older than the row's.
+const guard = "VALUES(erp_version) > erp_version AND VALUES(fence_token) >= fence_token"
+
+// upsertSQL assigns fence_token and erp_version last: MySQL evaluates the
+// assignments left to right, and the guard reads both columns.
+var upsertSQL = " ON DUPLICATE KEY UPDATE " +
+	"member_id = IF(" + guard + ", VALUES(member_id), member_id), " +
+	"product_code = IF(" + guard + ", VALUES(product_code), product_code), " +
+	"status = IF(" + guard + ", VALUES(status), status), " +
+	"starts_at = IF(" + guard + ", VALUES(starts_at), starts_at), " +
+	"ends_at = IF(" + guard + ", VALUES(ends_at), ends_at), " +
+	"erp_updated_at = IF(" + guard + ", VALUES(erp_updated_at), erp_updated_at), " +
+	"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
+	"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
+	"erp_version = IF(VALUES(erp_version) > erp_version AND VALUES(fence_token) >= fence_token, VALUES(erp_version), erp_version)"
+
+// Upsert writes rows in one multi-row guarded statement: absent rows are
+// inserted, and a present row changes only when the incoming version is
+// higher and the fencing token is not older. It does not say which rows
+// changed; read them back with Versions.
+func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
+	args := appendValues(&b, make([]any, 0, len(ms)*9), ms)
+	b.WriteString(upsertSQL)
+	if err := s.db.WithContext(ctx).Exec(b.String(), args...).Error; err != nil {
+		return fmt.Errorf("upsert memberships: %w", err)
+	}
+	return nil
+}
+
+// Update changes one existing row in one guarded statement and reports
+// whether it did: false when the row holds an equal or higher version, or a
+// newer fencing token.
+func (s *Store) Update(ctx context.Context, m Membership) (bool, error) {
+	var ends any
+	if m.EndsAt != nil {
+		ends = m.EndsAt.UTC()
+	}
+	res := s.db.WithContext(ctx).Exec(`UPDATE memberships SET member_id = ?, product_code = ?, status = ?, starts_at = ?, ends_at = ?,
+ erp_updated_at = ?, updated_at = UTC_TIMESTAMP(3), fence_token = ?, erp_version = ?
+ WHERE erp_id = ? AND erp_version < ? AND fence_token <= ?`,
+		m.MemberID, m.ProductCode, m.Status, m.StartsAt.UTC(), ends, m.UpdatedAt.UTC(), m.Fence, m.Version,
+		m.ErpID, m.Version, m.Fence)
+	if res.Error != nil {
+		return false, fmt.Errorf("update membership: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}

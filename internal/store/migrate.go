@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/erpsync/erpsync/migrations"
+)
+
+// Migration is one versioned SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+var migrationName = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
+
+// Migrations lists the embedded up-migrations in version order.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		m := migrationName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[1])
+		body, err := fs.ReadFile(migrations.FS, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+		}
+		out = append(out, Migration{Version: v, Name: m[2], SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("read migrations: version %d twice", out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// statements splits a migration on semicolons that end a line and drops
+// comment-only chunks.
+func statements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--") || trimmed == "" {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// MigrateResult says what Migrate did.
+type MigrateResult struct {
+	Database        string
+	CreatedDatabase bool
+	Applied         []Migration
+	Current         int
+}
+
+// Migrate creates the database named in dsn when it is missing and applies
+// the embedded migrations not yet recorded in schema_migrations. Several
+// instances may call it at once: they serialise on a MySQL named lock
+// (GET_LOCK), and every statement is idempotent.
+func Migrate(ctx context.Context, dsn string) (*MigrateResult, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	res := &MigrateResult{Database: cfg.DBName}
+
+	// Create the database through a connection that names none.
+	admin := cfg.Clone()
+	admin.DBName = ""
+	as, err := open(ctx, admin, Options{MaxOpenConns: 2, PingTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	if err := as.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", cfg.DBName).Scan(&n).Error; err != nil {
+		as.Close()
+		return nil, fmt.Errorf("look up database: %w", err)
+	}
+	if n == 0 {
+		err := as.db.WithContext(ctx).Exec("CREATE DATABASE IF NOT EXISTS `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci").Error
+		if err != nil {
+			as.Close()
+			return nil, fmt.Errorf("create database %s: %w", cfg.DBName, err)
+		}
+		res.CreatedDatabase = true
+	}
+	as.Close()
+
+	s, err := open(ctx, cfg, Options{MaxOpenConns: 2, PingTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	err = s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		var got *int
+		if err := conn.Raw("SELECT GET_LOCK(?, 60)", "erpsync_migrate:"+cfg.DBName).Scan(&got).Error; err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if got == nil || *got != 1 {
+			return errors.New("take migration lock: timed out after 60s (another migrate is running?)")
+		}
+		defer conn.Exec("SELECT RELEASE_LOCK(?)", "erpsync_migrate:"+cfg.DBName)
+
+		if err := conn.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    INT NOT NULL PRIMARY KEY,
+  name       VARCHAR(255) NOT NULL,
+  applied_at DATETIME(3) NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`).Error; err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		var done []int
+		if err := conn.Raw("SELECT version FROM schema_migrations").Scan(&done).Error; err != nil {
+			return fmt.Errorf("read schema_migrations: %w", err)
+		}
+		applied := map[int]bool{}
+		for _, v := range done {
+			applied[v] = true
+			if v > res.Current {
+				res.Current = v
+			}
+		}
+		for _, m := range ms {
+			if applied[m.Version] {
+				continue
+			}
+			for _, stmt := range statements(m.SQL) {
+				if err := conn.Exec(stmt).Error; err != nil {
+					return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
+				}
+			}
+			if err := conn.Exec("INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))", m.Version, m.Name).Error; err != nil {
+				return fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
+			}
+			res.Applied = append(res.Applied, m)
+			res.Current = m.Version
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// CheckSchema returns ErrNotMigrated unless every embedded migration has
+// been applied.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	var current *int
+	err = s.db.WithContext(ctx).Raw("SELECT MAX(version) FROM schema_migrations").Scan(&current).Error
+	if err != nil {
+		if strings.Contains(err.Error(), "1146") || strings.Contains(err.Error(), "doesn't exist") {
+			return ErrNotMigrated
+		}
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	want := ms[len(ms)-1].Version
+	if current == nil || *current < want {
+		have := 0
+		if current != nil {
+			have = *current
+		}
+		return fmt.Errorf("%w: database at version %d, binary needs %d", ErrNotMigrated, have, want)
+	}
+	return nil
+}

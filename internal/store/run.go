@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Counters are the per-run record outcomes of the run report.
+type Counters struct {
+	Fetched          int64 `json:"fetched" gorm:"column:fetched"`
+	Inserted         int64 `json:"inserted" gorm:"column:inserted"`
+	Updated          int64 `json:"updated" gorm:"column:updated"`
+	Unchanged        int64 `json:"unchanged" gorm:"column:unchanged"`
+	DuplicatesInFeed int64 `json:"duplicates_in_feed" gorm:"column:duplicates_in_feed"`
+	LockContended    int64 `json:"lock_contended" gorm:"column:lock_contended"`
+	UniqueViolations int64 `json:"unique_violations" gorm:"column:unique_violations"`
+	StaleRejected    int64 `json:"stale_rejected" gorm:"column:stale_rejected"`
+	Invalid          int64 `json:"invalid" gorm:"column:invalid"`
+	Failed           int64 `json:"failed" gorm:"column:failed"`
+	ERPRequests      int64 `json:"erp_requests" gorm:"column:erp_requests"`
+	ERPRetries       int64 `json:"erp_retries" gorm:"column:erp_retries"`
+}
+
+// Run is one row of the run history, skipped runs included.
+type Run struct {
+	ID          uint64     `json:"-" gorm:"column:id;primaryKey"`
+	RunID       string     `json:"run_id" gorm:"column:run_id"`
+	Job         string     `json:"job" gorm:"column:job"`
+	Mode        string     `json:"mode" gorm:"column:mode"`
+	Status      string     `json:"status" gorm:"column:status"`
+	Host        string     `json:"host" gorm:"column:host"`
+	PID         int        `json:"pid" gorm:"column:pid"`
+	WindowSince *time.Time `json:"window_since,omitempty" gorm:"column:window_since"`
+	WindowUntil *time.Time `json:"window_until,omitempty" gorm:"column:window_until"`
+	Shard       string     `json:"shard,omitempty" gorm:"column:shard"`
+	Fence       int64      `json:"fence_token" gorm:"column:fence_token"`
+	StartedAt   time.Time  `json:"started_at" gorm:"column:started_at"`
+	FinishedAt  *time.Time `json:"finished_at" gorm:"column:finished_at"`
+	Counters
+	RecordsPerSecond float64 `json:"records_per_second" gorm:"column:records_per_second"`
+	Error            *string `json:"error,omitempty" gorm:"column:error"`
+}
+
+// TableName tells gorm the table of Run.
+func (Run) TableName() string { return "sync_runs" }
+
+// Run statuses.
+const (
+	StatusRunning     = "running"
+	StatusSucceeded   = "succeeded"
+	StatusSkipped     = "skipped"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// StartRun records a run as it begins (or a skipped run, finished at once).
+func (s *Store) StartRun(ctx context.Context, r *Run) error {
+	if err := s.db.WithContext(ctx).Create(r).Error; err != nil {
+		return fmt.Errorf("record run %s: %w", r.RunID, err)
+	}
+	return nil
+}
+
+// FinishRun writes a run's final status and counters.
+func (s *Store) FinishRun(ctx context.Context, r *Run) error {
+	err := s.db.WithContext(ctx).Model(&Run{}).Where("run_id = ?", r.RunID).Select("*").Omit("id").Updates(r).Error
+	if err != nil {
+		return fmt.Errorf("finish run %s: %w", r.RunID, err)
+	}
+	return nil
+}
+
+// Runs lists the run history newest first; job may be empty for all jobs.
+func (s *Store) Runs(ctx context.Context, job string, limit int) ([]Run, error) {
+	q := s.db.WithContext(ctx).Order("started_at DESC, id DESC").Limit(limit)
+	if job != "" {
+		q = q.Where("job = ?", job)
+	}
+	var out []Run
+	if err := q.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}

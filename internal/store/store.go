@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+var (
+	// ErrDuplicate is returned when an insert hit the UNIQUE index on erp_id.
+	ErrDuplicate = errors.New("store: duplicate erp_id")
+	// ErrFenced is returned when a checkpoint write carried an older fencing
+	// token than the one stored.
+	ErrFenced = errors.New("store: refused by fencing token")
+	// ErrNotMigrated is returned by CheckSchema when migrations are missing.
+	ErrNotMigrated = errors.New("store: schema not migrated (run `erpsync migrate`)")
+	// ErrUnavailable wraps a failure to reach the database.
+	ErrUnavailable = errors.New("store: mysql unavailable")
+)
+
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	// MaxOpenConns bounds the connection pool. Defaults to 32.
+	MaxOpenConns int
+	// PingTimeout bounds the connection check in Open. Defaults to 5s.
+	PingTimeout time.Duration
+}
+
+// Store is a handle on erpsync's MySQL database. It is safe for concurrent use.
+type Store struct {
+	db  *gorm.DB
+	sql *sql.DB
+	cfg *mysql.Config
+}
+
+// ParseDSN parses a go-sql-driver DSN and sets what erpsync relies on:
+// parseTime, UTC, client-side interpolation (one round trip a statement) and
+// dial, read and write timeouts when the DSN has none.
+func ParseDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("parse mysql dsn: no database name (want user@tcp(host:port)/dbname)")
+	}
+	if strings.ContainsAny(cfg.DBName, "`\x00/\\.") {
+		return nil, fmt.Errorf("parse mysql dsn: invalid database name %q", cfg.DBName)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 60 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["time_zone"]; !ok {
+		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	return cfg, nil
+}
+
+// Open connects to the database named in dsn and checks that it answers.
+// It does not create or migrate anything; see Migrate.
+func Open(ctx context.Context, dsn string, opt *Options) (*Store, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{}
+	if opt != nil {
+		o = *opt
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 32
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = 5 * time.Second
+	}
+	return open(ctx, cfg, o)
+}
+
+func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), &gorm.Config{
+		Logger:                 logger.Discard,
+		TranslateError:         true,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, redact(err, cfg))
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(o.MaxOpenConns)
+	sqlDB.SetConnMaxLifetime(30 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
+	defer cancel()
+	if err := sqlDB.PingContext(pctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("%w at %s: %s", ErrUnavailable, cfg.Addr, redact(err, cfg))
+	}
+	return &Store{db: db, sql: sqlDB, cfg: cfg}, nil
+}
+
+// redact keeps a password out of an error message.
+func redact(err error, cfg *mysql.Config) string {
+	msg := err.Error()
+	if cfg.Passwd != "" {
+		msg = strings.ReplaceAll(msg, cfg.Passwd, "***")
+	}
+	return msg
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error { return s.sql.Close() }
+
+// DB returns the underlying gorm handle.
+func (s *Store) DB() *gorm.DB { return s.db }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.sql.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, redact(err, s.cfg))
+	}
+	return nil
+}
+
+// DatabaseName is the name of the database the store is connected to.
+func (s *Store) DatabaseName() string { return s.cfg.DBName }
+
+// isDuplicate reports whether err is MySQL's ER_DUP_ENTRY.
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey)
+}

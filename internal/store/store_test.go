@@ -1,0 +1,257 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/store"
+)
+
+// testDSN returns a DSN for a fresh database named for the test; the
+// database is dropped when the test ends.
+func testDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
+	if base == "" {
+		base = "root@tcp(127.0.0.1:3306)/"
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	name := "erpsync_t_" + hex.EncodeToString(b[:])
+	dsn := strings.TrimSuffix(base, "/") + "/" + name + "?parseTime=true"
+	t.Cleanup(func() {
+		cfg, _ := store.ParseDSN(dsn)
+		cfg.DBName = "mysql"
+		s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
+		if err == nil {
+			s.DB().Exec("DROP DATABASE IF EXISTS `" + name + "`")
+			s.Close()
+		}
+	})
+	return dsn
+}
+
+func setup(t *testing.T) *store.Store {
+	t.Helper()
+	dsn := testDSN(t)
+	if _, err := store.Migrate(context.Background(), dsn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	s, err := store.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	applied := make(chan int, 6)
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := store.Migrate(ctx, dsn)
+			if err != nil {
+				errs <- err
+				return
+			}
+			applied <- len(res.Applied)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(applied)
+	for err := range errs {
+		t.Fatalf("concurrent migrate: %v", err)
+	}
+	total := 0
+	for n := range applied {
+		total += n
+	}
+	ms, _ := store.Migrations()
+	if total != len(ms) {
+		t.Fatalf("migrations applied %d times in all, want each once (%d)", total, len(ms))
+	}
+	res, err := store.Migrate(ctx, dsn)
+	if err != nil || len(res.Applied) != 0 {
+		t.Fatalf("second migrate: applied %v, err %v", res, err)
+	}
+	s, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CheckSchema(ctx); err != nil {
+		t.Fatalf("CheckSchema after migrate: %v", err)
+	}
+}
+
+func TestCheckSchemaNotMigrated(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	ctx := context.Background()
+	cfg, _ := store.ParseDSN(dsn)
+	admin := *cfg
+	admin.DBName = "mysql"
+	a, err := store.Open(ctx, admin.FormatDSN(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.DB().Exec("CREATE DATABASE `" + cfg.DBName + "`")
+	a.Close()
+	s, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CheckSchema(ctx); !errors.Is(err, store.ErrNotMigrated) {
+		t.Fatalf("CheckSchema on empty database = %v, want ErrNotMigrated", err)
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
+	_, err := store.Open(context.Background(), "root@tcp(127.0.0.1:1)/x", &store.Options{PingTimeout: time.Second})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Open on a closed port = %v, want ErrUnavailable", err)
+	}
+}
+
+func m(id string, version, fence int64) store.Membership {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	return store.Membership{ErpID: id, MemberID: "U" + id, ProductCode: "P", Status: "ACTIVE",
+		StartsAt: now, Version: version, UpdatedAt: now.Add(time.Duration(version) * time.Millisecond), Fence: fence}
+}
+
+func TestGuardedWrites(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	if err := s.Insert(ctx, []store.Membership{m("A", 2, 10), m("B", 1, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Insert(ctx, []store.Membership{m("C", 1, 10), m("A", 3, 11)}); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("insert over an existing erp_id = %v, want ErrDuplicate", err)
+	}
+	if v, _ := s.Versions(ctx, []string{"C"}); len(v) != 0 {
+		t.Fatalf("a failed multi-row insert left rows: %v", v)
+	}
+	cases := []struct {
+		name    string
+		w       store.Membership
+		want    bool
+		version int64
+	}{
+		{"lower version refused", m("A", 1, 20), false, 2},
+		{"same version refused", m("A", 2, 20), false, 2},
+		{"older fence refused", m("A", 5, 9), false, 2},
+		{"higher version, newer fence", m("A", 5, 20), true, 5},
+		{"same fence, higher version", m("A", 6, 20), true, 6},
+	}
+	for _, c := range cases {
+		ok, err := s.Update(ctx, c.w)
+		if err != nil || ok != c.want {
+			t.Fatalf("%s: Update = %v, %v; want %v", c.name, ok, err, c.want)
+		}
+		v, _ := s.Versions(ctx, []string{"A"})
+		if v["A"].Version != c.version {
+			t.Fatalf("%s: version %d, want %d", c.name, v["A"].Version, c.version)
+		}
+	}
+	// Multi-row upsert: B newer (lands), A older fence (refused), D absent (inserted).
+	if err := s.Upsert(ctx, []store.Membership{m("B", 4, 30), m("A", 9, 1), m("D", 1, 30)}); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Versions(ctx, []string{"A", "B", "D"})
+	if v["A"] != (store.Current{Version: 6, Fence: 20}) || v["B"] != (store.Current{Version: 4, Fence: 30}) || v["D"].Version != 1 {
+		t.Fatalf("after upsert: %v", v)
+	}
+}
+
+func TestCheckpointFencing(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	if _, ok, _ := s.Checkpoint(ctx, "j"); ok {
+		t.Fatal("checkpoint before any save")
+	}
+	if err := s.SaveCheckpoint(ctx, "j", t0, 100, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveCheckpoint(ctx, "j", t0.Add(time.Hour), 100, "r1"); err != nil {
+		t.Fatalf("same fence again: %v", err)
+	}
+	if err := s.SaveCheckpoint(ctx, "j", t0.Add(2*time.Hour), 200, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	err := s.SaveCheckpoint(ctx, "j", t0.Add(5*time.Hour), 100, "r1")
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("older fence = %v, want ErrFenced", err)
+	}
+	cp, _, _ := s.Checkpoint(ctx, "j")
+	if !cp.Position.Equal(t0.Add(2*time.Hour)) || cp.Fence != 200 || cp.RunID != "r2" {
+		t.Fatalf("checkpoint moved by an older fence: %+v", cp)
+	}
+}
+
+func TestQuarantineDedupes(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	q := []store.Quarantined{{ErpID: "X", Reason: "status: not in enum", Payload: []byte(`{"erp_id":"X","status":"NOPE"}`)}}
+	for i := 0; i < 3; i++ {
+		if err := s.Quarantine(ctx, "j", "r", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.QuarantineCount(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("quarantine count = %d, %v; want 1", n, err)
+	}
+	var seen int64
+	s.DB().Raw("SELECT seen_count FROM quarantined_records").Scan(&seen)
+	if seen != 3 {
+		t.Fatalf("seen_count = %d, want 3", seen)
+	}
+}
+
+func TestRunHistory(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	start := time.Now().UTC().Truncate(time.Millisecond)
+	r := &store.Run{RunID: "a", Job: "j", Mode: "run", Status: store.StatusRunning, Host: "h", PID: 1, StartedAt: start}
+	if err := s.StartRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	fin := start.Add(time.Second)
+	r.Status, r.FinishedAt, r.Inserted = store.StatusSucceeded, &fin, 42
+	if err := s.FinishRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	sk := &store.Run{RunID: "b", Job: "j", Mode: "run", Status: store.StatusSkipped, Host: "h", PID: 2, StartedAt: fin, FinishedAt: &fin}
+	if err := s.StartRun(ctx, sk); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.Runs(ctx, "j", 10)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("Runs = %v, %v", runs, err)
+	}
+	if runs[0].RunID != "b" || runs[0].Status != store.StatusSkipped || runs[1].Inserted != 42 || runs[1].Status != store.StatusSucceeded {
+		t.Fatalf("history newest first with counters: %+v", runs)
+	}
+}
