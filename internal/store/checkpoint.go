@@ -69,3 +69,19 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, name string, fence int64) 
 	}
 	return nil
 }
+
+// AdvanceCheckpoint moves the named checkpoint forward to pos, never back.
+// It serves checkpoints that several writers may share, such as identical
+// backfills: each writer's low watermark is true, so the highest one is.
+func (s *Store) AdvanceCheckpoint(ctx context.Context, name string, pos time.Time, runID string) error {
+	err := s.db.WithContext(ctx).Exec(`INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
+ VALUES (?, ?, 0, ?, UTC_TIMESTAMP(3))
+ ON DUPLICATE KEY UPDATE
+  run_id = IF(VALUES(position) > position, VALUES(run_id), run_id),
+  updated_at = IF(VALUES(position) > position, VALUES(updated_at), updated_at),
+  position = GREATEST(position, VALUES(position))`, name, pos.UTC(), runID).Error
+	if err != nil {
+		return fmt.Errorf("advance checkpoint %s: %w", name, err)
+	}
+	return nil
+}

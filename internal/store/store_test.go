@@ -2,53 +2,19 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
-// testDSN returns a DSN for a fresh database named for the test; the
-// database is dropped when the test ends.
-func testDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
-	if base == "" {
-		base = "root@tcp(127.0.0.1:3306)/"
-	}
-	var b [4]byte
-	rand.Read(b[:])
-	name := "erpsync_t_" + hex.EncodeToString(b[:])
-	dsn := strings.TrimSuffix(base, "/") + "/" + name + "?parseTime=true"
-	t.Cleanup(func() {
-		cfg, _ := store.ParseDSN(dsn)
-		cfg.DBName = "mysql"
-		s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
-		if err == nil {
-			s.DB().Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			s.Close()
-		}
-	})
-	return dsn
-}
+func testDSN(t testing.TB) string { return testenv.MySQLDSN(t) }
 
 func setup(t *testing.T) *store.Store {
-	t.Helper()
-	dsn := testDSN(t)
-	if _, err := store.Migrate(context.Background(), dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	s, err := store.Open(context.Background(), dsn, nil)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := testenv.MigratedStore(t)
 	return s
 }
 

@@ -1,0 +1,117 @@
+// Command erpmock serves the mock ERP membership feed of package erpmock.
+//
+//	erpmock --addr 127.0.0.1:8090 --records N --seed S [--token T] [fault flags]
+//
+// Every flag has an environment variable: ERPMOCK_ and the flag's name in
+// upper case with '-' as '_' (ERPMOCK_ERROR_RATE for --error-rate). The flag
+// wins. Faults can be switched at runtime through /admin/faults.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/erpsync/erpsync/erpmock"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.LookupEnv))
+}
+
+// run returns the exit code: 0 after a clean shutdown, 1 when serving
+// failed, 2 on bad usage or when the address cannot be bound.
+func run(args []string, lookupEnv func(string) (string, bool)) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	addr, opt, err := parse(args, lookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "erpmock:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("listen", "err", err)
+		return 2
+	}
+	srv := &http.Server{Handler: erpmock.New(opt), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("erpmock listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
+		"records", opt.Records, "seed", opt.Seed, "token", opt.Token != "")
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		log.Error("serve", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("erpmock shutting down")
+	// Hung responses do not end by themselves: close what is left after a
+	// grace period.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return 0
+}
+
+// parse reads the flags, with defaults from the environment.
+func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmock.Options, error) {
+	fs := flag.NewFlagSet("erpmock", flag.ContinueOnError)
+	var opt erpmock.Options
+	f := &opt.Faults
+	addr := fs.String("addr", "127.0.0.1:8090", "listen `address`")
+	fs.IntVar(&opt.Records, "records", 10000, "number of records")
+	fs.Int64Var(&opt.Seed, "seed", 1, "seed of the records and of the fault decisions")
+	fs.StringVar(&opt.Token, "token", "", "bearer `token` the API requires (empty: none)")
+	fs.DurationVar(&f.Latency, "latency", 0, "latency added to every response")
+	fs.Float64Var(&f.ErrorRate, "error-rate", 0, "probability of a 500/502/503/504 answer")
+	fs.Float64Var(&f.RateLimitRate, "rate-limit-rate", 0, "probability of a 429 answer")
+	fs.IntVar(&f.RetryAfter, "retry-after", 1, "Retry-After `seconds` of 429 and 503 answers")
+	fs.Float64Var(&f.TruncateRate, "truncate-rate", 0, "probability of a 200 with half its body")
+	fs.Float64Var(&f.HangRate, "hang-rate", 0, "probability of a hung response")
+	fs.DurationVar(&f.Hang, "hang", 30*time.Second, "how long a hung response is held")
+	fs.Float64Var(&f.DuplicateRate, "duplicate-rate", 0, "probability per page of a record twice")
+	fs.Float64Var(&f.StaleRate, "stale-rate", 0, "probability per page of an older version after the newest")
+	fs.Float64Var(&f.InvalidRate, "invalid-rate", 0, "share of records served invalid")
+	fs.IntVar(&f.ChangeRate, "change-rate", 0, "records changed per page request")
+	fs.Float64Var(&f.MaxRate, "max-rate", 0, "requests per second over all clients (0: unlimited)")
+
+	var envErr error
+	fs.VisitAll(func(fl *flag.Flag) {
+		name := "ERPMOCK_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := lookupEnv(name); ok && envErr == nil {
+			if err := fl.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return "", opt, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", opt, err
+	}
+	if fs.NArg() > 0 {
+		return "", opt, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if opt.Records < 0 {
+		return "", opt, errors.New("--records must be >= 0")
+	}
+	return *addr, opt, f.Validate()
+}

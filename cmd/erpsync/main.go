@@ -1,0 +1,14 @@
+// Command erpsync copies an ERP's memberships into MySQL idempotently. See
+// the README and shared/spec/cli.md.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/erpsync/erpsync/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}

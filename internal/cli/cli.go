@@ -1,0 +1,239 @@
+// Package cli is erpsync's command line: it parses the settings of
+// shared/spec/cli.md (flags and ERPSYNC_* environment variables), wires the
+// store, the locks and the ERP client, runs a command and maps the outcome to
+// the exit codes of the contract.
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+// Exit codes of the contract.
+const (
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitUsage  = 2
+)
+
+const usage = `erpsync copies the ERP's memberships into MySQL, exactly once per change.
+
+Usage: erpsync <command> [flags]
+
+Commands:
+  migrate    apply the SQL migrations (creates the database when missing)
+  run        one incremental pass from the job checkpoint, under the job lock
+  backfill   one bounded window: --since T [--until T] [--shard i/n]
+  schedule   a run every D (--every 1m) or by --cron; serves /metrics, /healthz, /readyz
+  verify     compare the whole ERP feed with the database (exit 1 on any difference)
+  runs       the run history, newest first, skipped runs included
+
+Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
+Run "erpsync <command> -h" for a command's flags.
+
+Exit codes: 0 succeeded or skipped, 1 failed, 2 bad usage or a dependency
+unreachable at start (nothing written).
+`
+
+// Main runs erpsync with args (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "migrate":
+		err = cmdMigrate(ctx, rest, stdout, stderr)
+	case "run":
+		err = cmdSync(ctx, syncer.ModeRun, rest, stdout, stderr)
+	case "backfill":
+		err = cmdSync(ctx, syncer.ModeBackfill, rest, stdout, stderr)
+	case "schedule":
+		err = cmdSchedule(ctx, rest, stdout, stderr)
+	case "verify":
+		err = cmdVerify(ctx, rest, stdout, stderr)
+	case "runs":
+		err = cmdRuns(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stderr, "erpsync: unknown command %q\n\n%s", cmd, usage)
+		return ExitUsage
+	}
+	return exitCode(err, stderr)
+}
+
+// errFailed marks a run that ended with status failed; its details are in the
+// logs and the report.
+var errFailed = errors.New("run failed")
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return ExitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	var ue usageError
+	var de depError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "erpsync: %v\n", err)
+		return ExitUsage
+	case errors.As(err, &de):
+		fmt.Fprintf(stderr, "erpsync: %v\n", err)
+		return ExitUsage
+	case errors.Is(err, errFailed):
+		return ExitFailed
+	default:
+		fmt.Fprintf(stderr, "erpsync: %v\n", err)
+		return ExitFailed
+	}
+}
+
+func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(strings.ToLower(s.LogLevel))
+	if err != nil || s.LogLevel == "" {
+		return zerolog.Nop(), usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", s.LogLevel)}
+	}
+	format := s.LogFormat
+	if format == "" {
+		format = "json"
+		if f, ok := stderr.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+	}
+	var w io.Writer
+	switch format {
+	case "json":
+		w = stderr
+	case "console":
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want json or console", s.LogFormat)}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+func newRedis(s *settings) redis.UniversalClient {
+	opt := &redis.Options{
+		Addr:         s.RedisAddr,
+		Username:     s.RedisUsername,
+		Password:     s.RedisPassword,
+		DB:           s.RedisDB,
+		DialTimeout:  3 * time.Second,
+		ReadTimeout:  3 * time.Second,
+		WriteTimeout: 3 * time.Second,
+		PoolSize:     64,
+		MaxRetries:   -1, // the callers retry with their own bounds
+		// A call's ctx deadline interrupts it in flight.
+		ContextTimeoutEnabled: true,
+	}
+	if s.RedisTLS {
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return redis.NewClient(opt)
+}
+
+// deps are the wired dependencies of a sync command.
+type deps struct {
+	store *store.Store
+	rdb   redis.UniversalClient
+	locks *lock.Client
+	erp   *erp.Client
+}
+
+func (d *deps) Close() {
+	if d.store != nil {
+		d.store.Close()
+	}
+	if d.rdb != nil {
+		d.rdb.Close()
+	}
+}
+
+// connect opens MySQL, Redis and the ERP client and checks that each
+// answers. Any failure is a depError: exit 2, nothing written.
+func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (*deps, error) {
+	d := &deps{}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := store.Open(cctx, s.MySQLDSN, nil)
+	if err != nil {
+		return nil, depError{fmt.Errorf("mysql: %w", err)}
+	}
+	d.store = st
+	if err := st.CheckSchema(cctx); err != nil {
+		d.Close()
+		return nil, depError{fmt.Errorf("mysql: %w", err)}
+	}
+	d.rdb = newRedis(s)
+	if err := d.rdb.Ping(cctx).Err(); err != nil {
+		d.Close()
+		return nil, depError{fmt.Errorf("redis unavailable at %s: %w", s.RedisAddr, err)}
+	}
+	lopt := &lock.Options{}
+	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
+	if m != nil {
+		lopt.Hooks = m.LockHooks()
+		ecfg.Hooks = m.ERPHooks()
+	}
+	d.locks = lock.New(d.rdb, lopt)
+	e, err := erp.New(ecfg)
+	if err != nil {
+		d.Close()
+		return nil, usageError{fmt.Errorf("--erp-url: %w", err)}
+	}
+	d.erp = e
+	if probeERP {
+		if _, err := e.Count(cctx, time.Time{}, time.Time{}); err != nil {
+			d.Close()
+			if errors.Is(err, erp.ErrUnauthorized) {
+				return nil, depError{fmt.Errorf("erp at %s refused the token (check --erp-token): %w", s.ERPURL, err)}
+			}
+			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", s.ERPURL, err)}
+		}
+	}
+	return d, nil
+}
+
+func writeReport(path string, rep *syncer.Report) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}

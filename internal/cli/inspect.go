@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/verify"
+)
+
+// errMismatch is verify's "the database does not match the feed": exit 1.
+var errMismatch = errors.New("the database does not match the feed")
+
+func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	var asJSON bool
+	fs := newFlagSet("erpsync verify", stderr)
+	s.connFlags(fs)
+	fs.IntVar(&s.PageSize, "page-size", 1000, "ERP page size (1..1000)")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if s.PageSize < 1 || s.PageSize > 1000 {
+		return usageError{fmt.Errorf("--page-size %d: want 1..1000", s.PageSize)}
+	}
+	if _, err := newLogger(&s, stderr); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	d, err := connect(ctx, &s, true, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	res, err := verify.Verify(ctx, d.erp, d.store, s.PageSize)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if asJSON {
+		out := struct {
+			OK bool `json:"ok"`
+			*verify.Result
+		}{res.OK(), res}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printVerify(stdout, res)
+	}
+	if !res.OK() {
+		return fmt.Errorf("%w", errFailed)
+	}
+	return nil
+}
+
+func printVerify(w io.Writer, r *verify.Result) {
+	verdict := "OK: the database matches the feed"
+	if !r.OK() {
+		verdict = "MISMATCH: the database differs from the feed"
+	}
+	fmt.Fprintln(w, verdict)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  feed records\t%d\t(%d invalid items skipped)\n", r.FeedRecords, r.FeedInvalid)
+	fmt.Fprintf(tw, "  database rows\t%d\n", r.Rows)
+	fmt.Fprintf(tw, "  matching\t%d\n", r.Matching)
+	for _, c := range []struct {
+		name string
+		s    verify.Sample
+		what string
+	}{
+		{"missing", r.Missing, "in the feed, not in the database"},
+		{"stale", r.Stale, "older version, or fields differ at the same version"},
+		{"unknown", r.Unknown, "in the database, not in the feed"},
+		{"ahead", r.Ahead, "newer version in the database than in the feed"},
+	} {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.s.Count, c.what)
+		if len(c.s.IDs) > 0 {
+			more := ""
+			if c.s.Count > int64(len(c.s.IDs)) {
+				more = fmt.Sprintf(" (+%d more)", c.s.Count-int64(len(c.s.IDs)))
+			}
+			fmt.Fprintf(tw, "\t\te.g. %s%s\n", strings.Join(c.s.IDs, ", "), more)
+		}
+	}
+	fmt.Fprintf(tw, "  took\t%.2fs\n", r.Duration)
+	tw.Flush()
+}
+
+func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	var limit int
+	var asJSON, all bool
+	fs := newFlagSet("erpsync runs", stderr)
+	fs.StringVar(&s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format)")
+	fs.StringVar(&s.Job, "job", "membership-sync", "job name")
+	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
+	fs.IntVar(&limit, "limit", 20, "how many runs to show")
+	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	s.logFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return usageError{fmt.Errorf("--limit %d: want at least 1", limit)}
+	}
+	st, err := store.Open(ctx, s.MySQLDSN, nil)
+	if err != nil {
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	defer st.Close()
+	if err := st.CheckSchema(ctx); err != nil {
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	job := s.Job
+	if all {
+		job = ""
+	}
+	runs, err := st.Runs(ctx, job, limit)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent(runs, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED\tJOB\tMODE\tSTATUS\tFETCHED\tINSERTED\tUPDATED\tUNCHANGED\tCONTENDED\tINVALID\tFAILED\tDURATION\tHOST\tRUN ID")
+	for _, r := range runs {
+		dur := "-"
+		if r.FinishedAt != nil {
+			dur = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+		}
+		mode := r.Mode
+		if r.Shard != "" {
+			mode += " " + r.Shard
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s:%d\t%s\n",
+			r.StartedAt.Format("2006-01-02 15:04:05"), r.Job, mode, r.Status, r.Fetched, r.Inserted, r.Updated, r.Unchanged,
+			r.LockContended, r.Invalid, r.Failed, dur, r.Host, r.PID, r.RunID)
+	}
+	tw.Flush()
+	if len(runs) == 0 {
+		fmt.Fprintln(stdout, "(no runs yet)")
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/schedule"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	var every time.Duration
+	var cronExpr, httpAddr string
+	var ticks int
+	fs := newFlagSet("erpsync schedule", stderr)
+	s.connFlags(fs)
+	s.syncFlags(fs)
+	fs.DurationVar(&every, "every", 0, "run every D on the wall-clock grid of D (fixed delay: a run longer than D skips the ticks it overran)")
+	fs.StringVar(&cronExpr, "cron", "", "run by a cron expression (5 fields or @hourly...; UTC) instead of --every")
+	fs.StringVar(&httpAddr, "http-addr", ":9090", "serve /metrics, /healthz and /readyz here (empty: off)")
+	fs.IntVar(&ticks, "ticks", 0, "stop after this many ticks (0: until SIGTERM/SIGINT)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(&s, stderr)
+	if err != nil {
+		return err
+	}
+	sched, err := schedule.Parse(every, cronExpr)
+	if err != nil {
+		return usageError{err}
+	}
+	cfg := s.syncConfig(syncer.ModeRun)
+	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
+		return usageError{err}
+	}
+	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
+		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	m := metrics.New()
+	d, err := connect(ctx, &s, false, m)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if every > 0 {
+		m.SetInterval(s.Job, every)
+	}
+
+	if httpAddr != "" {
+		ln, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			return usageError{fmt.Errorf("--http-addr %s: %w", httpAddr, err)}
+		}
+		srv := &http.Server{Handler: opsMux(m, d), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+		log.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+	}
+
+	log.Info().Dur("every", every).Str("cron", cronExpr).Msg("schedule started")
+	failedTicks := 0
+	for n := 0; ticks == 0 || n < ticks; n++ {
+		tick := sched.Next(time.Now())
+		select {
+		case <-ctx.Done():
+			log.Info().Msg("schedule stopped")
+			return nil
+		case <-time.After(time.Until(tick)):
+		}
+		// Lock-at-least-for: hold the job lock to halfway to the next tick,
+		// so replicas whose clocks or timers fire a little later skip this
+		// tick, and the next tick still finds the lock free.
+		next := sched.Next(tick)
+		cfg.HoldUntil = tick.Add(next.Sub(tick) / 2)
+		rep, err := runTick(ctx, cfg, d, log, m)
+		if err != nil {
+			failedTicks++
+			log.Error().Err(err).Time("tick", tick).Msg("tick failed")
+		}
+		if err := writeReport(s.Report, rep); err != nil {
+			log.Error().Err(err).Msg("write report")
+		}
+		if ctx.Err() != nil {
+			log.Info().Msg("schedule stopped")
+			return nil
+		}
+	}
+	if failedTicks > 0 {
+		return fmt.Errorf("%w: %d of %d ticks failed", errFailed, failedTicks, ticks)
+	}
+	return nil
+}
+
+// runTick runs one tick and publishes its outcome to the metrics.
+func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger, m *metrics.Metrics) (*syncer.Report, error) {
+	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := sy.Run(ctx)
+	if rep != nil {
+		m.ObserveRun(rep.Run, rep.Checkpoint)
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if n, qerr := d.store.QuarantineCount(qctx); qerr == nil {
+		m.SetQuarantined(cfg.Job, n)
+	}
+	return rep, err
+}
+
+// opsMux serves /metrics, /healthz (the process lives) and /readyz (MySQL
+// and Redis answer).
+func opsMux(m *metrics.Metrics, d *deps) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := d.store.Ping(ctx); err != nil {
+			http.Error(w, "mysql: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if err := d.rdb.Ping(ctx).Err(); err != nil {
+			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

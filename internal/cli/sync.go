@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+func isUnavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
+
+// parseShard parses "i/n".
+func parseShard(v string) (i, n int, err error) {
+	if v == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(v, "/")
+	if ok {
+		i, err = strconv.Atoi(a)
+		if err == nil {
+			n, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--shard %q: want i/n with 0 <= i < n", v)
+	}
+	return i, n, nil
+}
+
+func parseTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339, like 2025-01-31T00:00:00Z", name, v)
+	}
+	return t.UTC(), nil
+}
+
+// cmdSync is `run` and `backfill`.
+func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	var sinceS, untilS, shardS string
+	fs := newFlagSet("erpsync "+mode, stderr)
+	s.connFlags(fs)
+	s.syncFlags(fs)
+	if mode == syncer.ModeBackfill {
+		fs.StringVar(&sinceS, "since", "", "window start, inclusive (RFC 3339); required")
+		fs.StringVar(&untilS, "until", "", "window end, exclusive (RFC 3339); default: open")
+		fs.StringVar(&shardS, "shard", "", "i/n: only the erp_ids that hash to shard i of n")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(&s, stderr)
+	if err != nil {
+		return err
+	}
+	cfg := s.syncConfig(mode)
+	if mode == syncer.ModeBackfill {
+		if cfg.Since, err = parseTime("since", sinceS); err != nil {
+			return usageError{err}
+		}
+		if sinceS == "" {
+			return usageError{errors.New("backfill needs --since (RFC 3339)")}
+		}
+		if cfg.Until, err = parseTime("until", untilS); err != nil {
+			return usageError{err}
+		}
+		if shardS == "" {
+			// A Kubernetes Indexed Job: pod i of ERPSYNC_SHARDS.
+			idx, n := os.Getenv("JOB_COMPLETION_INDEX"), os.Getenv("ERPSYNC_SHARDS")
+			if idx != "" && n != "" {
+				shardS = idx + "/" + n
+			}
+		}
+		if cfg.Shard, cfg.Shards, err = parseShard(shardS); err != nil {
+			return usageError{err}
+		}
+	}
+	// Validate before connecting: bad usage writes nothing.
+	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
+		return usageError{err}
+	}
+	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
+		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	d, err := connect(ctx, &s, true, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	stopProgress := progress(ctx, &cfg, d, stderr, log)
+	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
+	if err != nil {
+		return usageError{err}
+	}
+	rep, runErr := sy.Run(ctx)
+	stopProgress(rep)
+	if rep != nil {
+		if err := writeReport(s.Report, rep); err != nil {
+			log.Error().Err(err).Msg("write report")
+			if runErr == nil {
+				runErr = err
+			}
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("%w: %v", errFailed, runErr)
+	}
+	return nil
+}

@@ -1,0 +1,463 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	// ErrNotObtained is returned by Obtain when the lock is held by another
+	// holder and the retry strategy gave up, or when ctx ended first (then
+	// the error also matches ctx.Err()).
+	ErrNotObtained = errors.New("lock: not obtained")
+
+	// ErrNotHeld is returned by Release and Refresh when the lock no longer
+	// carries this holder's token: it expired, and maybe passed on.
+	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrLost is the cause of a Hold context cancelled because the watchdog
+	// found the lock gone or could not renew it before the lease ran out.
+	ErrLost = errors.New("lock: lost while held")
+
+	// ErrUnavailable wraps network, connection and timeout errors, and Redis
+	// replies that mean the server cannot serve now (LOADING, READONLY,
+	// CLUSTERDOWN, ...). The original error stays reachable with errors.As.
+	ErrUnavailable = errors.New("lock: redis unavailable")
+
+	// ErrInvalid is returned for an empty key, a key with a brace, or a TTL
+	// below one millisecond.
+	ErrInvalid = errors.New("lock: invalid argument")
+)
+
+var (
+	//go:embed obtain.lua
+	obtainSrc string
+	//go:embed obtain_many.lua
+	obtainManySrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed release_many.lua
+	releaseManySrc string
+	//go:embed refresh.lua
+	refreshSrc string
+	//go:embed pttl.lua
+	pttlSrc string
+
+	obtainScript      = newScript(obtainSrc)
+	obtainManyScript  = newScript(obtainManySrc)
+	releaseScript     = newScript(releaseSrc)
+	releaseManyScript = newScript(releaseManySrc)
+	refreshScript     = newScript(refreshSrc)
+	pttlScript        = newScript(pttlSrc)
+)
+
+// script is a Lua script with its source at hand, for the EVAL fallback of
+// pipelines (redis.Script.Run does it for single calls only).
+type script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) script { return script{redis.NewScript(src), src} }
+
+// Defaults of Options.
+const (
+	// DefaultPrefix is the default of Options.Prefix.
+	DefaultPrefix = "erpsync:lock:"
+	// DefaultFenceTTL is the default of Options.FenceTTL.
+	DefaultFenceTTL = time.Hour
+	// DefaultTimeout is the default of Options.Timeout.
+	DefaultTimeout = 3 * time.Second
+)
+
+// tokenBytes is the number of random bytes in a lock token.
+const tokenBytes = 24
+
+// Options configure a Client. The zero value is valid.
+type Options struct {
+	// Prefix is put before every Redis key. Defaults to "erpsync:lock:".
+	Prefix string
+
+	// FenceTTL is how long a key's fence counter is kept after its last
+	// grant; it bounds memory to the keys locked within FenceTTL. A counter
+	// never expires before the lease it was granted with. Once it expired,
+	// the next token comes from the server clock, so FenceTTL is also the
+	// largest backward step of that clock that fencing survives. Defaults
+	// to one hour.
+	FenceTTL time.Duration
+
+	// Timeout bounds every Redis call whose ctx has no deadline. It only
+	// interrupts a call in flight when the go-redis client has
+	// ContextTimeoutEnabled; otherwise its ReadTimeout and WriteTimeout
+	// (3 s by default) do. Defaults to 3 s.
+	Timeout time.Duration
+
+	// Hooks receive events for metrics and logs. May be nil.
+	Hooks *Hooks
+}
+
+// Hooks are called synchronously on lock events, so they must be cheap and
+// must not call back into the lock. Every field is optional.
+type Hooks struct {
+	// Obtained is called when Obtain or ObtainMany granted key, with the
+	// time spent since the call began.
+	Obtained func(key string, wait time.Duration)
+	// Contended is called each time an attempt found key held.
+	Contended func(key string)
+	// NotObtained is called when Obtain or ObtainMany gave key up: the
+	// retry strategy was exhausted or ctx ended. Redis failures are
+	// returned as errors and do not call it.
+	NotObtained func(key string)
+	// Lost is called once when a Hold context is cancelled with ErrLost.
+	Lost func(key string, err error)
+	// RenewFailed is called when a watchdog renewal failed for a reason
+	// other than the lock being gone; the watchdog keeps trying until the
+	// lease runs out.
+	RenewFailed func(key string, err error)
+}
+
+// Client obtains locks in one Redis deployment. It is safe for concurrent
+// use.
+type Client struct {
+	rdb  redis.UniversalClient
+	opt  Options
+	hook Hooks
+	// group tells how ObtainMany and ReleaseMany split keys into script
+	// calls; see groupKeys.
+	group grouping
+}
+
+// New returns a Client that keeps its locks in rdb. opt may be nil; it is
+// copied, and its zero fields get their defaults.
+func New(rdb redis.UniversalClient, opt *Options) *Client {
+	var o Options
+	if opt != nil {
+		o = *opt
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.FenceTTL <= 0 {
+		o.FenceTTL = DefaultFenceTTL
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	c := &Client{rdb: rdb, opt: o, group: groupingOf(rdb)}
+	if o.Hooks != nil {
+		c.hook = *o.Hooks
+		c.opt.Hooks = &c.hook
+	}
+	return c
+}
+
+// lockKey returns the Redis key of key's lock. Its fence counter is
+// lockKey + ":fence"; the braces make both share a Redis Cluster hash slot.
+func (c *Client) lockKey(key string) string {
+	return c.opt.Prefix + "{" + key + "}"
+}
+
+func fenceKey(lockKey string) string { return lockKey + ":fence" }
+
+// ObtainOptions tune one Obtain call.
+type ObtainOptions struct {
+	// Retry says how long to wait between attempts while the lock is held
+	// by another. nil tries once.
+	Retry RetryStrategy
+}
+
+// Obtain tries to grant key to the caller for ttl. It returns ErrNotObtained
+// when key is held by another and opt.Retry gave up. It retries on
+// contention only, sleeping as opt.Retry says, and never past ctx: when ctx
+// ends before a grant, the error matches both ErrNotObtained and ctx.Err().
+// A Redis failure ends it at once with an error matching ErrUnavailable.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt *ObtainOptions) (*Lock, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	token, err := newTokens(1)
+	if err != nil {
+		return nil, err
+	}
+	var retry RetryStrategy
+	if opt != nil {
+		retry = opt.Retry
+	}
+	if retry == nil {
+		retry = NoRetry()
+	}
+
+	lk := c.lockKey(key)
+	keys := []string{lk, fenceKey(lk)}
+	args := []any{token[0], ttl.Milliseconds(), c.fenceTTL(ttl).Milliseconds()}
+	start := time.Now()
+	var timer *time.Timer
+	for {
+		sent := time.Now()
+		fence, err := c.run(ctx, obtainScript, keys, args).Int64()
+		if err != nil {
+			if ctx.Err() != nil {
+				c.notObtained(key)
+				return nil, notObtainedCtx(ctx)
+			}
+			return nil, c.translate(ctx, "obtain", err)
+		}
+		if fence > 0 {
+			if c.hook.Obtained != nil {
+				c.hook.Obtained(key, time.Since(start))
+			}
+			return newLock(c, key, lk, token[0], fence, ttl, sent), nil
+		}
+		if c.hook.Contended != nil {
+			c.hook.Contended(key)
+		}
+
+		backoff := retry.NextBackoff()
+		if backoff <= 0 {
+			c.notObtained(key)
+			return nil, ErrNotObtained
+		}
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+			defer timer.Stop()
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			c.notObtained(key)
+			return nil, notObtainedCtx(ctx)
+		case <-timer.C:
+		}
+	}
+}
+
+func (c *Client) notObtained(key string) {
+	if c.hook.NotObtained != nil {
+		c.hook.NotObtained(key)
+	}
+}
+
+// notObtainedCtx returns an error matching ErrNotObtained, ctx.Err() and
+// the cause of ctx.
+func notObtainedCtx(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause != nil && cause != err {
+		return fmt.Errorf("%w: %w (%w)", ErrNotObtained, err, cause)
+	}
+	return fmt.Errorf("%w: %w", ErrNotObtained, err)
+}
+
+// fenceTTL returns the TTL of a fence counter granted with a lease of ttl.
+func (c *Client) fenceTTL(ttl time.Duration) time.Duration {
+	return max(c.opt.FenceTTL, ttl)
+}
+
+// run runs script with a deadline: ctx's, or else the Client's Timeout.
+func (c *Client) run(ctx context.Context, s script, keys []string, args []any) *redis.Cmd {
+	return c.runUntil(ctx, time.Time{}, s, keys, args)
+}
+
+// runUntil runs script with a deadline: limit or ctx's, whichever is
+// earlier; with a zero limit and no deadline in ctx, the Client's Timeout.
+func (c *Client) runUntil(ctx context.Context, limit time.Time, s script, keys []string, args []any) *redis.Cmd {
+	ctx, cancel := c.callContext(ctx, limit)
+	defer cancel()
+	return s.Run(ctx, c.rdb, keys, args...)
+}
+
+// callContext bounds ctx by limit, or by the Client's Timeout when limit is
+// zero and ctx has no deadline.
+func (c *Client) callContext(ctx context.Context, limit time.Time) (context.Context, context.CancelFunc) {
+	if !limit.IsZero() {
+		return context.WithDeadline(ctx, limit)
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.opt.Timeout)
+}
+
+// unavailablePrefixes are Redis error replies that say the server cannot
+// serve now rather than that the request is wrong.
+var unavailablePrefixes = []string{
+	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+	"NOREPLICAS", "BUSY", "ERR max number of clients",
+}
+
+// translate turns a go-redis error of operation op into this package's
+// terms. An error while the caller's ctx is done is returned wrapped as is;
+// a Redis error reply is wrapped, or marked ErrUnavailable when it means the
+// server cannot serve now; everything else (network, timeouts, a closed
+// client) is marked ErrUnavailable.
+func (c *Client) translate(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("lock: %s: %w", op, err)
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		for _, p := range unavailablePrefixes {
+			if redis.HasErrorPrefix(err, p) {
+				return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+			}
+		}
+		return fmt.Errorf("lock: %s: %w", op, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	if strings.ContainsAny(key, "{}") {
+		return fmt.Errorf("%w: key %q has a brace", ErrInvalid, key)
+	}
+	return nil
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: ttl %v below 1ms", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+// newTokens returns n random tokens of tokenBytes bytes each, base64url
+// encoded.
+func newTokens(n int) ([]string, error) {
+	buf := make([]byte, n*tokenBytes)
+	if _, err := rand.Read(buf); err != nil {
+		return nil, fmt.Errorf("lock: read random token: %w", err)
+	}
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = base64.RawURLEncoding.EncodeToString(buf[i*tokenBytes : (i+1)*tokenBytes])
+	}
+	return tokens, nil
+}
+
+// Lock is one grant of a key. Its methods are safe for concurrent use.
+type Lock struct {
+	c     *Client
+	key   string
+	rkey  string
+	token string
+	fence int64
+
+	mu sync.Mutex
+	// ttl is the lease length last set by Obtain or Refresh.
+	ttl time.Duration
+	// validUntil is the local time before which the lease surely still
+	// runs: the send time of the last successful grant or refresh plus its
+	// ttl less a drift margin.
+	validUntil time.Time
+	released   bool
+	hold       *holder
+}
+
+func newLock(c *Client, key, rkey, token string, fence int64, ttl time.Duration, sent time.Time) *Lock {
+	return &Lock{
+		c: c, key: key, rkey: rkey, token: token, fence: fence,
+		ttl: ttl, validUntil: sent.Add(validity(ttl)),
+	}
+}
+
+// validity is how long a lease of ttl surely runs after its request was
+// sent, allowing for clock rate drift between client and server: ttl less
+// 1% and 2 ms, as Redlock does.
+func validity(ttl time.Duration) time.Duration {
+	return max(ttl-ttl/100-2*time.Millisecond, 0)
+}
+
+// Key returns the key the lock was obtained for, without prefix.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random token that identifies this holder in Redis.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token of this grant. Tokens of one key strictly
+// increase from grant to grant; storage should refuse a write that carries
+// a smaller token than one it has already seen.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// String returns key, fence and token, for logs.
+func (l *Lock) String() string {
+	return l.key + "#" + strconv.FormatInt(l.fence, 10)
+}
+
+// TTL returns the time left on the lease, or 0 when the lock is no longer
+// held with this token.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	ms, err := l.c.run(ctx, pttlScript, []string{l.rkey}, []any{l.token}).Int64()
+	if err != nil {
+		return 0, l.c.translate(ctx, "ttl", err)
+	}
+	if ms < 0 {
+		return 0, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Refresh sets the lease to ttl from now, if the lock still carries this
+// token; otherwise it returns ErrNotHeld (and a running Hold context is
+// cancelled with ErrLost). Later watchdog renewals use the new ttl.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	err := l.refresh(ctx, time.Time{}, ttl)
+	if errors.Is(err, ErrNotHeld) {
+		l.mu.Lock()
+		h := l.hold
+		l.mu.Unlock()
+		if h != nil {
+			l.lose(h, err)
+		}
+	}
+	return err
+}
+
+// refresh runs the refresh script, under limit unless zero (see
+// runUntil), and on success moves the lease's local deadline.
+func (l *Lock) refresh(ctx context.Context, limit time.Time, ttl time.Duration) error {
+	sent := time.Now()
+	n, err := l.c.runUntil(ctx, limit, refreshScript, []string{l.rkey}, []any{l.token, ttl.Milliseconds()}).Int64()
+	if err != nil {
+		return l.c.translate(ctx, "refresh", err)
+	}
+	if n == 0 {
+		return ErrNotHeld
+	}
+	l.extended(sent, ttl)
+	return nil
+}
+
+// Release deletes the lock if it still carries this token and stops a
+// running watchdog (its Hold context ends with context.Canceled). It returns
+// ErrNotHeld when the lock had expired, and then leaves the key alone even
+// when another holder has it now.
+func (l *Lock) Release(ctx context.Context) error {
+	l.stop()
+	n, err := l.c.run(ctx, releaseScript, []string{l.rkey}, []any{l.token}).Int64()
+	if err != nil {
+		return l.c.translate(ctx, "release", err)
+	}
+	if n == 0 {
+		return ErrNotHeld
+	}
+	return nil
+}

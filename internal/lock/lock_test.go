@@ -1,0 +1,535 @@
+package lock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/internal/lock"
+)
+
+func TestObtainRelease(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+
+	l, err := b.client.Obtain(ctx, "erp:4711.a-b_c", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Key() != "erp:4711.a-b_c" {
+		t.Errorf("Key() = %q", l.Key())
+	}
+	if len(l.Token()) < 27 { // 20 bytes in base64
+		t.Errorf("Token() = %q, too short", l.Token())
+	}
+	if l.Fence() <= 0 {
+		t.Errorf("Fence() = %d", l.Fence())
+	}
+	lockKey := b.prefix + "{erp:4711.a-b_c}"
+	if got := b.rdb.Get(ctx, lockKey).Val(); got != l.Token() {
+		t.Errorf("Redis key %s = %q, want the token", lockKey, got)
+	}
+	if got, _ := b.rdb.Get(ctx, lockKey+":fence").Int64(); got != l.Fence() {
+		t.Errorf("fence counter = %d, want %d", got, l.Fence())
+	}
+
+	if _, err := b.client.Obtain(ctx, "erp:4711.a-b_c", time.Minute, nil); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("second obtain: err = %v, want ErrNotObtained", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second release: err = %v, want ErrNotHeld", err)
+	}
+	l2 := mustObtain(t, b.client, "erp:4711.a-b_c", time.Minute)
+	if l2.Token() == l.Token() {
+		t.Error("two grants share a token")
+	}
+	if l2.Fence() <= l.Fence() {
+		t.Errorf("fence %d after %d", l2.Fence(), l.Fence())
+	}
+}
+
+func TestDefaultPrefix(t *testing.T) {
+	rdb := newRedis(t, redisAddr)
+	ctx := context.Background()
+	key := strings.TrimPrefix(randomPrefix(), "erpsync:test:") + "default"
+	l := mustObtain(t, lock.New(rdb, nil), key, time.Minute)
+	defer func() { rdb.Del(ctx, "erpsync:lock:{"+key+"}:fence") }()
+	if n := rdb.Exists(ctx, "erpsync:lock:{"+key+"}").Val(); n != 1 {
+		t.Errorf("key under the default prefix missing")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	for _, key := range []string{"", "a{b", "a}b", "{a}"} {
+		if _, err := b.client.Obtain(ctx, key, time.Second, nil); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("Obtain(%q): err = %v, want ErrInvalid", key, err)
+		}
+	}
+	if _, err := b.client.Obtain(ctx, "k", 500*time.Microsecond, nil); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("ttl below 1ms: err = %v, want ErrInvalid", err)
+	}
+	if _, err := b.client.ObtainMany(ctx, []string{"ok", "b{ad"}, time.Second); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("ObtainMany with a brace: err = %v, want ErrInvalid", err)
+	}
+	l := mustObtain(t, b.client, "k", time.Second)
+	if err := l.Refresh(ctx, 0); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("Refresh(0): err = %v, want ErrInvalid", err)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	first := mustObtain(t, b.client, "job", 50*time.Millisecond)
+	if _, err := b.client.Obtain(ctx, "job", time.Second, nil); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("obtain while held: err = %v", err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	if ttl, err := first.TTL(ctx); err != nil || ttl != 0 {
+		t.Errorf("TTL after expiry = %v, %v; want 0, nil", ttl, err)
+	}
+	second := mustObtain(t, b.client, "job", time.Second)
+	if second.Fence() <= first.Fence() {
+		t.Errorf("fence %d after %d", second.Fence(), first.Fence())
+	}
+}
+
+// A holder whose lease ran out and passed on cannot delete or extend the
+// new holder's lock.
+func TestReleaseAfterExpiryLeavesNextHolder(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	old := mustObtain(t, b.client, "rec-1", 30*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	next := mustObtain(t, b.client, "rec-1", time.Minute)
+
+	if err := old.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("stale release: err = %v, want ErrNotHeld", err)
+	}
+	if err := old.Refresh(ctx, time.Hour); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("stale refresh: err = %v, want ErrNotHeld", err)
+	}
+	if got := b.rdb.Get(ctx, b.prefix+"{rec-1}").Val(); got != next.Token() {
+		t.Fatalf("lock key = %q, want the next holder's token", got)
+	}
+	if ttl, _ := next.TTL(ctx); ttl <= 50*time.Second || ttl > time.Minute {
+		t.Errorf("next holder's TTL = %v, want its own minute", ttl)
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRefresh(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	l := mustObtain(t, b.client, "rec-2", time.Second)
+	if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 || ttl > time.Second {
+		t.Fatalf("TTL = %v, %v", ttl, err)
+	}
+	if err := l.Refresh(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := l.TTL(ctx); err != nil || ttl <= 9*time.Second {
+		t.Fatalf("TTL after refresh = %v, %v", ttl, err)
+	}
+	if err := l.Refresh(ctx, 40*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(70 * time.Millisecond)
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("refresh after expiry: err = %v, want ErrNotHeld", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("release after expiry: err = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestFenceIncreasesSequentially(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	var last int64
+	for i := range 300 {
+		l := mustObtain(t, b.client, "seq", time.Second)
+		if l.Fence() <= last {
+			t.Fatalf("grant %d: fence %d after %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A counter ahead of the clock keeps counting; once gone, the clock floor
+// is still above every earlier token.
+func TestFenceCounterAheadOfClockAndExpired(t *testing.T) {
+	b := setup(t, &lock.Options{FenceTTL: 30 * time.Millisecond})
+	ctx := context.Background()
+	fenceKey := b.prefix + "{k}:fence"
+
+	first := mustObtain(t, b.client, "k", time.Millisecond*5)
+	if ttl := b.rdb.PTTL(ctx, fenceKey).Val(); ttl <= 0 || ttl > 30*time.Millisecond {
+		t.Errorf("fence counter TTL = %v, want FenceTTL", ttl)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A counter far ahead (as after a clock step back) wins over the clock.
+	ahead := first.Fence() + 10_000_000_000
+	b.rdb.Set(ctx, fenceKey, ahead, time.Minute)
+	l := mustObtain(t, b.client, "k", time.Second)
+	if l.Fence() != ahead+1 {
+		t.Errorf("fence = %d, want counter+1 = %d", l.Fence(), ahead+1)
+	}
+	_ = l.Release(ctx)
+
+	// A lease longer than FenceTTL keeps its counter as long.
+	l = mustObtain(t, b.client, "k", 2*time.Second)
+	if ttl := b.rdb.PTTL(ctx, fenceKey).Val(); ttl < time.Second {
+		t.Errorf("fence counter TTL = %v, want at least the lease", ttl)
+	}
+	_ = l.Release(ctx)
+
+	b.rdb.Del(ctx, fenceKey) // as if expired
+	l = mustObtain(t, b.client, "k", time.Second)
+	if l.Fence() <= first.Fence() {
+		t.Errorf("fence after the counter expired = %d, not above %d", l.Fence(), first.Fence())
+	}
+	if got := b.rdb.Get(ctx, fenceKey).Val(); strings.ContainsAny(got, "e.") {
+		t.Errorf("counter stored as %q, want plain digits", got)
+	}
+}
+
+func TestFenceIncreasesAcrossEmptyRestart(t *testing.T) {
+	s := startServer(t)
+	rdb := newRedis(t, s.addr())
+	c := lock.New(rdb, nil)
+	ctx := context.Background()
+
+	var before int64
+	for range 3 {
+		l := mustObtain(t, c, "erp-42", time.Minute)
+		before = l.Fence()
+		_ = l.Release(ctx)
+	}
+	held := mustObtain(t, c, "erp-42", time.Minute) // lost in the restart
+	before = held.Fence()
+
+	s.kill()
+	s.start()
+	if n := rdb.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("restarted server has %d keys, want none", n)
+	}
+	after := mustObtain(t, c, "erp-42", time.Minute)
+	if after.Fence() <= before {
+		t.Fatalf("fence after an empty restart = %d, not above %d", after.Fence(), before)
+	}
+	if err := held.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("release of the forgotten grant: err = %v, want ErrNotHeld", err)
+	}
+}
+
+// Many goroutines, each with a connection pool of its own, contend for one
+// key: holders never overlap and see the fences in increasing order.
+func TestMutualExclusionGoroutines(t *testing.T) {
+	b := setup(t, nil)
+	const workers, rounds = 8, 40
+	var (
+		inside    atomic.Int32
+		lastFence atomic.Int64
+		grants    atomic.Int32
+		wg        sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan error, workers)
+	for range workers {
+		c := lock.New(newRedis(t, redisAddr), &lock.Options{Prefix: b.prefix})
+		wg.Go(func() {
+			for range rounds {
+				l, err := c.Obtain(ctx, "shared", 5*time.Second, &lock.ObtainOptions{
+					Retry: lock.ExponentialBackoff(100*time.Microsecond, 4*time.Millisecond),
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- fmt.Errorf("%d holders at once", n)
+				}
+				if prev := lastFence.Swap(l.Fence()); l.Fence() <= prev {
+					errs <- fmt.Errorf("fence %d after %d", l.Fence(), prev)
+				}
+				grants.Add(1)
+				time.Sleep(50 * time.Microsecond)
+				inside.Add(-1)
+				if err := l.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if g := grants.Load(); g != workers*rounds {
+		t.Errorf("%d grants, want %d", g, workers*rounds)
+	}
+}
+
+// Several OS processes contend for one key and log their critical
+// sections to one file: the sections never interleave, and fences rise.
+func TestMutualExclusionProcesses(t *testing.T) {
+	b := setup(t, nil)
+	logPath := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const procs, rounds = 3, 40
+	cmds := make([]*exec.Cmd, procs)
+	for i := range cmds {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(),
+			helperEnv+"=1", "LOCK_TEST_PREFIX="+b.prefix, "LOCK_TEST_KEY=proc",
+			"LOCK_TEST_LOG="+logPath, fmt.Sprintf("LOCK_TEST_N=%d", rounds))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("holder process: %v", err)
+		}
+	}
+
+	f, err := os.Open(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var (
+		lines     int
+		inside    string
+		lastFence int64
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines++
+		var op string
+		var pid, fence int64
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d", &op, &pid, &fence); err != nil {
+			t.Fatalf("line %d %q: %v", lines, sc.Text(), err)
+		}
+		id := fmt.Sprint(pid, fence)
+		switch {
+		case op == "enter" && inside == "":
+			if fence <= lastFence {
+				t.Fatalf("line %d: fence %d after %d", lines, fence, lastFence)
+			}
+			inside, lastFence = id, fence
+		case op == "exit" && inside == id:
+			inside = ""
+		default:
+			t.Fatalf("line %d: %q while %q is inside", lines, sc.Text(), inside)
+		}
+	}
+	if lines != 2*procs*rounds {
+		t.Errorf("%d log lines, want %d", lines, 2*procs*rounds)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close() // nothing listens there now
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := lock.New(rdb, nil)
+	ctx := context.Background()
+
+	_, err = c.Obtain(ctx, "k", time.Second, &lock.ObtainOptions{Retry: lock.LinearBackoff(time.Millisecond)})
+	if !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) {
+		t.Errorf("err = %v, the network error is not reachable", err)
+	}
+	if errors.Is(err, lock.ErrNotObtained) {
+		t.Errorf("err = %v also matches ErrNotObtained", err)
+	}
+	if _, err := c.ObtainMany(ctx, []string{"a", "b"}, time.Second); !errors.Is(err, lock.ErrUnavailable) {
+		t.Errorf("ObtainMany: err = %v, want ErrUnavailable", err)
+	}
+}
+
+// A server that stops answering (SIGSTOP) is bounded by Options.Timeout
+// when ctx has no deadline, and by ctx's deadline otherwise.
+func TestCallDeadline(t *testing.T) {
+	s := startServer(t)
+	rdb := newRedis(t, s.addr())
+	c := lock.New(rdb, &lock.Options{Timeout: 150 * time.Millisecond})
+	l := mustObtain(t, c, "k", time.Minute)
+
+	s.pause()
+	defer s.resume()
+	start := time.Now()
+	_, err := c.Obtain(context.Background(), "other", time.Second, nil)
+	if !errors.Is(err, lock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Obtain against a paused server: err = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Obtain took %v, want about the 150ms Timeout", d)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	err = l.Release(ctx)
+	if errors.Is(err, lock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Release with the caller's deadline: err = %v, want the ctx error", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("Release took %v, want about the 50ms of ctx", d)
+	}
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	_, err = c.Obtain(ctx2, "other", time.Second, nil)
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Obtain with the caller's deadline: err = %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+}
+
+func TestObtainWaitsForRelease(t *testing.T) {
+	var contended, obtained, gaveUp atomic.Int32
+	var waited atomic.Int64
+	b := setup(t, &lock.Options{Hooks: &lock.Hooks{
+		Contended:   func(string) { contended.Add(1) },
+		Obtained:    func(_ string, wait time.Duration) { obtained.Add(1); waited.Store(int64(wait)) },
+		NotObtained: func(string) { gaveUp.Add(1) },
+	}})
+	ctx := context.Background()
+	first := mustObtain(t, b.client, "job", time.Minute)
+	go func() {
+		time.Sleep(60 * time.Millisecond)
+		_ = first.Release(ctx)
+	}()
+	l, err := b.client.Obtain(ctx, "job", time.Second, &lock.ObtainOptions{Retry: lock.LinearBackoff(5 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= first.Fence() {
+		t.Errorf("fence %d after %d", l.Fence(), first.Fence())
+	}
+	if contended.Load() < 2 || obtained.Load() != 2 || gaveUp.Load() != 0 {
+		t.Errorf("hooks: contended %d, obtained %d, not obtained %d", contended.Load(), obtained.Load(), gaveUp.Load())
+	}
+	if w := time.Duration(waited.Load()); w < 50*time.Millisecond {
+		t.Errorf("Obtained hook wait = %v, want about 60ms", w)
+	}
+
+	// An exhausted strategy gives up with ErrNotObtained.
+	start := time.Now()
+	_, err = b.client.Obtain(ctx, "job", time.Second, &lock.ObtainOptions{
+		Retry: lock.LimitRetry(lock.LinearBackoff(10*time.Millisecond), 3),
+	})
+	if !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("err = %v, want ErrNotObtained", err)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("gave up after %v, want three waits of 10ms", d)
+	}
+	if gaveUp.Load() != 1 {
+		t.Errorf("NotObtained called %d times, want 1", gaveUp.Load())
+	}
+}
+
+func TestObtainContextEndsWhileWaiting(t *testing.T) {
+	b := setup(t, nil)
+	mustObtain(t, b.client, "job", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := b.client.Obtain(ctx, "job", time.Second, &lock.ObtainOptions{Retry: lock.LinearBackoff(time.Hour)})
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("returned after %v, want when ctx ended", d)
+	}
+
+	cause := errors.New("shutting down")
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	cancel2(cause)
+	_, err = b.client.Obtain(ctx2, "job", time.Second, nil)
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Fatalf("err = %v, want ErrNotObtained, Canceled and the cause", err)
+	}
+}
+
+// go-redis's Run sends EVALSHA and falls back to EVAL on NOSCRIPT: every
+// operation keeps working after the script cache is flushed.
+func TestScriptFlush(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	flush := func() {
+		t.Helper()
+		if err := b.rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	l := mustObtain(t, b.client, "k", time.Minute)
+	flush()
+	if err := l.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
+		t.Fatalf("TTL = %v, %v", ttl, err)
+	}
+	flush()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	locks, err := b.client.ObtainMany(ctx, []string{"a", "b"}, time.Minute)
+	if err != nil || locks[0] == nil || locks[1] == nil {
+		t.Fatalf("ObtainMany = %v, %v", locks, err)
+	}
+	flush()
+	if n, err := b.client.ReleaseMany(ctx, locks); err != nil || n != 0 {
+		t.Fatalf("ReleaseMany = %d, %v", n, err)
+	}
+}

@@ -1,0 +1,277 @@
+package lock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/erpsync/erpsync/internal/lock"
+)
+
+// redisAddr is the shared test Redis; REDIS_ADDR overrides it.
+var redisAddr = func() string {
+	if a := os.Getenv("REDIS_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}()
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperProcess())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// newRedis returns a client of addr closed at the end of the test. Its
+// deadlines come from ctx, as the lock package asks.
+func newRedis(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// randomPrefix returns a key prefix of its own for one test.
+func randomPrefix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "erpsync:test:" + hex.EncodeToString(b) + ":"
+}
+
+type bundle struct {
+	rdb    *redis.Client
+	client *lock.Client
+	prefix string
+}
+
+// setup returns a client of the shared Redis with a key prefix of its own;
+// the keys under it are deleted at the end of the test. opt may be nil.
+func setup(t testing.TB, opt *lock.Options) *bundle {
+	t.Helper()
+	rdb := newRedis(t, redisAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("Redis at %s is needed for these tests: %v", redisAddr, err)
+	}
+	var o lock.Options
+	if opt != nil {
+		o = *opt
+	}
+	if o.Prefix == "" {
+		o.Prefix = randomPrefix()
+	}
+	t.Cleanup(func() {
+		if err := deletePrefix(rdb, o.Prefix); err != nil {
+			t.Logf("delete %s*: %v", o.Prefix, err)
+		}
+	})
+	return &bundle{rdb: rdb, client: lock.New(rdb, &o), prefix: o.Prefix}
+}
+
+// deletePrefix deletes the keys under prefix, fence counters included.
+func deletePrefix(rdb redis.UniversalClient, prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := rdb.Unlink(ctx, k).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// server is a redis-server of the test's own, without persistence, so that
+// it can be killed, paused and restarted empty.
+type server struct {
+	t    testing.TB
+	port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// startServer starts redis-server on a free port with extra args, and
+// kills it at the end of the test.
+func startServer(t testing.TB, args ...string) *server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is needed in PATH for this test: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s := &server{t: t, port: port, dir: t.TempDir(), args: args}
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// start starts the server, empty, and waits until it answers.
+func (s *server) start() {
+	s.t.Helper()
+	args := append([]string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+	}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
+	defer func() { _ = rdb.Close() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			s.t.Fatalf("redis-server on %s did not answer: %v", s.addr(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill kills the server (SIGKILL: it saves nothing) and waits for it.
+func (s *server) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // in case it was paused
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// pause stops the server process (SIGSTOP) until resume: it keeps its
+// connections open and answers nothing.
+func (s *server) pause()  { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *server) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// startCluster starts a one-node Redis Cluster that serves every slot, and
+// returns a cluster client of it. A one-node cluster still refuses a script
+// whose keys span slots, which is what the batch calls must respect.
+func startCluster(t testing.TB) (*server, *redis.ClusterClient) {
+	t.Helper()
+	s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	node := redis.NewClient(&redis.Options{Addr: s.addr()})
+	defer func() { _ = node.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("cluster addslotsrange: %v", err)
+	}
+	for {
+		info, err := node.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("cluster did not come up: %v %q", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{s.addr()},
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return s, rdb
+}
+
+// waitDone waits up to d for ctx to end.
+func waitDone(t testing.TB, ctx context.Context, d time.Duration) {
+	t.Helper()
+	if ctx.Err() != nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+		t.Fatalf("context not done after %v", d)
+	}
+}
+
+func mustObtain(t testing.TB, c *lock.Client, key string, ttl time.Duration) *lock.Lock {
+	t.Helper()
+	l, err := c.Obtain(context.Background(), key, ttl, nil)
+	if err != nil {
+		t.Fatalf("obtain %s: %v", key, err)
+	}
+	return l
+}
+
+// helperEnv starts the test binary as a lock holder process; see
+// TestMutualExclusionProcesses.
+const helperEnv = "LOCK_TEST_HELPER"
+
+// helperProcess obtains and releases one key many times, writing an enter
+// and an exit line around each critical section to a shared log file.
+func helperProcess() int {
+	prefix, key, logPath := os.Getenv("LOCK_TEST_PREFIX"), os.Getenv("LOCK_TEST_KEY"), os.Getenv("LOCK_TEST_LOG")
+	n, _ := strconv.Atoi(os.Getenv("LOCK_TEST_N"))
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer func() { _ = rdb.Close() }()
+	c := lock.New(rdb, &lock.Options{Prefix: prefix})
+	f, err := os.OpenFile(filepath.Clean(logPath), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer func() { _ = f.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pid := os.Getpid()
+	for range n {
+		l, err := c.Obtain(ctx, key, 5*time.Second, &lock.ObtainOptions{
+			Retry: lock.ExponentialBackoff(200*time.Microsecond, 5*time.Millisecond),
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "obtain:", err)
+			return 1
+		}
+		fmt.Fprintf(f, "enter %d %d\n", pid, l.Fence())
+		time.Sleep(100 * time.Microsecond)
+		fmt.Fprintf(f, "exit %d %d\n", pid, l.Fence())
+		if err := l.Release(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "release:", err)
+			return 1
+		}
+	}
+	return 0
+}

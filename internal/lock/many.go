@@ -1,0 +1,275 @@
+package lock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// grouping says how the batch calls split keys into script calls.
+type grouping int
+
+const (
+	// oneGroup sends all keys in one script call: a single server.
+	oneGroup grouping = iota
+	// bySlot sends one script call per hash slot, pipelined: a Redis
+	// Cluster, where a script may only touch keys of one slot.
+	bySlot
+	// byKey sends one script call per key, pipelined: a Ring or an unknown
+	// client, which may shard keys of one slot apart.
+	byKey
+)
+
+func groupingOf(rdb redis.UniversalClient) grouping {
+	switch rdb.(type) {
+	case *redis.Client:
+		return oneGroup
+	case *redis.ClusterClient:
+		return bySlot
+	default:
+		return byKey
+	}
+}
+
+// groupKeys returns the indexes of rkeys split into script calls.
+func (c *Client) groupKeys(rkeys []string) [][]int {
+	switch c.group {
+	case oneGroup:
+		all := make([]int, len(rkeys))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	case bySlot:
+		var groups [][]int
+		at := make(map[uint16]int, len(rkeys))
+		for i, k := range rkeys {
+			s := slot(k)
+			g, ok := at[s]
+			if !ok {
+				g = len(groups)
+				at[s] = g
+				groups = append(groups, nil)
+			}
+			groups[g] = append(groups[g], i)
+		}
+		return groups
+	default:
+		groups := make([][]int, len(rkeys))
+		for i := range groups {
+			groups[i] = []int{i}
+		}
+		return groups
+	}
+}
+
+// ObtainMany tries once to grant each key for ttl and returns one entry per
+// key: the Lock, or nil where the key is held by another (a key repeated in
+// keys is granted at most once). On a single server all keys go in one
+// script call; on a Redis Cluster one call per hash slot, all in one
+// pipeline. The script holds the server while it runs (measured: about
+// 1.5 ms for 250 keys, obtain or release), so keep batches to a few
+// hundred keys.
+//
+// On a Redis failure it returns nil and an error matching ErrUnavailable;
+// locks already granted by other calls of the batch are released, or
+// expire after ttl when that fails too.
+func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duration) ([]*Lock, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	rkeys := make([]string, len(keys))
+	for i, k := range keys {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+		rkeys[i] = c.lockKey(k)
+	}
+	if len(keys) == 0 {
+		return []*Lock{}, nil
+	}
+	tokens, err := newTokens(len(keys))
+	if err != nil {
+		return nil, err
+	}
+
+	groups := c.groupKeys(rkeys)
+	calls := make([]scriptCall, len(groups))
+	ttlMS, fenceMS := ttl.Milliseconds(), c.fenceTTL(ttl).Milliseconds()
+	for g, idx := range groups {
+		sk := make([]string, 0, 2*len(idx))
+		args := make([]any, 0, 2+len(idx))
+		args = append(args, ttlMS, fenceMS)
+		for _, i := range idx {
+			sk = append(sk, rkeys[i], fenceKey(rkeys[i]))
+			args = append(args, tokens[i])
+		}
+		calls[g] = scriptCall{keys: sk, args: args}
+	}
+
+	start := time.Now()
+	cmds, err := c.runMany(ctx, obtainManyScript, calls)
+
+	locks := make([]*Lock, len(keys))
+	for g, idx := range groups {
+		if cmds[g] == nil {
+			continue // failed, and err says why
+		}
+		fences, ferr := cmds[g].Int64Slice()
+		if ferr == nil && len(fences) != len(idx) {
+			ferr = fmt.Errorf("script returned %d results for %d keys", len(fences), len(idx))
+		}
+		if ferr != nil {
+			err = cmp.Or(err, ferr)
+			continue
+		}
+		for j, i := range idx {
+			if fences[j] > 0 {
+				locks[i] = newLock(c, keys[i], rkeys[i], tokens[i], fences[j], ttl, start)
+			}
+		}
+	}
+	if err != nil {
+		err = c.translate(ctx, "obtain many", err)
+		c.cleanUp(locks)
+		return nil, err
+	}
+
+	wait := time.Since(start)
+	for i, l := range locks {
+		if l != nil {
+			if c.hook.Obtained != nil {
+				c.hook.Obtained(keys[i], wait)
+			}
+			continue
+		}
+		if c.hook.Contended != nil {
+			c.hook.Contended(keys[i])
+		}
+		c.notObtained(keys[i])
+	}
+	return locks, nil
+}
+
+// cleanUp releases, best effort, the locks granted by a failed batch.
+func (c *Client) cleanUp(locks []*Lock) {
+	granted := locks[:0:0]
+	for _, l := range locks {
+		if l != nil {
+			granted = append(granted, l)
+		}
+	}
+	if len(granted) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
+	defer cancel()
+	_, _ = c.ReleaseMany(ctx, granted)
+}
+
+// ReleaseMany releases every non-nil lock that still carries its token, in
+// one script call per group (see ObtainMany), and stops their watchdogs.
+// It returns how many of them were no longer held (expired, maybe passed
+// on: those keys are left alone). err is only for Redis failures; then
+// notHeld counts the groups that did answer.
+func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, err error) {
+	var held []*Lock
+	for _, l := range locks {
+		if l != nil {
+			l.stop()
+			held = append(held, l)
+		}
+	}
+	if len(held) == 0 {
+		return 0, nil
+	}
+	rkeys := make([]string, len(held))
+	for i, l := range held {
+		rkeys[i] = l.rkey
+	}
+	groups := c.groupKeys(rkeys)
+	calls := make([]scriptCall, len(groups))
+	for g, idx := range groups {
+		sk := make([]string, len(idx))
+		args := make([]any, len(idx))
+		for j, i := range idx {
+			sk[j], args[j] = rkeys[i], held[i].token
+		}
+		calls[g] = scriptCall{keys: sk, args: args}
+	}
+
+	cmds, err := c.runMany(ctx, releaseManyScript, calls)
+	for g, idx := range groups {
+		if cmds[g] == nil {
+			continue // failed, and err says why
+		}
+		n, rerr := cmds[g].Int64()
+		if rerr != nil {
+			err = cmp.Or(err, rerr)
+			continue
+		}
+		notHeld += len(idx) - int(n)
+	}
+	if err != nil {
+		return notHeld, c.translate(ctx, "release many", err)
+	}
+	return notHeld, nil
+}
+
+// scriptCall is one call of a script in a batch.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runMany runs s once per call: directly when there is one, else in one
+// pipeline (EVALSHA, then EVAL for the calls that met NOSCRIPT). cmds has
+// one entry per call, nil where no answer is known; err is the first
+// failure of the pipeline.
+func (c *Client) runMany(ctx context.Context, s script, calls []scriptCall) ([]*redis.Cmd, error) {
+	ctx, cancel := c.callContext(ctx, time.Time{})
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 1 {
+		cmds[0] = s.Run(ctx, c.rdb, calls[0].keys, calls[0].args...)
+	} else {
+		pipe := c.rdb.Pipeline()
+		for i, call := range calls {
+			cmds[i] = pipe.EvalSha(ctx, s.Hash(), call.keys, call.args...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+
+		var again []int
+		for i, cmd := range cmds {
+			if isNoScript(cmd.Err()) {
+				again = append(again, i)
+			}
+		}
+		if len(again) > 0 {
+			pipe = c.rdb.Pipeline()
+			for _, i := range again {
+				cmds[i] = pipe.Eval(ctx, s.src, calls[i].keys, calls[i].args...)
+			}
+			_, _ = pipe.Exec(ctx)
+		}
+	}
+
+	var first error
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			if first == nil {
+				first = err
+			}
+			cmds[i] = nil
+		}
+	}
+	return cmds, first
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}

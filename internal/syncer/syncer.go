@@ -1,0 +1,502 @@
+package syncer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/store"
+)
+
+// Syncer runs the sync job. One Syncer may run many times, one run at a time
+// or several at once.
+type Syncer struct {
+	cfg   Config
+	erp   *erp.Client
+	store *store.Store
+	locks *lock.Client
+	log   zerolog.Logger
+	hooks faultHooks
+}
+
+// faultHooks let in-package tests inject faults at points no outside means
+// can reach deterministically. All nil in production.
+type faultHooks struct {
+	// beforeInsert runs between reading the rows and inserting the absent
+	// ones: a test writes a row there to race the UNIQUE index.
+	beforeInsert func(ctx context.Context, ms []store.Membership)
+	// failWrite makes the write of an erp_id fail with the returned error.
+	failWrite func(erpID string) error
+}
+
+// New checks cfg, fills its defaults and returns a Syncer.
+func New(cfg Config, e *erp.Client, st *store.Store, locks *lock.Client, log zerolog.Logger) (*Syncer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("syncer config: %w", err)
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.PID == 0 {
+		cfg.PID = os.Getpid()
+	}
+	return &Syncer{cfg: cfg, erp: e, store: st, locks: locks, log: log}, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (s *Syncer) Config() Config { return s.cfg }
+
+// NewRunID returns a run id that sorts by start time.
+func NewRunID(now time.Time) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405.000Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// JobLockKey is the Redis lock key of a job.
+func JobLockKey(job string) string { return "job:" + job }
+
+// RecordLockKey is the Redis lock key of one record, shared by every job and
+// mode that writes it.
+func RecordLockKey(erpID string) string { return "rec:" + erpID }
+
+// Run executes one run: in ModeRun it takes the job lock (or reports
+// skipped) and resumes from the checkpoint; in ModeBackfill it syncs its
+// window. The report is returned even when err is not nil, except for errors
+// before anything started.
+func (s *Syncer) Run(ctx context.Context) (*Report, error) {
+	start := time.Now()
+	rep := &Report{Run: store.Run{
+		RunID:     NewRunID(start),
+		Job:       s.cfg.Job,
+		Mode:      s.cfg.Mode,
+		Status:    store.StatusRunning,
+		Host:      s.cfg.Host,
+		PID:       s.cfg.PID,
+		StartedAt: start.UTC(),
+	}}
+	if s.cfg.Shards > 1 {
+		rep.Shard = fmt.Sprintf("%d/%d", s.cfg.Shard, s.cfg.Shards)
+	}
+	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("mode", s.cfg.Mode).Logger()
+	r := &run{s: s, rep: rep, log: log}
+
+	var since, until time.Time
+	workCtx := ctx
+	if s.cfg.Mode == ModeRun {
+		jl, err := s.locks.Obtain(ctx, JobLockKey(s.cfg.Job), s.cfg.LockTTL, nil)
+		if errors.Is(err, lock.ErrNotObtained) {
+			r.finish(ctx, store.StatusSkipped, nil)
+			log.Warn().Msg("job lock held by another instance; run skipped")
+			return rep, nil
+		}
+		if err != nil {
+			err = fmt.Errorf("take job lock: %w", err)
+			r.finish(ctx, store.StatusFailed, err)
+			return rep, err
+		}
+		rep.Fence = jl.Fence()
+		holdCtx, stopHold := context.WithCancel(ctx)
+		defer stopHold()
+		workCtx = jl.Hold(holdCtx)
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+			defer cancel()
+			if left := time.Until(s.cfg.HoldUntil); left > 10*time.Millisecond && ctx.Err() == nil && workCtx.Err() == nil {
+				// Lock-at-least-for: stop renewing, and let the lease
+				// run out at the tick boundary.
+				stopHold()
+				if err := jl.Refresh(rctx, left); err != nil {
+					log.Warn().Err(err).Msg("keep job lock until the next tick")
+				}
+				return
+			}
+			if err := jl.Release(rctx); err != nil {
+				log.Warn().Err(err).Msg("release job lock")
+			}
+		}()
+		cp, ok, err := s.store.Checkpoint(ctx, s.cfg.Job)
+		if err != nil {
+			r.finish(ctx, store.StatusFailed, err)
+			return rep, err
+		}
+		if ok {
+			since = cp.Position.Add(-s.cfg.Overlap)
+			r.checkpoint = cp.Position
+		}
+	} else {
+		since, until = s.cfg.Since, s.cfg.Until
+		r.cpName = BackfillCheckpointName(s.cfg)
+		cp, ok, err := s.store.Checkpoint(ctx, r.cpName)
+		if err != nil {
+			r.finish(ctx, store.StatusFailed, err)
+			return rep, err
+		}
+		if ok && cp.Position.After(since) {
+			// Resume a backfill of the same window that did not finish.
+			since = cp.Position
+			r.checkpoint = cp.Position
+			t := cp.Position
+			rep.ResumedFrom = &t
+		}
+		if !since.IsZero() {
+			t := since.UTC()
+			rep.WindowSince = &t
+		}
+		if !until.IsZero() {
+			t := until.UTC()
+			rep.WindowUntil = &t
+		}
+	}
+	if err := s.store.StartRun(ctx, &rep.Run); err != nil {
+		return rep, err
+	}
+	log.Info().Time("since", since).Time("until", until).Int64("fence_token", rep.Fence).Msg("run started")
+
+	erpBefore := s.erp.Stats()
+	err := r.execute(workCtx, since, until)
+	erpAfter := s.erp.Stats()
+	r.erpRequests = erpAfter.Requests - erpBefore.Requests
+	r.erpRetries = erpAfter.Retries - erpBefore.Retries
+
+	status := store.StatusSucceeded
+	switch {
+	case err != nil || r.c.failed.Load() > 0:
+		status = store.StatusFailed
+	case ctx.Err() != nil:
+		status = store.StatusInterrupted
+	case workCtx.Err() != nil:
+		status = store.StatusFailed
+		err = fmt.Errorf("job lock: %w", context.Cause(workCtx))
+	}
+	if err == nil && r.c.failed.Load() > 0 {
+		err = fmt.Errorf("%d records failed after %d attempts", r.c.failed.Load(), s.cfg.MaxAttempts)
+	}
+	if status == store.StatusSucceeded && s.cfg.Mode == ModeBackfill {
+		// The window is done: a new backfill of it starts from scratch.
+		if derr := s.store.DeleteCheckpoint(ctx, r.cpName, 0); derr != nil {
+			log.Warn().Err(derr).Msg("delete backfill checkpoint")
+		}
+	}
+	r.finish(ctx, status, err)
+	return rep, err
+}
+
+// run is the state of one execution.
+type run struct {
+	s   *Syncer
+	rep *Report
+	log zerolog.Logger
+	c   counters
+	t   tracker
+
+	checkpoint  time.Time // last saved
+	cpName      string    // the backfill window's checkpoint
+	erpRequests int64
+	erpRetries  int64
+
+	failedMu  sync.Mutex
+	failedIDs []string
+}
+
+func (r *run) finish(ctx context.Context, status string, err error) {
+	now := time.Now()
+	rep := r.rep
+	rep.Status = status
+	fin := now.UTC()
+	rep.FinishedAt = &fin
+	rep.Counters = r.c.snapshot()
+	rep.ERPRequests, rep.ERPRetries = r.erpRequests, r.erpRetries
+	if d := now.Sub(rep.StartedAt).Seconds(); d > 0 {
+		rep.RecordsPerSecond = float64(rep.Fetched) / d
+	}
+	if err != nil {
+		msg := err.Error()
+		rep.Error = &msg
+	}
+	r.failedMu.Lock()
+	rep.FailedIDs = r.failedIDs
+	r.failedMu.Unlock()
+	if !r.checkpoint.IsZero() {
+		t := r.checkpoint
+		rep.Checkpoint = &t
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var serr error
+	if status == store.StatusSkipped {
+		serr = r.s.store.StartRun(dctx, &rep.Run)
+	} else {
+		serr = r.s.store.FinishRun(dctx, &rep.Run)
+	}
+	if serr != nil {
+		r.log.Error().Err(serr).Msg("record run history")
+	}
+	ev := r.log.Info()
+	if status == store.StatusFailed {
+		ev = r.log.Error().AnErr("error", err)
+	}
+	ev.Str("status", status).
+		Int64("fetched", rep.Fetched).Int64("inserted", rep.Inserted).Int64("updated", rep.Updated).
+		Int64("unchanged", rep.Unchanged).Int64("duplicates_in_feed", rep.DuplicatesInFeed).
+		Int64("lock_contended", rep.LockContended).Int64("unique_violations", rep.UniqueViolations).
+		Int64("stale_rejected", rep.StaleRejected).Int64("invalid", rep.Invalid).Int64("failed", rep.Failed).
+		Int64("erp_requests", rep.ERPRequests).Int64("erp_retries", rep.ERPRetries).
+		Float64("records_per_second", rep.RecordsPerSecond).
+		Dur("duration", now.Sub(rep.StartedAt)).
+		Msg("run summary")
+}
+
+func (r *run) recordFailed(id string, err error) {
+	r.c.failed.Add(1)
+	r.log.Error().Str("erp_id", id).Err(err).Msg("record failed after retries")
+	r.failedMu.Lock()
+	if len(r.failedIDs) < 1000 {
+		r.failedIDs = append(r.failedIDs, id)
+	}
+	r.failedMu.Unlock()
+}
+
+type chunk struct {
+	page int
+	recs []erp.Record
+}
+
+// execute pages the feed from since (inclusive) to until (exclusive, zero =
+// to the end) and writes it. ctx ends the fetching; records already fetched
+// are still written for up to Grace after that.
+func (r *run) execute(ctx context.Context, since, until time.Time) error {
+	cfg := r.s.cfg
+	queue := make(chan chunk, cfg.Workers*2)
+
+	// Records in hand outlive a cancelled ctx by up to Grace.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+			select {
+			case <-time.After(cfg.Grace):
+				cancelWork()
+			case <-finished:
+			}
+		case <-finished:
+		}
+	}()
+
+	var fetchErr error
+	go func() {
+		defer close(queue)
+		fetchErr = r.fetch(ctx, since, until, queue)
+	}()
+
+	// Save the checkpoint as the watermark moves.
+	cpDone := make(chan struct{})
+	var cpErr error
+	stopCP := make(chan struct{})
+	go func() {
+		defer close(cpDone)
+		tick := time.NewTicker(cfg.CheckpointEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if err := r.saveCheckpoint(workCtx); err != nil {
+					cpErr = err
+					return
+				}
+			case <-stopCP:
+				return
+			}
+		}
+	}()
+
+	if cfg.Progress != nil {
+		go func() {
+			tick := time.NewTicker(cfg.ProgressEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					cfg.Progress(r.c.snapshot())
+				case <-finished:
+					return
+				}
+			}
+		}()
+	}
+
+	sem := semaphore.NewWeighted(int64(cfg.Workers))
+	var wg sync.WaitGroup
+	for c := range queue {
+		if err := sem.Acquire(workCtx, 1); err != nil {
+			for _, rec := range c.recs {
+				r.recordFailed(rec.ErpID, fmt.Errorf("not written before the grace period ended: %w", err))
+			}
+			r.t.done(c.page, true)
+			continue
+		}
+		wg.Add(1)
+		go func(c chunk) {
+			defer wg.Done()
+			defer sem.Release(1)
+			failed := r.processChunk(workCtx, c.recs)
+			r.t.done(c.page, failed)
+		}(c)
+	}
+	wg.Wait()
+	close(stopCP)
+	<-cpDone
+	if cpErr == nil {
+		cpErr = r.saveCheckpoint(workCtx)
+	}
+	if fetchErr != nil && ctx.Err() != nil && errors.Is(fetchErr, ctx.Err()) {
+		fetchErr = nil // cancelled, not failed; Run tells which
+	}
+	return errors.Join(fetchErr, cpErr)
+}
+
+func (r *run) saveCheckpoint(ctx context.Context) error {
+	wm, moved := r.t.take()
+	if !moved || !wm.After(r.checkpoint) {
+		return nil
+	}
+	var err error
+	if r.s.cfg.Mode == ModeRun {
+		err = r.s.store.SaveCheckpoint(ctx, r.s.cfg.Job, wm, r.rep.Fence, r.rep.RunID)
+	} else {
+		err = r.s.store.AdvanceCheckpoint(ctx, r.cpName, wm, r.rep.RunID)
+	}
+	if err != nil {
+		return err
+	}
+	r.checkpoint = wm
+	r.log.Debug().Time("checkpoint", wm).Msg("checkpoint saved")
+	return nil
+}
+
+// fetch pages the feed into queue in chunks, quarantining invalid records
+// and dropping duplicates within a page.
+func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- chunk) error {
+	cfg := r.s.cfg
+	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
+	prev := map[string]int64{} // previous page's erp_id -> version, for duplicates across a boundary
+	for {
+		page, err := r.s.erp.Page(ctx, q)
+		if err != nil {
+			return fmt.Errorf("fetch page: %w", err)
+		}
+		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
+		var maxSeen time.Time
+		for _, rec := range page.Records {
+			if rec.UpdatedAt.After(maxSeen) {
+				maxSeen = rec.UpdatedAt
+			}
+		}
+		for _, inv := range page.Invalid {
+			if inv.UpdatedAt.After(maxSeen) {
+				maxSeen = inv.UpdatedAt
+			}
+		}
+		p := r.t.addPage(maxSeen)
+		failed := false
+		if len(page.Invalid) > 0 {
+			r.c.invalid.Add(int64(len(page.Invalid)))
+			qs := make([]store.Quarantined, len(page.Invalid))
+			for i, inv := range page.Invalid {
+				qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
+				r.log.Warn().Str("erp_id", inv.ErpID).Str("reason", inv.Reason).Msg("invalid record quarantined")
+			}
+			if err := r.s.store.Quarantine(ctx, cfg.Job, r.rep.RunID, qs); err != nil {
+				r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
+				r.c.failed.Add(int64(len(qs)))
+				failed = true
+			}
+		}
+		recs, cur := r.dedupe(page.Records, prev)
+		prev = cur
+		for len(recs) > 0 {
+			n := min(cfg.ChunkSize, len(recs))
+			r.t.addChunk(p)
+			select {
+			case queue <- chunk{page: p, recs: recs[:n:n]}:
+			case <-ctx.Done():
+				r.t.done(p, true)
+				r.t.seal(p, true)
+				return ctx.Err()
+			}
+			recs = recs[n:]
+		}
+		r.t.seal(p, failed)
+		if page.NextCursor == "" {
+			return nil
+		}
+		q.Cursor = page.NextCursor
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// dedupe keeps one record per erp_id in a page (the highest version), drops
+// a record the previous page already carried at the same or a higher
+// version, and keeps only this shard's records. It returns the page's
+// erp_id -> version map for the next call.
+func (r *run) dedupe(recs []erp.Record, prev map[string]int64) ([]erp.Record, map[string]int64) {
+	cfg := r.s.cfg
+	seen := make(map[string]int, len(recs))
+	cur := make(map[string]int64, len(recs))
+	out := make([]erp.Record, 0, len(recs))
+	for _, rec := range recs {
+		if v, ok := cur[rec.ErpID]; ok {
+			r.c.duplicates.Add(1)
+			if rec.Version > v {
+				cur[rec.ErpID] = rec.Version
+				if i, ok := seen[rec.ErpID]; ok {
+					out[i] = rec
+				}
+			}
+			continue
+		}
+		cur[rec.ErpID] = rec.Version
+		if v, ok := prev[rec.ErpID]; ok && v >= rec.Version {
+			r.c.duplicates.Add(1)
+			continue
+		}
+		if cfg.Shards > 1 && ShardOf(rec.ErpID, cfg.Shards) != cfg.Shard {
+			continue
+		}
+		seen[rec.ErpID] = len(out)
+		out = append(out, rec)
+	}
+	return out, cur
+}
+
+// BackfillCheckpointName names the checkpoint of a backfill window: the
+// job, and a digest of the window and shard.
+func BackfillCheckpointName(cfg Config) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%d/%d", cfg.Since.UTC().Format(time.RFC3339Nano), cfg.Until.UTC().Format(time.RFC3339Nano), cfg.Shard, cfg.Shards)))
+	return "backfill:" + cfg.Job + ":" + hex.EncodeToString(sum[:8])
+}
+
+// ShardOf returns the shard (0..n-1) of an erp_id: FNV-1a modulo n.
+func ShardOf(erpID string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(erpID))
+	return int(h.Sum32() % uint32(n))
+}

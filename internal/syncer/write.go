@@ -1,0 +1,260 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/store"
+)
+
+// held is a record with the lock it is written under.
+type held struct {
+	rec  erp.Record
+	lock *lock.Lock
+}
+
+// processChunk writes one chunk and reports whether any record of it failed
+// after its retries.
+func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
+	keys := make([]string, len(recs))
+	for i, rec := range recs {
+		keys[i] = RecordLockKey(rec.ErpID)
+	}
+	var slow []erp.Record
+	locks, err := r.s.locks.ObtainMany(ctx, keys, r.s.cfg.LockTTL)
+	if err != nil {
+		r.log.Warn().Err(err).Int("records", len(recs)).Msg("lock chunk failed; records go one by one")
+		slow = recs
+	} else {
+		hs := make([]held, 0, len(recs))
+		for i, l := range locks {
+			if l == nil {
+				r.c.contended.Add(1)
+				slow = append(slow, recs[i])
+				continue
+			}
+			hs = append(hs, held{rec: recs[i], lock: l})
+		}
+		again, werr := r.write(ctx, hs)
+		r.release(ctx, hs)
+		if werr != nil {
+			r.log.Warn().Err(werr).Int("records", len(hs)).Msg("write chunk failed; records go one by one")
+			for _, h := range hs {
+				slow = append(slow, h.rec)
+			}
+		} else {
+			slow = append(slow, again...)
+		}
+	}
+	failed := false
+	for _, rec := range slow {
+		if err := r.processOne(ctx, rec); err != nil {
+			r.recordFailed(rec.ErpID, err)
+			failed = true
+		}
+	}
+	return failed
+}
+
+func (r *run) release(ctx context.Context, hs []held) {
+	if len(hs) == 0 {
+		return
+	}
+	ls := make([]*lock.Lock, len(hs))
+	for i, h := range hs {
+		ls[i] = h.lock
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	notHeld, err := r.s.locks.ReleaseMany(rctx, ls)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("release record locks (they expire by their TTL)")
+	} else if notHeld > 0 {
+		r.log.Warn().Int("locks", notHeld).Msg("record locks had expired before release; fencing kept the writes safe")
+	}
+}
+
+// processOne writes one record under its own lock, waiting for the lock
+// when another holder has it and retrying refused or failed writes under a
+// fresh lock, up to MaxAttempts.
+func (r *run) processOne(ctx context.Context, rec erp.Record) error {
+	cfg := r.s.cfg
+	var last error
+	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
+		if attempt > 1 {
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return fmt.Errorf("%w (last: %v)", err, last)
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, cfg.LockWait)
+		l, err := r.s.locks.Obtain(wctx, RecordLockKey(rec.ErpID), cfg.LockTTL,
+			&lock.ObtainOptions{Retry: lock.ExponentialBackoff(2*time.Millisecond, 250*time.Millisecond)})
+		cancel()
+		if err != nil {
+			last = fmt.Errorf("take record lock: %w", err)
+			if ctx.Err() != nil {
+				return last
+			}
+			continue
+		}
+		again, err := r.write(ctx, []held{{rec: rec, lock: l}})
+		r.release(ctx, []held{{rec: rec, lock: l}})
+		if err != nil {
+			last = err
+			continue
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		last = errors.New("write refused for an older fencing token")
+	}
+	return fmt.Errorf("after %d attempts: %w", cfg.MaxAttempts, last)
+}
+
+func backoff(attempt int) time.Duration {
+	d := 10 * time.Millisecond << min(attempt-2, 7)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func membership(h held) store.Membership {
+	rec := h.rec
+	return store.Membership{
+		ErpID: rec.ErpID, MemberID: rec.MemberID, ProductCode: rec.ProductCode, Status: rec.Status,
+		StartsAt: rec.StartsAt, EndsAt: rec.EndsAt, Version: rec.Version, UpdatedAt: rec.UpdatedAt,
+		Fence: h.lock.Fence(),
+	}
+}
+
+// write applies the version rule to records whose locks are held: insert
+// the absent, update the older in one guarded statement, count the rest as
+// unchanged. It returns the records whose write the fence refused while
+// their version is still the newest: they need a fresh lock. An error means
+// nothing can be said of the chunk; every record must be retried.
+func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err error) {
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = h.rec.ErpID
+	}
+	if f := r.s.hooks.failWrite; f != nil {
+		for _, id := range ids {
+			if err := f(id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cur, err := r.s.store.Versions(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var ins, upd []held
+	unchanged := 0
+	for _, h := range hs {
+		c, ok := cur[h.rec.ErpID]
+		switch {
+		case !ok:
+			ins = append(ins, h)
+		case h.rec.Version > c.Version:
+			upd = append(upd, h)
+		default:
+			unchanged++
+		}
+	}
+	if len(ins) > 0 {
+		ms := make([]store.Membership, len(ins))
+		for i, h := range ins {
+			ms[i] = membership(h)
+		}
+		if f := r.s.hooks.beforeInsert; f != nil {
+			f(ctx, ms)
+		}
+		err := r.s.store.Insert(ctx, ms)
+		switch {
+		case errors.Is(err, store.ErrDuplicate):
+			// A row appeared outside our locks (a lock bypassed or lost):
+			// the UNIQUE index caught it. Insert one by one; the ones that
+			// collide go through the guarded update.
+			for i, h := range ins {
+				err := r.s.store.Insert(ctx, ms[i:i+1])
+				switch {
+				case errors.Is(err, store.ErrDuplicate):
+					r.c.uniqueViolations.Add(1)
+					upd = append(upd, h)
+				case err != nil:
+					return nil, err
+				default:
+					r.c.inserted.Add(1)
+				}
+			}
+		case err != nil:
+			return nil, err
+		default:
+			r.c.inserted.Add(int64(len(ins)))
+		}
+	}
+	r.c.unchanged.Add(int64(unchanged))
+	if len(upd) == 0 {
+		return nil, nil
+	}
+	if len(upd) == 1 {
+		ok, err := r.s.store.Update(ctx, membership(upd[0]))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			r.c.updated.Add(1)
+			return nil, nil
+		}
+	} else {
+		ms := make([]store.Membership, len(upd))
+		for i, h := range upd {
+			ms[i] = membership(h)
+		}
+		if err := r.s.store.Upsert(ctx, ms); err != nil {
+			return nil, err
+		}
+	}
+	// Read back what landed: ours, a newer version of someone else's, or a
+	// refusal by the fence while our version is still the newest.
+	ids = ids[:0]
+	for _, h := range upd {
+		ids = append(ids, h.rec.ErpID)
+	}
+	after, err := r.s.store.Versions(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range upd {
+		c := after[h.rec.ErpID]
+		switch {
+		case c.Version == h.rec.Version && c.Fence == h.lock.Fence():
+			r.c.updated.Add(1)
+		case c.Version >= h.rec.Version:
+			r.c.unchanged.Add(1)
+		default:
+			r.c.staleRejected.Add(1)
+			r.log.Debug().Str("erp_id", h.rec.ErpID).Int64("fence_token", h.lock.Fence()).Int64("row_fence_token", c.Fence).
+				Msg("write refused for an older fencing token; retrying under a fresh lock")
+			again = append(again, h.rec)
+		}
+	}
+	return again, nil
+}
