@@ -44,7 +44,7 @@ Commands:
   schedule   a run every D (--every 1m) or by --cron; serves /metrics, /healthz, /readyz
   verify     compare the whole ERP feed with the database (exit 1 on any difference)
   runs       the run history, newest first, skipped runs included
-
+{{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
 Run "erpsync <command> -h" for a command's flags.
 
@@ -52,14 +52,42 @@ Exit codes: 0 succeeded or skipped, 1 failed, 2 bad usage or a dependency
 unreachable at start (nothing written).
 `
 
+// Command is a command that main adds to the built-in ones (demo and
+// loadtest live in their own packages so that their dependencies stay out of
+// the others' builds).
+type Command struct {
+	Name    string
+	Summary string
+	// Run returns nil for exit 0, an error from UsageError for exit 2, and
+	// any other error for exit 1 (printed unless it wraps ErrFailed).
+	Run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// UsageError marks err as bad usage or configuration: exit code 2.
+func UsageError(err error) error { return usageError{err} }
+
+// ErrFailed marks a failure whose details were already reported: exit 1,
+// nothing more printed.
+var ErrFailed = errFailed
+
 // Main runs erpsync with args (without the program name) and returns the
 // exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...Command) int {
+	var more strings.Builder
+	for _, c := range extra {
+		fmt.Fprintf(&more, "  %-10s %s\n", c.Name, c.Summary)
+	}
+	help := strings.Replace(usage, "{{extra}}", more.String(), 1)
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, help)
 		return ExitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	for _, c := range extra {
+		if c.Name == cmd {
+			return exitCode(c.Run(ctx, rest, stdout, stderr), stderr)
+		}
+	}
 	var err error
 	switch cmd {
 	case "migrate":
@@ -75,10 +103,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, help)
 		return ExitOK
 	default:
-		fmt.Fprintf(stderr, "erpsync: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "erpsync: unknown command %q\n\n%s", cmd, help)
 		return ExitUsage
 	}
 	return exitCode(err, stderr)
@@ -195,7 +223,7 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		d.Close()
 		return nil, depError{fmt.Errorf("redis unavailable at %s: %w", s.RedisAddr, err)}
 	}
-	lopt := &lock.Options{}
+	lopt := &lock.Options{Prefix: s.LockPrefix}
 	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
 	if m != nil {
 		lopt.Hooks = m.LockHooks()

@@ -21,6 +21,7 @@ type settings struct {
 	RedisPassword string
 	RedisDB       int
 	RedisTLS      bool
+	LockPrefix    string
 	ERPURL        string
 	ERPToken      string
 	ERPTimeout    time.Duration
@@ -60,6 +61,7 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.RedisPassword, "redis-password", "", "Redis password (never logged)")
 	fs.IntVar(&s.RedisDB, "redis-db", 0, "Redis database number")
 	fs.BoolVar(&s.RedisTLS, "redis-tls", false, "connect to Redis over TLS")
+	fs.StringVar(&s.LockPrefix, "lock-prefix", "erpsync:lock:", "prefix of every lock key in Redis (instances that write the same table must share it)")
 	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL")
 	fs.StringVar(&s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
 	fs.DurationVar(&s.ERPTimeout, "erp-timeout", 10*time.Second, "timeout of one ERP request attempt")

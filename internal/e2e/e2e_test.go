@@ -59,7 +59,7 @@ type env struct {
 
 func setup(t *testing.T, opt erpmock.Options) *env {
 	t.Helper()
-	e := &env{t: t, dsn: testenv.MySQLDSN(t), job: testenv.RandomName("e2e-")}
+	e := &env{t: t, dsn: testenv.MySQLDSN(t), job: testenv.RandomName("e2e-"), prefix: testenv.RandomName("e2e:") + ":"}
 	e.mock = erpmock.New(opt)
 	srv := httptest.NewServer(e.mock)
 	t.Cleanup(srv.Close)
@@ -83,6 +83,7 @@ func (e *env) cmd(ctx context.Context, args ...string) *exec.Cmd {
 		"ERPSYNC_REDIS_ADDR="+testenv.RedisAddr(),
 		"ERPSYNC_ERP_URL="+e.erpURL,
 		"ERPSYNC_JOB="+e.job,
+		"ERPSYNC_LOCK_PREFIX="+e.prefix,
 		"ERPSYNC_LOG_LEVEL=warn",
 	)
 	return c

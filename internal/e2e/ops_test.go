@@ -1,0 +1,329 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape fetches /metrics and parses it with Prometheus' own text parser.
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	var res *http.Response
+	var err error
+	for i := 0; i < 100; i++ {
+		res, err = http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer res.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// sum adds the values of a counter family whose labels include want.
+func sum(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	total := 0.0
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range want {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == k && lp.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		if m.Counter != nil {
+			total += m.Counter.GetValue()
+		} else if m.Gauge != nil {
+			total += m.Gauge.GetValue()
+		}
+	}
+	return total
+}
+
+func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 800, Seed: 31})
+	e.mock.SetFaults(erpmock.Faults{ChangeRate: 2})
+	ctx := context.Background()
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	procs := make([]*exec.Cmd, 2)
+	outs := make([]*bytes.Buffer, 2)
+	for i := range procs {
+		procs[i] = e.cmd(ctx, "schedule", "--every", "1s", "--overlap", "1ms", "--http-addr", addrs[i])
+		outs[i] = &bytes.Buffer{}
+		procs[i].Stdout, procs[i].Stderr = outs[i], outs[i]
+		if err := procs[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5500 * time.Millisecond)
+	for _, a := range addrs {
+		if res, err := http.Get("http://" + a + "/readyz"); err != nil || res.StatusCode != 200 {
+			t.Fatalf("/readyz on %s: %v %v", a, res, err)
+		}
+		if res, err := http.Get("http://" + a + "/healthz"); err != nil || res.StatusCode != 200 {
+			t.Fatalf("/healthz on %s: %v %v", a, res, err)
+		}
+	}
+	// Scrape, then stop both, then compare the metrics with the history.
+	fams := []map[string]*dto.MetricFamily{scrape(t, addrs[0]), scrape(t, addrs[1])}
+	for i, p := range procs {
+		p.Process.Signal(syscall.SIGTERM)
+		if err := p.Wait(); err != nil {
+			t.Fatalf("replica %d after SIGTERM: %v\n%s", i, err, outs[i])
+		}
+	}
+	runs, err := e.store.Runs(ctx, e.job, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perTick := map[int64]int{}
+	skipped := 0
+	for _, r := range runs {
+		switch r.Status {
+		case store.StatusSucceeded:
+			perTick[r.StartedAt.Unix()]++
+		case store.StatusSkipped:
+			skipped++
+		}
+	}
+	for tick, n := range perTick {
+		if n != 1 {
+			t.Fatalf("tick %s ran %d times", time.Unix(tick, 0).UTC(), n)
+		}
+	}
+	if len(perTick) < 4 || skipped < 3 {
+		t.Fatalf("%d ticks ran, %d skipped: want >= 4 and >= 3 (two replicas, 5 ticks)", len(perTick), skipped)
+	}
+	// Each replica's /metrics matched its own runs at scrape time.
+	for i, f := range fams {
+		pid := procs[i].Process.Pid
+		succeeded := sum(f, "erpsync_runs_total", map[string]string{"status": "succeeded"})
+		skips := sum(f, "erpsync_runs_total", map[string]string{"status": "skipped"})
+		var histSucc, histSkip, histIns int
+		for _, r := range runs {
+			if r.PID != pid {
+				continue
+			}
+			// Runs recorded after the scrape are not in the metrics.
+			if r.FinishedAt == nil {
+				continue
+			}
+			switch r.Status {
+			case store.StatusSucceeded:
+				histSucc++
+				histIns += int(r.Inserted)
+			case store.StatusSkipped:
+				histSkip++
+			}
+		}
+		inserted := sum(f, "erpsync_records_total", map[string]string{"outcome": "inserted"})
+		// The scrape happened before SIGTERM; at most one more tick may
+		// have been recorded after it.
+		if succeeded+skips < float64(histSucc+histSkip-1) || succeeded+skips > float64(histSucc+histSkip) {
+			t.Fatalf("replica %d: metrics say %v succeeded + %v skipped, history %d + %d", i, succeeded, skips, histSucc, histSkip)
+		}
+		if inserted > float64(histIns) {
+			t.Fatalf("replica %d: metrics inserted %v > history %d", i, inserted, histIns)
+		}
+		if f["erpsync_last_success_timestamp_seconds"] == nil && succeeded > 0 {
+			t.Fatalf("replica %d: no last-success gauge", i)
+		}
+	}
+	totalInserted := sum(fams[0], "erpsync_records_total", map[string]string{"outcome": "inserted"}) +
+		sum(fams[1], "erpsync_records_total", map[string]string{"outcome": "inserted"})
+	if totalInserted != float64(800-len(e.mock.InvalidIDs())) {
+		t.Fatalf("the two replicas' metrics count %v inserted, want %d", totalInserted, 800-len(e.mock.InvalidIDs()))
+	}
+}
+
+func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 17, Faults: erpmock.Faults{Latency: 60 * time.Millisecond}})
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := e.cmd(ctx, "run", "--page-size", "50", "--report", filepath.Join(dir, "r.json"))
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRows(200)
+	sent := time.Now()
+	c.Process.Signal(syscall.SIGTERM)
+	if err := c.Wait(); err != nil {
+		t.Fatalf("run after SIGTERM: %v\n%s", err, out.String())
+	}
+	if d := time.Since(sent); d > 25*time.Second {
+		t.Fatalf("took %s to stop, over the 25s grace", d)
+	}
+	rep := readReport(t, filepath.Join(dir, "r.json"))
+	if rep["status"] != store.StatusInterrupted {
+		t.Fatalf("status %v, want interrupted", rep["status"])
+	}
+	keys, err := testenv.Redis(t).Keys(ctx, e.prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":fence") {
+			t.Fatalf("lock key %s left after SIGTERM", k)
+		}
+	}
+	runs, _ := e.store.Runs(ctx, e.job, 5)
+	if len(runs) != 1 || runs[0].Status != store.StatusInterrupted || runs[0].FinishedAt == nil {
+		t.Fatalf("run history after SIGTERM: %+v", runs)
+	}
+	// Nothing lost: the next run finishes the job.
+	if out, code := e.run(ctx, "run"); code != 0 {
+		t.Fatalf("next run exit %d: %s", code, out)
+	}
+	e.assertTruth()
+}
+
+func TestKilledBackfillResumesItsWindow(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 19, Faults: erpmock.Faults{Latency: 40 * time.Millisecond}})
+	ctx := context.Background()
+	dir := t.TempDir()
+	args := []string{"backfill", "--since", "2024-06-01T00:00:00Z", "--until", "2030-01-01T00:00:00Z", "--page-size", "50"}
+	victim := e.cmd(ctx, args...)
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRows(1200)
+	time.Sleep(1500 * time.Millisecond) // let a checkpoint land (every 1s)
+	victim.Process.Kill()
+	victim.Wait()
+	e.mock.SetFaults(erpmock.Faults{})
+	out, code := e.run(ctx, append(args, "--report", filepath.Join(dir, "r.json"))...)
+	if code != 0 {
+		t.Fatalf("resumed backfill exit %d: %s", code, out)
+	}
+	rep := readReport(t, filepath.Join(dir, "r.json"))
+	if rep["resumed_from"] == nil {
+		t.Fatalf("the second backfill did not resume: %v", rep)
+	}
+	if f := rep["fetched"].(float64); f >= 3000 {
+		t.Fatalf("resumed backfill fetched %v, want less than the whole window", f)
+	}
+	e.assertTruth()
+	// A finished window starts from scratch next time.
+	out, code = e.run(ctx, append(args, "--report", filepath.Join(dir, "r2.json"))...)
+	if code != 0 || readReport(t, filepath.Join(dir, "r2.json"))["resumed_from"] != nil {
+		t.Fatalf("a finished window should start from scratch: %d %s", code, out)
+	}
+}
+
+func TestVerifyCatchesTamperedRows(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 500, Seed: 23})
+	ctx := context.Background()
+	if out, code := e.run(ctx, "run"); code != 0 {
+		t.Fatalf("run exit %d: %s", code, out)
+	}
+	if out, code := e.run(ctx, "verify"); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("verify after a clean run: exit %d\n%s", code, out)
+	}
+	truth := e.mock.Truth()
+	db := e.store.DB()
+	db.Exec("UPDATE memberships SET member_id = 'TAMPERED' WHERE erp_id = ?", truth[1].ErpID)
+	db.Exec("UPDATE memberships SET erp_version = erp_version - 1 WHERE erp_id = ?", truth[2].ErpID)
+	db.Exec("DELETE FROM memberships WHERE erp_id = ?", truth[3].ErpID)
+	db.Exec(`INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
+		VALUES ('GHOST', 'U', 'P', 'ACTIVE', UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`)
+	c := e.cmd(ctx, "verify", "--json")
+	var stdout bytes.Buffer
+	c.Stdout = &stdout
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("verify over tampered rows: %v, want exit 1", err)
+	}
+	var res struct {
+		OK      bool
+		Missing struct{ Count int64 }
+		Stale   struct {
+			Count int64
+			IDs   []string
+		}
+		Unknown struct {
+			Count int64
+			IDs   []string
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("verify --json: %v\n%s", err, stdout.String())
+	}
+	if res.OK || res.Missing.Count != 1 || res.Stale.Count != 2 || res.Unknown.Count != 1 || res.Unknown.IDs[0] != "GHOST" {
+		t.Fatalf("verify found %+v", res)
+	}
+}
+
+func TestRunsShowsTheSkips(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 300, Seed: 29, Faults: erpmock.Faults{Latency: 80 * time.Millisecond}})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.run(ctx, "run", "--page-size", "30")
+		}()
+	}
+	wg.Wait()
+	out, code := e.run(ctx, "runs")
+	if code != 0 {
+		t.Fatalf("runs exit %d: %s", code, out)
+	}
+	if strings.Count(out, "skipped") != 2 || strings.Count(out, "succeeded") != 1 {
+		t.Fatalf("runs should list 1 succeeded and 2 skipped:\n%s", out)
+	}
+	t.Log("\n" + out)
+}
