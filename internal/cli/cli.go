@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/ratelimit"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
@@ -230,6 +232,22 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		ecfg.Hooks = m.ERPHooks()
 	}
 	d.locks = lock.New(d.rdb, lopt)
+	if s.ERPRate != "" {
+		rate, err := ratelimit.ParseRate(s.ERPRate)
+		if err != nil {
+			d.Close()
+			return nil, usageError{fmt.Errorf("--erp-rate: %w", err)}
+		}
+		key := s.ERPRateKey
+		if key == "" {
+			host := s.ERPURL
+			if u, err := url.Parse(s.ERPURL); err == nil && u.Host != "" {
+				host = u.Host
+			}
+			key = "erpsync:rate:{" + host + "}"
+		}
+		ecfg.Limiter = ratelimit.New(d.rdb, key, rate, 1)
+	}
 	e, err := erp.New(ecfg)
 	if err != nil {
 		d.Close()

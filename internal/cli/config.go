@@ -26,6 +26,8 @@ type settings struct {
 	ERPToken      string
 	ERPTimeout    time.Duration
 	ERPRetries    int
+	ERPRate       string
+	ERPRateKey    string
 	Job           string
 	Workers       int
 	LockTTL       time.Duration
@@ -66,6 +68,8 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
 	fs.DurationVar(&s.ERPTimeout, "erp-timeout", 10*time.Second, "timeout of one ERP request attempt")
 	fs.IntVar(&s.ERPRetries, "erp-retries", 6, "retries of one ERP request (5xx, 429, network, truncated body)")
+	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
+	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
 	fs.StringVar(&s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.logFlags(fs)
 }

@@ -115,6 +115,15 @@ type Config struct {
 	HTTPClient *http.Client
 	// Hooks observe requests and retries. Defaults to nil.
 	Hooks *Hooks
+	// Limiter, when set, is waited on before every attempt, retries
+	// included: a rate shared by every instance (see internal/ratelimit).
+	Limiter Limiter
+}
+
+// Limiter paces requests.
+type Limiter interface {
+	// Wait blocks until one request may be sent, or ctx ends.
+	Wait(ctx context.Context) error
 }
 
 // Stats counts a client's work.
@@ -251,6 +260,11 @@ func (c *Client) call(ctx context.Context, endpoint, path string, query url.Valu
 		u += "?" + query.Encode()
 	}
 	for attempt := 1; ; attempt++ {
+		if c.cfg.Limiter != nil {
+			if err := c.cfg.Limiter.Wait(ctx); err != nil {
+				return fmt.Errorf("erp: %s: wait for the rate limit: %w", endpoint, err)
+			}
+		}
 		c.requests.Add(1)
 		start := time.Now()
 		status, ae := c.attempt(ctx, u, decode)
