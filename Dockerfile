@@ -52,8 +52,9 @@ LABEL org.opencontainers.image.title="erpsync" \
       org.opencontainers.image.description="Copies an ERP's memberships into MySQL under Redis locks" \
       org.opencontainers.image.source="https://github.com/erpsync/erpsync"
 
-COPY --from=builder --chown=0:0 --chmod=0555 /out/erpsync /erpsync
-COPY --from=builder --chown=0:0 --chmod=0555 /out/erpmock /erpmock
+# Owned by root, so user 65532 cannot replace them.
+COPY --from=builder /out/erpsync /erpsync
+COPY --from=builder /out/erpmock /erpmock
 
 # Numeric so that Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532

@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test vet lint fmt fuzz clean
+.PHONY: all build test vet fuzz clean deploy-check
 
 all: build
 
@@ -20,6 +20,11 @@ vet:
 # 127.0.0.1:6379). Each test makes its own database or key prefix.
 test: vet build
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Offline checks of Dockerfile, compose, Kubernetes manifests, alert rules
+# and the Grafana dashboard (see deploy/README.md for the tools).
+deploy-check:
+	bash deploy/check.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/

@@ -58,6 +58,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer d.Close()
+	m.Init(s.Job, syncer.ModeRun)
 	if every > 0 {
 		m.SetInterval(s.Job, every)
 	}

@@ -105,6 +105,22 @@ func (m *Metrics) ObserveRun(r store.Run, checkpoint *time.Time) {
 	}
 }
 
+// Init creates a job's run and record series at zero, so that rate() and
+// increase() see their first event.
+func (m *Metrics) Init(job, mode string) {
+	for _, st := range []string{store.StatusSucceeded, store.StatusSkipped, store.StatusFailed, store.StatusInterrupted} {
+		m.runs.WithLabelValues(job, mode, st)
+	}
+	for _, o := range []string{"inserted", "updated", "unchanged", "duplicate", "invalid", "failed", "stale_rejected", "unique_violation"} {
+		m.records.WithLabelValues(job, o)
+	}
+	for _, kind := range []string{"job", "record"} {
+		for _, ev := range []string{"obtained", "contended", "not_obtained", "lost", "renew_failed"} {
+			m.lockEvents.WithLabelValues(kind, ev)
+		}
+	}
+}
+
 // SetQuarantined sets the quarantine size.
 func (m *Metrics) SetQuarantined(job string, n int64) {
 	m.quarantined.WithLabelValues(job).Set(float64(n))
