@@ -41,6 +41,7 @@ func (m *Mock) api(h endpoint) http.HandlerFunc {
 		f := m.Faults()
 		ctx := r.Context()
 		if f.Latency > 0 && !sleep(ctx, f.Latency) {
+			drop(w)
 			return
 		}
 		if ok, wait := m.admit(f.MaxRate, time.Now()); !ok {
@@ -55,6 +56,7 @@ func (m *Mock) api(h endpoint) http.HandlerFunc {
 		if m.hit(f.HangRate) {
 			m.hung.Add(1)
 			if !sleep(ctx, f.hang()) {
+				drop(w)
 				return
 			}
 		}
@@ -162,6 +164,17 @@ func (m *Mock) truncate(w http.ResponseWriter, body []byte) {
 	fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
 	_, _ = rw.Write(half)
 	_ = rw.Flush()
+}
+
+// drop closes the connection of a request whose context ended (the client
+// gave up, or the server is shutting down) without an answer: returning
+// from the handler would send an empty 200.
+func drop(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
 func errorBody(msg string) []byte {

@@ -33,11 +33,13 @@ func main() {
 func run(args []string, lookupEnv func(string) (string, bool)) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	addr, opt, err := parse(args, lookupEnv)
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "erpmock:", err)
+	case errors.Is(err, errUsage):
+		return 2 // the flag package has printed the problem and the usage
+	case err != nil:
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -45,7 +47,15 @@ func run(args []string, lookupEnv func(string) (string, bool)) int {
 		log.Error("listen", "err", err)
 		return 2
 	}
-	srv := &http.Server{Handler: erpmock.New(opt), ReadHeaderTimeout: 10 * time.Second}
+	// Cancelling the requests' base context ends latency and hung
+	// responses at once on shutdown; the others finish.
+	base, abort := context.WithCancel(context.Background())
+	defer abort()
+	srv := &http.Server{
+		Handler:           erpmock.New(opt),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
 	log.Info("erpmock listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
 		"records", opt.Records, "seed", opt.Seed, "token", opt.Token != "")
 
@@ -60,8 +70,7 @@ func run(args []string, lookupEnv func(string) (string, bool)) int {
 	case <-ctx.Done():
 	}
 	log.Info("erpmock shutting down")
-	// Hung responses do not end by themselves: close what is left after a
-	// grace period.
+	abort()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -69,6 +78,9 @@ func run(args []string, lookupEnv func(string) (string, bool)) int {
 	}
 	return 0
 }
+
+// errUsage is a flag error that the flag package has reported.
+var errUsage = errors.New("erpmock: bad usage")
 
 // parse reads the flags, with defaults from the environment.
 func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmock.Options, error) {
@@ -97,21 +109,23 @@ func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmoc
 		name := "ERPMOCK_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
 		if v, ok := lookupEnv(name); ok && envErr == nil {
 			if err := fl.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+				envErr = fmt.Errorf("erpmock: %s=%q: %w", name, v, err)
 			}
 		}
 	})
 	if envErr != nil {
 		return "", opt, envErr
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return "", opt, err
+	} else if err != nil {
+		return "", opt, errUsage
 	}
 	if fs.NArg() > 0 {
-		return "", opt, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return "", opt, fmt.Errorf("erpmock: unexpected arguments: %q", fs.Args())
 	}
 	if opt.Records < 0 {
-		return "", opt, errors.New("--records must be >= 0")
+		return "", opt, errors.New("erpmock: --records must be >= 0")
 	}
 	return *addr, opt, f.Validate()
 }

@@ -168,7 +168,9 @@ func (d *decoder) items(p *Page) error {
 		d.i++
 		return nil
 	}
-	p.Records = make([]Record, 0, len(d.b)/256+1)
+	// A valid item takes 190 bytes or more with its member names: this
+	// capacity seldom has to grow.
+	p.Records = make([]Record, 0, len(d.b)/160+1)
 	for {
 		d.ws()
 		start := d.i
