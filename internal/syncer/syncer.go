@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -415,6 +416,7 @@ func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- ch
 		}
 		p := r.t.addPage(maxSeen)
 		failed := false
+		page.Records, page.Invalid = splitUnstorable(page.Records, page.Invalid)
 		if len(page.Invalid) > 0 {
 			r.c.invalid.Add(int64(len(page.Invalid)))
 			qs := make([]store.Quarantined, len(page.Invalid))
@@ -451,6 +453,26 @@ func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- ch
 			return ctx.Err()
 		}
 	}
+}
+
+// DATETIME holds years 1000 to 9999. A record the schema allows but the
+// table cannot store is quarantined like an invalid one: retrying it would
+// fail forever and hold the checkpoint back for good.
+var minStorable, maxStorable = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+
+func storable(t time.Time) bool { return !t.Before(minStorable) && !t.After(maxStorable) }
+
+func splitUnstorable(recs []erp.Record, invalid []erp.Invalid) ([]erp.Record, []erp.Invalid) {
+	keep := recs[:0]
+	for _, rec := range recs {
+		if storable(rec.StartsAt) && storable(rec.UpdatedAt) && (rec.EndsAt == nil || storable(*rec.EndsAt)) {
+			keep = append(keep, rec)
+			continue
+		}
+		raw, _ := json.Marshal(rec)
+		invalid = append(invalid, erp.Invalid{ErpID: rec.ErpID, Reason: "a date-time outside the years 1000-9999 that the table can store", Raw: raw, UpdatedAt: rec.UpdatedAt})
+	}
+	return keep, invalid
 }
 
 // dedupe keeps one record per erp_id in a page (the highest version), drops

@@ -384,3 +384,14 @@ func TestTrackerWatermark(t *testing.T) {
 		t.Fatalf("watermark passed a failed page: %v", wm)
 	}
 }
+
+func TestUnstorableDatesAreQuarantined(t *testing.T) {
+	ok := erp.Record{ErpID: "A", StartsAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), UpdatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	old := ok
+	old.ErpID = "B"
+	old.StartsAt = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs, inv := splitUnstorable([]erp.Record{ok, old}, nil)
+	if len(recs) != 1 || recs[0].ErpID != "A" || len(inv) != 1 || inv[0].ErpID != "B" || inv[0].Reason == "" {
+		t.Fatalf("split: %v %v", recs, inv)
+	}
+}
