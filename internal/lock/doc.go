@@ -66,4 +66,100 @@
 // errors match ErrUnavailable; go-redis's own retries on network errors
 // run inside that deadline. A grant whose reply is lost is not reported:
 // Obtain returns an error and the key stays locked until its TTL.
+//
+// # Errors
+//
+// Each error says what happened, and callers check it with errors.Is:
+//
+//   - ErrNotObtained: the key is held by another holder (Obtain, after its
+//     retries; with ctx's error too when ctx ended first).
+//   - ErrUnavailable: Redis could not answer — network, timeout, LOADING,
+//     READONLY, CLUSTERDOWN and the like, or, for a Redlock, too few nodes
+//     answered to decide (the message says how many did). The lock fails
+//     closed: nothing is granted.
+//   - ErrNotHeld: Release or Refresh found the lock no longer carrying this
+//     holder's token. They return one of two errors that match it and say
+//     why: ErrExpired, the key is gone and no one holds it, or ErrTaken,
+//     another holder was granted the key since. Either way the lease ran
+//     out while the holder thought it held the lock, and its writes were
+//     only safe if the storage checked its fencing token.
+//   - ErrLost: the cause of a Hold context that ended because the watchdog
+//     found the lock gone (then with ErrExpired or ErrTaken) or could not
+//     renew it before the lease ran out (then with the last ErrUnavailable).
+//   - ErrInvalid: a bad argument; nothing was sent.
+//
+// # Redis Cluster
+//
+// A Client works on a Redis Cluster as on a single server. A script may
+// only touch keys of one hash slot, so a lock's key is Prefix + "{" + key
+// + "}" and its fence counter the same with ":fence" after it: the braces
+// make the key the hash tag of both, and they live on one master. That is
+// why a key may not contain a brace. ObtainMany and ReleaseMany send one
+// script call per slot, all in one pipeline. A cluster fails over like a
+// replicated server: a replica promoted before it received a grant can
+// grant the key again (see above), and the time floor of the tokens keeps
+// fencing right across it.
+//
+// # Redlock
+//
+// A Redlock (NewRedlock) takes the same locks over several independent
+// Redis masters — five is usual, and three tolerates one failure — so that
+// no single server, failover or restart decides alone. It is the algorithm
+// Salvatore Sanfilippo (antirez) described as Redlock:
+//
+//   - Obtain runs the single-server grant script on every node at once,
+//     each call bounded by Options.NodeTimeout (min(50 ms, ttl/10) by
+//     default), and counts the grants. With a quorum (more than half the
+//     nodes) and time left on the lease — ttl less the time the attempt
+//     took, less 1% of ttl and 2 ms for clock drift — the lock is taken.
+//     Otherwise it is released on every node that granted it or did not
+//     answer, and Obtain retries as told (contention) or fails (too few
+//     nodes answered: ErrUnavailable, at once).
+//   - Refresh and the Hold watchdog extend the lease on every node, and
+//     need a quorum; Release deletes it on every node that still has it,
+//     and succeeds when a quorum had it; TTL is the time a quorum still
+//     holds it.
+//
+// Fencing tokens stay strictly increasing across quorums. Each node hands
+// out a token as a single server would (counter and clock), and the lock's
+// token is the largest of its quorum's. Before Obtain returns, that token
+// is written back (max(counter, token)) to the fence counter of every
+// granting node that handed out less, and at least a quorum of nodes must
+// then hold it: any later quorum shares a node with this one, and that node
+// hands out more. So that the nodes usually agree and the write-back round
+// trip is skipped, a Redlock's grants round the clock floor up to a whole
+// millisecond (tokens then run up to 1 ms ahead of the clock, never behind
+// it); nodes whose clocks differ by more still need the write-back.
+//
+// What a Redlock guarantees, and under which assumptions: while a lease
+// runs (by the holder's clock, less the drift margin), no other holder is
+// granted a quorum for the key, provided that (1) every node expires keys
+// no earlier than the TTL says, by its own clock — clocks may drift at a
+// bounded rate, covered by the margin, but must not jump forward (an
+// operator's date change, a stepped NTP correction); (2) no node forgets a
+// key while its lease runs: a node that crashes, or restarts without
+// persistence, must stay down at least as long as the longest TTL in use
+// before it rejoins (the delayed restart of the Redlock description). A
+// node that restarts empty at once can give a second holder the quorum it
+// no longer remembers: with five nodes, if a holder got exactly three and
+// one of them comes back empty while the two others that missed the grant
+// are up again, a contender gets three. A restarted minority is harmless
+// while the others that granted the key still keep it.
+//
+// What it does not guarantee is what no lease can: the holder can pause
+// (GC, a stopped VM, a slow network) past the end of its lease and act on
+// a lock it no longer has. Martin Kleppmann's critique ("How to do
+// distributed locking", 2016) is that Redlock's safety rests on these
+// timing assumptions — bounded network delay, bounded pauses, clocks that
+// do not jump — which an asynchronous system cannot promise, and that a
+// lock for correctness needs fencing tokens, which plain Redlock has none
+// of. antirez's reply ("Is Redlock safe?") accepts the clock assumption
+// (use a monotonic time source, avoid clock steps) and argues that the
+// pause problem is shared by every lease-based lock. Both points stand
+// here: the quorum makes the lease survive the loss or failover of a
+// minority of servers, and the fencing token, checked by the storage, is
+// what keeps data correct when the timing assumptions break. A Redlock
+// costs more round trips than a single server (a grant is one round trip
+// to every node at once, plus one more when the nodes' tokens differ), and
+// buys availability, not a stronger safety proof.
 package lock

@@ -85,7 +85,7 @@ func (l *Lock) watch(h *holder, ttl time.Duration) {
 
 		// A renewal that answers after the lease ran out is of no use, and
 		// one that hangs for a whole period leaves no time to retry.
-		limit := time.Now().Add(min(l.c.opt.Timeout, max(ttl/3, time.Millisecond)))
+		limit := time.Now().Add(min(l.b.timeout(), max(ttl/3, time.Millisecond)))
 		err := l.refresh(h.ctx, minTime(until, limit), ttl)
 		switch {
 		case err == nil:
@@ -96,8 +96,8 @@ func (l *Lock) watch(h *holder, ttl time.Duration) {
 			l.lose(h, err)
 			return
 		default:
-			if l.c.hook.RenewFailed != nil {
-				l.c.hook.RenewFailed(l.key, err)
+			if l.b.hooks().RenewFailed != nil {
+				l.b.hooks().RenewFailed(l.key, err)
 			}
 			h.mu.Lock()
 			h.lastErr = err
@@ -159,8 +159,8 @@ func (l *Lock) lose(h *holder, err error) {
 		h.lost = true
 		l.mu.Unlock()
 		h.cancel(cause)
-		if l.c.hook.Lost != nil {
-			l.c.hook.Lost(l.key, cause)
+		if l.b.hooks().Lost != nil {
+			l.b.hooks().Lost(l.key, cause)
 		}
 	})
 }

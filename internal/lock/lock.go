@@ -22,8 +22,26 @@ var (
 	ErrNotObtained = errors.New("lock: not obtained")
 
 	// ErrNotHeld is returned by Release and Refresh when the lock no longer
-	// carries this holder's token: it expired, and maybe passed on.
+	// carries this holder's token. The error they return is ErrExpired or
+	// ErrTaken, which say why; both match ErrNotHeld with errors.Is. A
+	// second Release of a lock it already released returns an error that
+	// matches ErrNotHeld only.
 	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrExpired is returned by Release and Refresh when the lock's key is
+	// gone: the lease ran out (or the key was deleted, or an empty restart
+	// lost it) and no one holds it now. It matches ErrNotHeld.
+	ErrExpired error = &notHeldError{"lock: not held: expired"}
+
+	// ErrTaken is returned by Release and Refresh when the lock's key
+	// carries another holder's token: the lease ran out and the key was
+	// granted again. Writes made under this lock may have overlapped the
+	// next holder's; only fencing tokens sort them out. It matches
+	// ErrNotHeld.
+	ErrTaken error = &notHeldError{"lock: not held: taken by another holder"}
+
+	// errReleased is returned by a second Release of one lock.
+	errReleased = fmt.Errorf("%w: already released", ErrNotHeld)
 
 	// ErrLost is the cause of a Hold context cancelled because the watchdog
 	// found the lock gone or could not renew it before the lease ran out.
@@ -32,12 +50,37 @@ var (
 	// ErrUnavailable wraps network, connection and timeout errors, and Redis
 	// replies that mean the server cannot serve now (LOADING, READONLY,
 	// CLUSTERDOWN, ...). The original error stays reachable with errors.As.
+	// A Redlock returns it when too few nodes answered to reach or refuse a
+	// quorum; the message says how many did.
 	ErrUnavailable = errors.New("lock: redis unavailable")
 
-	// ErrInvalid is returned for an empty key, a key with a brace, or a TTL
-	// below one millisecond.
+	// ErrInvalid is returned for an empty key, a key with a brace, a TTL
+	// below one millisecond, a Redlock without nodes, and a Redlock's lock
+	// passed to Client.ReleaseMany.
 	ErrInvalid = errors.New("lock: invalid argument")
 )
+
+// notHeldError is the type of ErrExpired and ErrTaken: each is itself and
+// also ErrNotHeld, so that callers who do not care why keep working.
+type notHeldError struct{ msg string }
+
+func (e *notHeldError) Error() string { return e.msg }
+
+// Is reports whether target is ErrNotHeld; errors.Is checks identity first.
+func (e *notHeldError) Is(target error) bool { return target == ErrNotHeld }
+
+// notHeld turns the reply of release.lua or refresh.lua into an error: nil
+// for 1, ErrTaken for 0, ErrExpired for -1.
+func notHeld(n int64) error {
+	switch {
+	case n > 0:
+		return nil
+	case n == 0:
+		return ErrTaken
+	default:
+		return ErrExpired
+	}
+}
 
 var (
 	//go:embed obtain.lua
@@ -52,6 +95,8 @@ var (
 	refreshSrc string
 	//go:embed pttl.lua
 	pttlSrc string
+	//go:embed raise_fence.lua
+	raiseFenceSrc string
 
 	obtainScript      = newScript(obtainSrc)
 	obtainManyScript  = newScript(obtainManySrc)
@@ -59,6 +104,7 @@ var (
 	releaseManyScript = newScript(releaseManySrc)
 	refreshScript     = newScript(refreshSrc)
 	pttlScript        = newScript(pttlSrc)
+	raiseFenceScript  = newScript(raiseFenceSrc)
 )
 
 // script is a Lua script with its source at hand, for the EVAL fallback of
@@ -102,6 +148,12 @@ type Options struct {
 	// (3 s by default) do. Defaults to 3 s.
 	Timeout time.Duration
 
+	// NodeTimeout bounds each call of a Redlock to one of its nodes, so
+	// that a node that hangs costs an attempt no more than that. A Client
+	// ignores it. Defaults to min(50 ms, ttl/10) for a lease of ttl, and
+	// never less than 1 ms.
+	NodeTimeout time.Duration
+
 	// Hooks receive events for metrics and logs. May be nil.
 	Hooks *Hooks
 }
@@ -140,6 +192,17 @@ type Client struct {
 // New returns a Client that keeps its locks in rdb. opt may be nil; it is
 // copied, and its zero fields get their defaults.
 func New(rdb redis.UniversalClient, opt *Options) *Client {
+	o, hook := opt.withDefaults()
+	c := &Client{rdb: rdb, opt: o, hook: hook, group: groupingOf(rdb)}
+	if o.Hooks != nil {
+		c.opt.Hooks = &c.hook
+	}
+	return c
+}
+
+// withDefaults returns a copy of opt with its zero fields defaulted, and a
+// copy of its hooks.
+func (opt *Options) withDefaults() (Options, Hooks) {
 	var o Options
 	if opt != nil {
 		o = *opt
@@ -153,21 +216,47 @@ func New(rdb redis.UniversalClient, opt *Options) *Client {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	c := &Client{rdb: rdb, opt: o, group: groupingOf(rdb)}
+	var h Hooks
 	if o.Hooks != nil {
-		c.hook = *o.Hooks
-		c.opt.Hooks = &c.hook
+		h = *o.Hooks
 	}
-	return c
+	return o, h
 }
 
 // lockKey returns the Redis key of key's lock. Its fence counter is
 // lockKey + ":fence"; the braces make both share a Redis Cluster hash slot.
-func (c *Client) lockKey(key string) string {
-	return c.opt.Prefix + "{" + key + "}"
+func (c *Client) lockKey(key string) string { return c.opt.Prefix + "{" + key + "}" }
+
+func fenceKey(lockKey string) string { return lockKey + fenceSuffix }
+
+const fenceSuffix = ":fence"
+
+// grant holds the keys and arguments of the grant script for one Obtain,
+// in one allocation.
+type grant struct {
+	keys [2]string // lock key, fence counter key
+	args [3]any    // token, lease TTL in ms, fence counter TTL in ms
 }
 
-func fenceKey(lockKey string) string { return lockKey + ":fence" }
+// newGrant draws a token and returns the call that grants key under
+// prefix for ttl, its fence counter kept for fenceTTL.
+func newGrant(prefix, key string, ttl, fenceTTL time.Duration) (*grant, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	fk := prefix + "{" + key + "}" + fenceSuffix // one string for both keys
+	return &grant{
+		keys: [2]string{fk[:len(fk)-len(fenceSuffix)], fk},
+		args: [3]any{token, ttl.Milliseconds(), fenceTTL.Milliseconds()},
+	}, nil
+}
+
+// lock returns the Lock that g granted with fence, its lease counting from
+// sent.
+func (g *grant) lock(b backend, key string, fence int64, ttl time.Duration, sent time.Time) *Lock {
+	return newLock(b, key, g.keys[0], g.args[0].(string), g.args[0], fence, ttl, sent)
+}
 
 // ObtainOptions tune one Obtain call.
 type ObtainOptions struct {
@@ -188,7 +277,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	token, err := newTokens(1)
+	g, err := newGrant(c.opt.Prefix, key, ttl, c.fenceTTL(ttl))
 	if err != nil {
 		return nil, err
 	}
@@ -200,26 +289,23 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 		retry = NoRetry()
 	}
 
-	lk := c.lockKey(key)
-	keys := []string{lk, fenceKey(lk)}
-	args := []any{token[0], ttl.Milliseconds(), c.fenceTTL(ttl).Milliseconds()}
 	start := time.Now()
 	var timer *time.Timer
 	for {
 		sent := time.Now()
-		fence, err := c.run(ctx, obtainScript, keys, args).Int64()
+		fence, err := c.run(ctx, obtainScript, g.keys[:], g.args[:]).Int64()
 		if err != nil {
 			if ctx.Err() != nil {
 				c.notObtained(key)
 				return nil, notObtainedCtx(ctx)
 			}
-			return nil, c.translate(ctx, "obtain", err)
+			return nil, translate(ctx, "obtain", err)
 		}
 		if fence > 0 {
 			if c.hook.Obtained != nil {
 				c.hook.Obtained(key, time.Since(start))
 			}
-			return newLock(c, key, lk, token[0], fence, ttl, sent), nil
+			return g.lock(c, key, fence, ttl, sent), nil
 		}
 		if c.hook.Contended != nil {
 			c.hook.Contended(key)
@@ -262,9 +348,9 @@ func notObtainedCtx(ctx context.Context) error {
 }
 
 // fenceTTL returns the TTL of a fence counter granted with a lease of ttl.
-func (c *Client) fenceTTL(ttl time.Duration) time.Duration {
-	return max(c.opt.FenceTTL, ttl)
-}
+func (c *Client) fenceTTL(ttl time.Duration) time.Duration { return fenceTTL(&c.opt, ttl) }
+
+func fenceTTL(o *Options, ttl time.Duration) time.Duration { return max(o.FenceTTL, ttl) }
 
 // run runs script with a deadline: ctx's, or else the Client's Timeout.
 func (c *Client) run(ctx context.Context, s script, keys []string, args []any) *redis.Cmd {
@@ -303,7 +389,7 @@ var unavailablePrefixes = []string{
 // a Redis error reply is wrapped, or marked ErrUnavailable when it means the
 // server cannot serve now; everything else (network, timeouts, a closed
 // client) is marked ErrUnavailable.
-func (c *Client) translate(ctx context.Context, op string, err error) error {
+func translate(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("lock: %s: %w", op, err)
 	}
@@ -336,6 +422,17 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// newToken returns a random token of tokenBytes bytes, base64url encoded.
+func newToken() (string, error) {
+	var buf [tokenBytes]byte
+	if _, err := rand.Read(buf[:]); err != nil {
+		return "", fmt.Errorf("lock: read random token: %w", err)
+	}
+	var out [(tokenBytes*8 + 5) / 6]byte
+	base64.RawURLEncoding.Encode(out[:], buf[:])
+	return string(out[:]), nil
+}
+
 // newTokens returns n random tokens of tokenBytes bytes each, base64url
 // encoded.
 func newTokens(n int) ([]string, error) {
@@ -350,13 +447,66 @@ func newTokens(n int) ([]string, error) {
 	return tokens, nil
 }
 
+// backend is where a Lock was granted and what its methods call: a Client
+// (one Redis deployment) or a Redlock (a quorum of independent masters).
+type backend interface {
+	// refresh sets l's lease to ttl if l still holds its key, under limit
+	// unless zero (see Client.runUntil), and returns the time the new
+	// lease counts from. A lock no longer held gives ErrExpired or
+	// ErrTaken.
+	refresh(ctx context.Context, limit time.Time, l *Lock, ttl time.Duration) (time.Time, error)
+	// release deletes l's key where it still carries l's token.
+	release(ctx context.Context, l *Lock) error
+	// pttl returns the time left on l's lease, 0 when not held.
+	pttl(ctx context.Context, l *Lock) (time.Duration, error)
+	// hooks returns the hooks to call; never nil.
+	hooks() *Hooks
+	// timeout is Options.Timeout.
+	timeout() time.Duration
+}
+
+func (c *Client) hooks() *Hooks          { return &c.hook }
+func (c *Client) timeout() time.Duration { return c.opt.Timeout }
+
+func (c *Client) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
+	ms, err := c.run(ctx, pttlScript, l.keys[:], l.args[:]).Int64()
+	if err != nil {
+		return 0, translate(ctx, "ttl", err)
+	}
+	if ms < 0 {
+		return 0, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func (c *Client) refresh(ctx context.Context, limit time.Time, l *Lock, ttl time.Duration) (time.Time, error) {
+	sent := time.Now()
+	n, err := c.runUntil(ctx, limit, refreshScript, []string{l.rkey}, []any{l.token, ttl.Milliseconds()}).Int64()
+	if err != nil {
+		return sent, translate(ctx, "refresh", err)
+	}
+	return sent, notHeld(n)
+}
+
+func (c *Client) release(ctx context.Context, l *Lock) error {
+	n, err := c.run(ctx, releaseScript, l.keys[:], l.args[:]).Int64()
+	if err != nil {
+		return translate(ctx, "release", err)
+	}
+	return notHeld(n)
+}
+
 // Lock is one grant of a key. Its methods are safe for concurrent use.
 type Lock struct {
-	c     *Client
+	b     backend
 	key   string
 	rkey  string
 	token string
 	fence int64
+	// keys and args are rkey and token as the release, refresh and TTL
+	// scripts take them, made once.
+	keys [1]string
+	args [1]any
 
 	mu sync.Mutex
 	// ttl is the lease length last set by Obtain or Refresh.
@@ -365,13 +515,21 @@ type Lock struct {
 	// runs: the send time of the last successful grant or refresh plus its
 	// ttl less a drift margin.
 	validUntil time.Time
-	released   bool
-	hold       *holder
+	// released is set when Release or ReleaseMany began; deleted when
+	// Release deleted the key.
+	released, deleted bool
+	hold              *holder
 }
 
-func newLock(c *Client, key, rkey, token string, fence int64, ttl time.Duration, sent time.Time) *Lock {
+// newLock returns the Lock of a grant. tokenArg is token as an any, or
+// nil to box it here.
+func newLock(b backend, key, rkey, token string, tokenArg any, fence int64, ttl time.Duration, sent time.Time) *Lock {
+	if tokenArg == nil {
+		tokenArg = token
+	}
 	return &Lock{
-		c: c, key: key, rkey: rkey, token: token, fence: fence,
+		b: b, key: key, rkey: rkey, token: token, fence: fence,
+		keys: [1]string{rkey}, args: [1]any{tokenArg},
 		ttl: ttl, validUntil: sent.Add(validity(ttl)),
 	}
 }
@@ -394,27 +552,23 @@ func (l *Lock) Token() string { return l.token }
 // a smaller token than one it has already seen.
 func (l *Lock) Fence() int64 { return l.fence }
 
-// String returns key, fence and token, for logs.
+// String returns key and fence, for logs.
 func (l *Lock) String() string {
 	return l.key + "#" + strconv.FormatInt(l.fence, 10)
 }
 
 // TTL returns the time left on the lease, or 0 when the lock is no longer
-// held with this token.
+// held with this token. For a Redlock lock it is the time a quorum of nodes
+// still holds it: the quorum-th longest of their TTLs.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	ms, err := l.c.run(ctx, pttlScript, []string{l.rkey}, []any{l.token}).Int64()
-	if err != nil {
-		return 0, l.c.translate(ctx, "ttl", err)
-	}
-	if ms < 0 {
-		return 0, nil
-	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return l.b.pttl(ctx, l)
 }
 
 // Refresh sets the lease to ttl from now, if the lock still carries this
-// token; otherwise it returns ErrNotHeld (and a running Hold context is
-// cancelled with ErrLost). Later watchdog renewals use the new ttl.
+// token; otherwise it returns ErrExpired or ErrTaken, which match
+// ErrNotHeld (and a running Hold context is cancelled with ErrLost). Later
+// watchdog renewals use the new ttl. A Redlock lock needs a quorum of nodes
+// to extend it.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
@@ -431,33 +585,37 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
-// refresh runs the refresh script, under limit unless zero (see
-// runUntil), and on success moves the lease's local deadline.
+// refresh renews the lease, under limit unless zero (see runUntil), and on
+// success moves the lease's local deadline.
 func (l *Lock) refresh(ctx context.Context, limit time.Time, ttl time.Duration) error {
-	sent := time.Now()
-	n, err := l.c.runUntil(ctx, limit, refreshScript, []string{l.rkey}, []any{l.token, ttl.Milliseconds()}).Int64()
+	sent, err := l.b.refresh(ctx, limit, l, ttl)
 	if err != nil {
-		return l.c.translate(ctx, "refresh", err)
-	}
-	if n == 0 {
-		return ErrNotHeld
+		return err
 	}
 	l.extended(sent, ttl)
 	return nil
 }
 
 // Release deletes the lock if it still carries this token and stops a
-// running watchdog (its Hold context ends with context.Canceled). It returns
-// ErrNotHeld when the lock had expired, and then leaves the key alone even
-// when another holder has it now.
+// running watchdog (its Hold context ends with context.Canceled). When the
+// lock had expired it returns ErrExpired (the key is free) or ErrTaken
+// (another holder has it, and keeps it), both matching ErrNotHeld. A Redis
+// failure gives an error matching ErrUnavailable, and Release may be
+// called again. A Redlock lock is deleted on every node that still has it,
+// and Release succeeds when a quorum of nodes had it.
 func (l *Lock) Release(ctx context.Context) error {
 	l.stop()
-	n, err := l.c.run(ctx, releaseScript, []string{l.rkey}, []any{l.token}).Int64()
-	if err != nil {
-		return l.c.translate(ctx, "release", err)
+	l.mu.Lock()
+	deleted := l.deleted
+	l.mu.Unlock()
+	if deleted {
+		return errReleased
 	}
-	if n == 0 {
-		return ErrNotHeld
+	if err := l.b.release(ctx, l); err != nil {
+		return err
 	}
+	l.mu.Lock()
+	l.deleted = true
+	l.mu.Unlock()
 	return nil
 }

@@ -33,7 +33,25 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperProcess())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		deleteRunKeys()
+		os.Exit(code)
+	}))
+}
+
+// runPrefix starts every key prefix of this test run (see randomPrefix).
+var runPrefix = "erpsync:test:" + randomHex(6) + ":"
+
+// deleteRunKeys deletes the keys this run left in the shared Redis. It
+// runs once at the end: the shared Redis may hold millions of other keys,
+// and a SCAN through them per test would cost seconds each. Every key the
+// lock writes expires anyway (fence counters after an hour).
+func deleteRunKeys() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer func() { _ = rdb.Close() }()
+	if err := deletePrefix(rdb, runPrefix); err != nil {
+		fmt.Fprintf(os.Stderr, "delete %s*: %v\n", runPrefix, err)
+	}
 }
 
 // newRedis returns a client of addr closed at the end of the test. Its
@@ -49,11 +67,14 @@ func newRedis(t testing.TB, addr string) *redis.Client {
 	return rdb
 }
 
-// randomPrefix returns a key prefix of its own for one test.
-func randomPrefix() string {
-	b := make([]byte, 6)
+// randomPrefix returns a key prefix of its own for one test, under
+// runPrefix.
+func randomPrefix() string { return runPrefix + randomHex(6) + ":" }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
 	_, _ = rand.Read(b)
-	return "erpsync:test:" + hex.EncodeToString(b) + ":"
+	return hex.EncodeToString(b)
 }
 
 type bundle struct {
@@ -63,7 +84,7 @@ type bundle struct {
 }
 
 // setup returns a client of the shared Redis with a key prefix of its own;
-// the keys under it are deleted at the end of the test. opt may be nil.
+// the keys under it are deleted at the end of the run. opt may be nil.
 func setup(t testing.TB, opt *lock.Options) *bundle {
 	t.Helper()
 	rdb := newRedis(t, redisAddr)
@@ -79,19 +100,14 @@ func setup(t testing.TB, opt *lock.Options) *bundle {
 	if o.Prefix == "" {
 		o.Prefix = randomPrefix()
 	}
-	t.Cleanup(func() {
-		if err := deletePrefix(rdb, o.Prefix); err != nil {
-			t.Logf("delete %s*: %v", o.Prefix, err)
-		}
-	})
 	return &bundle{rdb: rdb, client: lock.New(rdb, &o), prefix: o.Prefix}
 }
 
 // deletePrefix deletes the keys under prefix, fence counters included.
 func deletePrefix(rdb redis.UniversalClient, prefix string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 10_000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
@@ -99,10 +115,12 @@ func deletePrefix(rdb redis.UniversalClient, prefix string) error {
 	if err := iter.Err(); err != nil {
 		return err
 	}
-	for _, k := range keys {
-		if err := rdb.Unlink(ctx, k).Err(); err != nil {
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
 			return err
 		}
+		keys = keys[n:]
 	}
 	return nil
 }

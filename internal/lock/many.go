@@ -129,12 +129,12 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 		}
 		for j, i := range idx {
 			if fences[j] > 0 {
-				locks[i] = newLock(c, keys[i], rkeys[i], tokens[i], fences[j], ttl, start)
+				locks[i] = newLock(c, keys[i], rkeys[i], tokens[i], nil, fences[j], ttl, start)
 			}
 		}
 	}
 	if err != nil {
-		err = c.translate(ctx, "obtain many", err)
+		err = translate(ctx, "obtain many", err)
 		c.cleanUp(locks)
 		return nil, err
 	}
@@ -174,15 +174,22 @@ func (c *Client) cleanUp(locks []*Lock) {
 // ReleaseMany releases every non-nil lock that still carries its token, in
 // one script call per group (see ObtainMany), and stops their watchdogs.
 // It returns how many of them were no longer held (expired, maybe passed
-// on: those keys are left alone). err is only for Redis failures; then
-// notHeld counts the groups that did answer.
+// on: those keys are left alone). err is for Redis failures, then notHeld
+// counts the groups that did answer, and for a lock obtained from a
+// Redlock (ErrInvalid, before anything is released).
 func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, err error) {
 	var held []*Lock
 	for _, l := range locks {
-		if l != nil {
-			l.stop()
-			held = append(held, l)
+		if l == nil {
+			continue
 		}
+		if _, ok := l.b.(*Client); !ok {
+			return 0, fmt.Errorf("%w: release many: %s was not obtained from a Client", ErrInvalid, l)
+		}
+		held = append(held, l)
+	}
+	for _, l := range held {
+		l.stop()
 	}
 	if len(held) == 0 {
 		return 0, nil
@@ -215,7 +222,7 @@ func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, e
 		notHeld += len(idx) - int(n)
 	}
 	if err != nil {
-		return notHeld, c.translate(ctx, "release many", err)
+		return notHeld, translate(ctx, "release many", err)
 	}
 	return notHeld, nil
 }

@@ -1,0 +1,274 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/internal/lock"
+)
+
+// startCluster3 starts a Redis Cluster of three masters on loopback, the
+// slots split between them by redis-cli, and returns a cluster client and
+// a direct client of each master.
+func startCluster3(t testing.TB) (*redis.ClusterClient, []*redis.Client) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Fatalf("redis-cli is needed in PATH for this test: %v", err)
+	}
+	args := []string{"--cluster", "create"}
+	var nodes []*redis.Client
+	for range 3 {
+		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000")
+		args = append(args, s.addr())
+		nodes = append(nodes, newRedis(t, s.addr()))
+	}
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, node := range nodes {
+		for {
+			info, err := node.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("cluster did not come up: %v %q", err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Options().Addr
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	// The client learns the slot map on its first call; make sure it sees
+	// all three masters.
+	for {
+		var n atomic.Int32 // ForEachMaster calls back concurrently
+		err := rdb.ForEachMaster(ctx, func(context.Context, *redis.Client) error {
+			n.Add(1)
+			return nil
+		})
+		if err == nil && n.Load() == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("cluster client sees %d masters: %v", n.Load(), err)
+		}
+		rdb.ReloadState(ctx)
+		time.Sleep(20 * time.Millisecond)
+	}
+	return rdb, nodes
+}
+
+// TestCluster runs the lock against a real three-master cluster: every call
+// on keys spread over all masters, each lock key next to its fence counter
+// (same hash tag, same slot, same master), mutual exclusion and fences.
+func TestCluster(t *testing.T) {
+	rdb, masters := startCluster3(t)
+	ctx := context.Background()
+	prefix := randomPrefix()
+	c := lock.New(rdb, &lock.Options{Prefix: prefix})
+
+	keys := make([]string, 300)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("erp:%d", i)
+	}
+	slots := map[uint16]bool{}
+	for _, k := range keys {
+		slots[lock.Slot(prefix+"{"+k+"}")] = true
+	}
+	if len(slots) < 250 {
+		t.Fatalf("only %d slots for %d keys", len(slots), len(keys))
+	}
+
+	// fences holds the last fence of every key, across the subtests.
+	fences := map[string]int64{}
+
+	t.Run("ObtainMany", func(t *testing.T) {
+		for round := range 3 {
+			locks, err := c.ObtainMany(ctx, keys, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range locks {
+				if l == nil {
+					t.Fatalf("round %d: %s not granted", round, keys[i])
+				}
+				if l.Fence() <= fences[keys[i]] {
+					t.Fatalf("round %d: %s fence %d after %d", round, keys[i], l.Fence(), fences[keys[i]])
+				}
+				fences[keys[i]] = l.Fence()
+			}
+			if round == 0 {
+				checkSpread(t, masters, prefix, keys)
+				// Another client is refused every key.
+				theirs, err := lock.New(rdb, &lock.Options{Prefix: prefix}).ObtainMany(ctx, keys[:50], time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, l := range theirs {
+					if l != nil {
+						t.Fatalf("%s granted twice", keys[i])
+					}
+				}
+			}
+			if n, err := c.ReleaseMany(ctx, locks); err != nil || n != 0 {
+				t.Fatalf("ReleaseMany = %d, %v", n, err)
+			}
+		}
+		for _, m := range masters {
+			if n := countPrefix(t, m, prefix, false); n != 0 {
+				t.Errorf("%s keeps %d lock keys after ReleaseMany", m.Options().Addr, n)
+			}
+		}
+	})
+
+	t.Run("Single", func(t *testing.T) {
+		for _, k := range keys[:30] {
+			l := mustObtain(t, c, k, time.Minute)
+			if l.Fence() <= fences[k] {
+				t.Fatalf("%s: fence %d after %d", k, l.Fence(), fences[k])
+			}
+			fences[k] = l.Fence()
+			if err := l.Refresh(ctx, 2*time.Minute); err != nil {
+				t.Fatalf("%s: Refresh: %v", k, err)
+			}
+			if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Minute {
+				t.Fatalf("%s: TTL = %v, %v", k, ttl, err)
+			}
+			if _, err := c.Obtain(ctx, k, time.Minute, nil); !errors.Is(err, lock.ErrNotObtained) {
+				t.Fatalf("%s: second Obtain: err = %v, want ErrNotObtained", k, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("%s: Release: %v", k, err)
+			}
+		}
+	})
+
+	t.Run("Hold", func(t *testing.T) {
+		const ttl = 300 * time.Millisecond
+		var locks []*lock.Lock
+		var hctxs []context.Context
+		for _, k := range keys[100:103] {
+			l := mustObtain(t, c, k, ttl)
+			locks = append(locks, l)
+			hctxs = append(hctxs, l.Hold(ctx))
+		}
+		time.Sleep(3 * ttl)
+		for i, l := range locks {
+			if hctxs[i].Err() != nil {
+				t.Errorf("%s: hold context ended: %v", l.Key(), context.Cause(hctxs[i]))
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("%s: Release after holding: %v", l.Key(), err)
+			}
+		}
+	})
+
+	t.Run("MutualExclusion", func(t *testing.T) {
+		const workers, rounds = 6, 30
+		var (
+			inside    atomic.Int32
+			lastFence atomic.Int64
+			wg        sync.WaitGroup
+		)
+		errs := make(chan error, workers)
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		for range workers {
+			cl := lock.New(rdb, &lock.Options{Prefix: prefix})
+			wg.Go(func() {
+				for range rounds {
+					l, err := cl.Obtain(wctx, "shared", 5*time.Second, &lock.ObtainOptions{
+						Retry: lock.ExponentialBackoff(100*time.Microsecond, 4*time.Millisecond),
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if n := inside.Add(1); n != 1 {
+						errs <- fmt.Errorf("%d holders at once", n)
+					}
+					if prev := lastFence.Swap(l.Fence()); l.Fence() <= prev {
+						errs <- fmt.Errorf("fence %d after %d", l.Fence(), prev)
+					}
+					time.Sleep(50 * time.Microsecond)
+					inside.Add(-1)
+					if err := l.Release(wctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+
+	t.Run("ObtainManyShared", func(t *testing.T) {
+		testObtainMany(t, rdb, randomPrefix())
+	})
+}
+
+// checkSpread checks that the lock keys of keys live on all masters, each
+// on the master that also has its fence counter.
+func checkSpread(t *testing.T, masters []*redis.Client, prefix string, keys []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, m := range masters {
+		locks, fences := countPrefix(t, m, prefix, false), countPrefix(t, m, prefix, true)
+		if locks == 0 {
+			t.Errorf("master %s holds no lock key: keys not spread", m.Options().Addr)
+		}
+		if locks != fences {
+			t.Errorf("master %s: %d lock keys, %d fence counters", m.Options().Addr, locks, fences)
+		}
+	}
+	for _, k := range keys[:20] {
+		lk := prefix + "{" + k + "}"
+		for _, m := range masters {
+			hasLock := m.Exists(ctx, lk).Val() == 1
+			hasFence := m.Exists(ctx, lk+":fence").Val() == 1
+			if hasLock != hasFence {
+				t.Errorf("%s: lock key on %s: %v, fence counter: %v", k, m.Options().Addr, hasLock, hasFence)
+			}
+		}
+	}
+}
+
+// countPrefix counts the lock keys (or the fence counters) under prefix on
+// one master.
+func countPrefix(t *testing.T, m *redis.Client, prefix string, fences bool) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	iter := m.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if strings.HasSuffix(iter.Val(), ":fence") == fences {
+			n++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
