@@ -168,9 +168,9 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
-func newRedis(s *settings) redis.UniversalClient {
+func redisOptions(s *settings, addr string) *redis.Options {
 	opt := &redis.Options{
-		Addr:         s.RedisAddr,
+		Addr:         addr,
 		Username:     s.RedisUsername,
 		Password:     s.RedisPassword,
 		DB:           s.RedisDB,
@@ -185,23 +185,79 @@ func newRedis(s *settings) redis.UniversalClient {
 	if s.RedisTLS {
 		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	return redis.NewClient(opt)
+	return opt
+}
+
+func splitAddrs(v string) []string {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// connectRedis returns the client for pings and the shared rate, the
+// lock service, and the clients to close. One Redis, a Redis Cluster, or
+// Redlock over independent masters, of which a quorum must answer.
+func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.UniversalClient, syncer.Locker, []redis.UniversalClient, error) {
+	switch {
+	case s.RedisAddrs != "":
+		addrs := splitAddrs(s.RedisAddrs)
+		if len(addrs) < 3 {
+			return nil, nil, nil, usageError{fmt.Errorf("--redis-addrs: Redlock needs at least 3 independent masters, got %d", len(addrs))}
+		}
+		nodes := make([]redis.UniversalClient, len(addrs))
+		up := 0
+		var downs []string
+		for i, a := range addrs {
+			nodes[i] = redis.NewClient(redisOptions(s, a))
+			if err := nodes[i].Ping(ctx).Err(); err != nil {
+				downs = append(downs, a)
+				continue
+			}
+			up++
+		}
+		if q := len(addrs)/2 + 1; up < q {
+			return nil, nil, nodes, depError{fmt.Errorf("redis: %d of %d Redlock masters answer, %d needed (down: %s)", up, len(addrs), q, strings.Join(downs, ", "))}
+		}
+		return nodes[0], lock.NewRedlock(nodes, lopt), nodes, nil
+	case s.RedisCluster:
+		o := redisOptions(s, "")
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: splitAddrs(s.RedisAddr), Username: o.Username, Password: o.Password,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, MaxRetries: 2, ContextTimeoutEnabled: true, TLSConfig: o.TLSConfig,
+		})
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis cluster unavailable at %s: %w", s.RedisAddr, err)}
+		}
+		return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, nil
+	default:
+		rdb := redis.NewClient(redisOptions(s, s.RedisAddr))
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis unavailable at %s: %w", s.RedisAddr, err)}
+		}
+		return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, nil
+	}
 }
 
 // deps are the wired dependencies of a sync command.
 type deps struct {
-	store *store.Store
-	rdb   redis.UniversalClient
-	locks *lock.Client
-	erp   *erp.Client
+	store   *store.Store
+	rdb     redis.UniversalClient // pings and the shared ERP rate
+	locks   syncer.Locker
+	erp     *erp.Client
+	closers []redis.UniversalClient
 }
 
 func (d *deps) Close() {
 	if d.store != nil {
 		d.store.Close()
 	}
-	if d.rdb != nil {
-		d.rdb.Close()
+	for _, c := range d.closers {
+		c.Close()
 	}
 }
 
@@ -220,18 +276,17 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		d.Close()
 		return nil, depError{fmt.Errorf("mysql: %w", err)}
 	}
-	d.rdb = newRedis(s)
-	if err := d.rdb.Ping(cctx).Err(); err != nil {
-		d.Close()
-		return nil, depError{fmt.Errorf("redis unavailable at %s: %w", s.RedisAddr, err)}
-	}
 	lopt := &lock.Options{Prefix: s.LockPrefix}
 	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
 	if m != nil {
 		lopt.Hooks = m.LockHooks()
 		ecfg.Hooks = m.ERPHooks()
 	}
-	d.locks = lock.New(d.rdb, lopt)
+	d.rdb, d.locks, d.closers, err = connectRedis(cctx, s, lopt)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	if s.ERPRate != "" {
 		rate, err := ratelimit.ParseRate(s.ERPRate)
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 type settings struct {
 	MySQLDSN      string
 	RedisAddr     string
+	RedisAddrs    string
+	RedisCluster  bool
 	RedisUsername string
 	RedisPassword string
 	RedisDB       int
@@ -58,7 +60,9 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 // connection flags: every command that talks to MySQL, Redis or the ERP.
 func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format); the database is created by migrate")
-	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address host:port")
+	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address host:port (with --redis-cluster: seed nodes, comma-separated)")
+	fs.StringVar(&s.RedisAddrs, "redis-addrs", "", "Redlock: comma-separated addresses of N independent Redis masters (quorum N/2+1); overrides --redis-addr for locks")
+	fs.BoolVar(&s.RedisCluster, "redis-cluster", false, "--redis-addr is a Redis Cluster (lock keys are hash-tagged per record)")
 	fs.StringVar(&s.RedisUsername, "redis-username", "", "Redis ACL user name")
 	fs.StringVar(&s.RedisPassword, "redis-password", "", "Redis password (never logged)")
 	fs.IntVar(&s.RedisDB, "redis-db", 0, "Redis database number")

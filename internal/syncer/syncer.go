@@ -27,9 +27,23 @@ type Syncer struct {
 	cfg   Config
 	erp   *erp.Client
 	store *store.Store
-	locks *lock.Client
+	locks Locker
 	log   zerolog.Logger
 	hooks faultHooks
+}
+
+// Locker is what the syncer needs of a lock service. A *lock.Client (one
+// Redis, or a Redis Cluster) and a *lock.Redlock (a quorum of masters) both
+// provide it. When it also has ObtainMany and ReleaseMany (a *lock.Client),
+// a chunk's locks are taken and released in one round trip each; otherwise
+// one by one.
+type Locker interface {
+	Obtain(ctx context.Context, key string, ttl time.Duration, opt *lock.ObtainOptions) (*lock.Lock, error)
+}
+
+type batchLocker interface {
+	ObtainMany(ctx context.Context, keys []string, ttl time.Duration) ([]*lock.Lock, error)
+	ReleaseMany(ctx context.Context, locks []*lock.Lock) (notHeld int, err error)
 }
 
 // faultHooks let in-package tests inject faults at points no outside means
@@ -43,7 +57,7 @@ type faultHooks struct {
 }
 
 // New checks cfg, fills its defaults and returns a Syncer.
-func New(cfg Config, e *erp.Client, st *store.Store, locks *lock.Client, log zerolog.Logger) (*Syncer, error) {
+func New(cfg Config, e *erp.Client, st *store.Store, locks Locker, log zerolog.Logger) (*Syncer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("syncer config: %w", err)

@@ -26,7 +26,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 		keys[i] = RecordLockKey(rec.ErpID)
 	}
 	var slow []erp.Record
-	locks, err := r.s.locks.ObtainMany(ctx, keys, r.s.cfg.LockTTL)
+	locks, err := r.obtainMany(ctx, keys)
 	if err != nil {
 		r.log.Warn().Err(err).Int("records", len(recs)).Msg("lock chunk failed; records go one by one")
 		slow = recs
@@ -61,6 +61,37 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 	return failed
 }
 
+// obtainMany tries each key's lock once: in one round trip when the locker
+// batches, else one by one. A nil entry is a key held elsewhere.
+func (r *run) obtainMany(ctx context.Context, keys []string) ([]*lock.Lock, error) {
+	if b, ok := r.s.locks.(batchLocker); ok {
+		return b.ObtainMany(ctx, keys, r.s.cfg.LockTTL)
+	}
+	out := make([]*lock.Lock, len(keys))
+	for i, k := range keys {
+		l, err := r.s.locks.Obtain(ctx, k, r.s.cfg.LockTTL, nil)
+		switch {
+		case errors.Is(err, lock.ErrNotObtained):
+		case err != nil:
+			r.release(ctx, heldOf(out[:i]))
+			return nil, err
+		default:
+			out[i] = l
+		}
+	}
+	return out, nil
+}
+
+func heldOf(ls []*lock.Lock) []held {
+	var hs []held
+	for _, l := range ls {
+		if l != nil {
+			hs = append(hs, held{lock: l})
+		}
+	}
+	return hs
+}
+
 func (r *run) release(ctx context.Context, hs []held) {
 	if len(hs) == 0 {
 		return
@@ -71,7 +102,20 @@ func (r *run) release(ctx context.Context, hs []held) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	notHeld, err := r.s.locks.ReleaseMany(rctx, ls)
+	var notHeld int
+	var err error
+	if b, ok := r.s.locks.(batchLocker); ok {
+		notHeld, err = b.ReleaseMany(rctx, ls)
+	} else {
+		for _, l := range ls {
+			switch rerr := l.Release(rctx); {
+			case errors.Is(rerr, lock.ErrNotHeld):
+				notHeld++
+			case rerr != nil:
+				err = rerr
+			}
+		}
+	}
 	if err != nil {
 		r.log.Warn().Err(err).Msg("release record locks (they expire by their TTL)")
 	} else if notHeld > 0 {
