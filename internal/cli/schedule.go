@@ -50,6 +50,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
 	}
 
+	slog := log.With().Str("job", s.Job).Logger() // the schedule's own lines; runs add run_id and job
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	m := metrics.New()
@@ -75,16 +76,16 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			defer cancel()
 			srv.Shutdown(sctx)
 		}()
-		log.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+		slog.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
 	}
 
-	log.Info().Dur("every", every).Str("cron", cronExpr).Msg("schedule started")
+	slog.Info().Dur("every", every).Str("cron", cronExpr).Msg("schedule started")
 	failedTicks := 0
 	for n := 0; ticks == 0 || n < ticks; n++ {
 		tick := sched.Next(time.Now())
 		select {
 		case <-ctx.Done():
-			log.Info().Msg("schedule stopped")
+			slog.Info().Msg("schedule stopped")
 			return nil
 		case <-time.After(time.Until(tick)):
 		}
@@ -96,13 +97,13 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		rep, err := runTick(ctx, cfg, d, log, m)
 		if err != nil {
 			failedTicks++
-			log.Error().Err(err).Time("tick", tick).Msg("tick failed")
+			slog.Error().Err(err).Time("tick", tick).Msg("tick failed")
 		}
 		if err := writeReport(s.Report, rep); err != nil {
-			log.Error().Err(err).Msg("write report")
+			slog.Error().Err(err).Msg("write report")
 		}
 		if ctx.Err() != nil {
-			log.Info().Msg("schedule stopped")
+			slog.Info().Msg("schedule stopped")
 			return nil
 		}
 	}
