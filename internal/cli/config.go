@@ -88,7 +88,7 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Workers, "workers", 16, "chunks written at once (worker pool size)")
 	fs.DurationVar(&s.LockTTL, "lock-ttl", 30*time.Second, "lease of the job lock and of each record lock (renewed while held)")
 	fs.IntVar(&s.PageSize, "page-size", 500, "ERP page size (1..1000)")
-	fs.IntVar(&s.ChunkSize, "chunk-size", 100, "records locked and written together (1 = one by one)")
+	fs.IntVar(&s.ChunkSize, "chunk-size", 500, "records locked and written together (1 = one by one)")
 	fs.DurationVar(&s.Overlap, "overlap", time.Minute, "how far before the checkpoint each run re-reads")
 	fs.IntVar(&s.MaxAttempts, "max-attempts", 8, "attempts to write one record before it fails the run")
 	fs.DurationVar(&s.Grace, "grace", 25*time.Second, "after SIGTERM/SIGINT, how long records in hand may still be written")

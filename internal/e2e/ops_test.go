@@ -229,7 +229,7 @@ func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
 
 func TestKilledBackfillResumesItsWindow(t *testing.T) {
 	t.Parallel()
-	e := setup(t, erpmock.Options{Records: 3000, Seed: 19, Faults: erpmock.Faults{Latency: 40 * time.Millisecond}})
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 19, Faults: erpmock.Faults{Latency: 80 * time.Millisecond}})
 	ctx := context.Background()
 	dir := t.TempDir()
 	args := []string{"backfill", "--since", "2024-06-01T00:00:00Z", "--until", "2030-01-01T00:00:00Z", "--page-size", "50"}
@@ -237,8 +237,8 @@ func TestKilledBackfillResumesItsWindow(t *testing.T) {
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRows(1200)
-	time.Sleep(1500 * time.Millisecond) // let a checkpoint land (every 1s)
+	e.waitRows(600)
+	time.Sleep(1100 * time.Millisecond) // let a checkpoint land (every 1s)
 	victim.Process.Kill()
 	victim.Wait()
 	e.mock.SetFaults(erpmock.Faults{})

@@ -35,7 +35,21 @@ func (s *Store) Versions(ctx context.Context, ids []string) (map[string]Current,
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.db.WithContext(ctx).Raw("SELECT erp_id, erp_version, fence_token FROM memberships WHERE erp_id IN ?", ids).Rows()
+	// The hot path goes to database/sql directly: gorm's statement builder
+	// cost about 2 µs a record in the backfill profile.
+	var b strings.Builder
+	b.Grow(64 + 2*len(ids))
+	b.WriteString("SELECT erp_id, erp_version, fence_token FROM memberships WHERE erp_id IN (")
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+		args[i] = id
+	}
+	b.WriteByte(')')
+	rows, err := s.sql.QueryContext(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read versions: %w", err)
 	}
@@ -79,7 +93,7 @@ func (s *Store) Insert(ctx context.Context, ms []Membership) error {
 	var b strings.Builder
 	b.WriteString("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
 	args := appendValues(&b, make([]any, 0, len(ms)*9), ms)
-	if err := s.db.WithContext(ctx).Exec(b.String(), args...).Error; err != nil {
+	if _, err := s.sql.ExecContext(ctx, b.String(), args...); err != nil {
 		if isDuplicate(err) {
 			return ErrDuplicate
 		}
@@ -117,7 +131,7 @@ func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
 	b.WriteString("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
 	args := appendValues(&b, make([]any, 0, len(ms)*9), ms)
 	b.WriteString(upsertSQL)
-	if err := s.db.WithContext(ctx).Exec(b.String(), args...).Error; err != nil {
+	if _, err := s.sql.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("upsert memberships: %w", err)
 	}
 	return nil

@@ -30,7 +30,9 @@ type Config struct {
 	// PageSize is the ERP page size (1..1000). Defaults to 500.
 	PageSize int
 	// ChunkSize is how many records share one lock round trip and one
-	// statement. 1 gives the per-record path. Defaults to 100.
+	// statement. 1 gives the per-record path. Defaults to 500 (chosen by
+	// measurement: fewer, larger statements cost MariaDB and erpsync less
+	// CPU per record than 100).
 	ChunkSize int
 	// LockTTL is the lease of the job lock and of each record lock. Defaults to 30s.
 	LockTTL time.Duration
@@ -78,7 +80,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.PageSize = 500
 	}
 	if c.ChunkSize == 0 {
-		c.ChunkSize = 100
+		c.ChunkSize = 500
 	}
 	if c.LockTTL == 0 {
 		c.LockTTL = 30 * time.Second
