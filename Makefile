@@ -31,3 +31,24 @@ fuzz:
 
 clean:
 	rm -rf $(BIN)
+
+.PHONY: bench loadtest
+
+# The backfill against the database's ceiling and the seed pipeline, its
+# re-run and its memory, on the MariaDB and Redis of the tests (several
+# minutes). BENCHFLAGS=--quick for a smoke run; see bin/erpsync-bench -h.
+bench: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/erpsync-bench ./cmd/erpsync-bench
+	$(BIN)/erpsync-bench --erpsync-bin $(BIN)/erpsync $(BENCHFLAGS)
+
+# erpmock and several erpsync processes at once (a run and overlapping
+# backfills); reports in ./loadtest-report. LOADTESTFLAGS="--records 200000".
+loadtest: build
+	$(BIN)/erpsync loadtest $(LOADTESTFLAGS)
+
+.PHONY: demo
+
+# The whole job on embedded servers (erpmock, Redis and MySQL in this
+# process): nothing to set up. DEMOFLAGS="--records 10000" for more.
+demo:
+	$(GO) run ./cmd/erpsync demo $(DEMOFLAGS)

@@ -1,0 +1,137 @@
+// Command erpsync-bench measures erpsync's backfill against the ceiling of
+// the database and the naive seed pipeline, its re-run and its memory, and
+// prints markdown tables (see package internal/bench). `make bench` runs it.
+//
+//	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun]
+//	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
+//	              [--cpuprofile FILE [--rerun]] [--stages]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/erpsync/erpsync/internal/bench"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var cfg bench.Config
+	var quick, rerun, stages bool
+	var only, childArgs, jsonOut, cpuProfile string
+	var workers, chunk, page int
+	fs := flag.NewFlagSet("erpsync-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Bin, "erpsync-bin", "bin/erpsync", "erpsync binary of the backfills")
+	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", bench.DefaultMySQLDSN, "MySQL DSN; the database (its name must contain \"bench\") is created, migrated and emptied")
+	fs.StringVar(&cfg.RedisAddr, "redis-addr", bench.DefaultRedisAddr, "Redis address")
+	fs.IntVar(&cfg.Records, "records", bench.DefaultRecords, "records of the ceiling, seed, backfill and re-run")
+	fs.IntVar(&cfg.SeedRecords, "seed-records", 0, "records the seed pipeline writes (default --records)")
+	fs.IntVar(&cfg.Small, "small", bench.DefaultSmall, "records of the small backfill of the memory comparison")
+	fs.IntVar(&cfg.Big, "big", bench.DefaultBig, "records of the big backfill of the memory comparison (0: skip it)")
+	fs.BoolVar(&quick, "quick", false, "a small smoke run: 5,000 records, memory 2,000 vs 20,000, one round")
+	fs.IntVar(&cfg.Repeat, "repeat", 3, "rounds of the ceiling, backfill and re-run, interleaved; each keeps its best (a machine shared with other work varies by 2-3x from run to run)")
+	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, rerun, memory (default all)")
+	fs.IntVar(&workers, "workers", 0, "--workers of the backfills (0: erpsync's default)")
+	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
+	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")
+	fs.StringVar(&childArgs, "child-args", "", "more flags for the backfill processes, space-separated")
+	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here")
+	fs.BoolVar(&rerun, "rerun", false, "with --cpuprofile: profile the re-run over unchanged rows instead")
+	fs.BoolVar(&stages, "stages", false, "instead: time each stage of the write path alone, in this process, with --workers, --chunk-size and --page-size")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "erpsync-bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if quick {
+		if !given["records"] {
+			cfg.Records = 5000
+		}
+		if !given["small"] {
+			cfg.Small = 2000
+		}
+		if !given["big"] {
+			cfg.Big = 20000
+		}
+		if !given["repeat"] {
+			cfg.Repeat = 1
+		}
+	}
+	if only != "" {
+		cfg.Only = strings.Split(only, ",")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--workers", workers}, {"--chunk-size", chunk}, {"--page-size", page}} {
+		if f.v > 0 {
+			cfg.ChildArgs = append(cfg.ChildArgs, f.name, strconv.Itoa(f.v))
+		}
+	}
+	cfg.ChildArgs = append(cfg.ChildArgs, strings.Fields(childArgs)...)
+	cfg.Log = stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	if stages {
+		rs, err := bench.Stages(ctx, cfg, workers, chunk, page)
+		(&bench.Results{Stages: rs}).Markdown(stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "erpsync-bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if cpuProfile != "" {
+		r, err := bench.Profile(ctx, cfg, syncer.Config{Workers: workers, ChunkSize: chunk, PageSize: page}, rerun, cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "erpsync-bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: %d records in %.2f s, %.0f records/s (%s); CPU profile in %s\n", r.Name, r.Records, r.Seconds, r.PerSecond, r.Note, cpuProfile)
+		return 0
+	}
+
+	res, err := bench.Run(ctx, cfg)
+	if res != nil {
+		fmt.Fprintln(stdout)
+		res.Markdown(stdout)
+		if jsonOut != "" {
+			b, _ := json.MarshalIndent(struct {
+				*bench.Results
+				Goals []bench.Goal `json:"goals"`
+			}{res, res.Goals()}, "", "  ")
+			if werr := os.WriteFile(jsonOut, append(b, '\n'), 0o644); werr != nil {
+				fmt.Fprintf(stderr, "erpsync-bench: %v\n", werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "erpsync-bench: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,596 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/loadtest"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+// Defaults of Config.
+const (
+	DefaultMySQLDSN  = "root@tcp(127.0.0.1:3306)/erpsync_bench?parseTime=true"
+	DefaultRedisAddr = "127.0.0.1:6379"
+	DefaultRecords   = 200_000
+	DefaultBig       = 1_000_000
+	DefaultSmall     = 100_000
+)
+
+// Measurement names, for Config.Only.
+const (
+	Ceiling  = "ceiling"
+	Seed     = "seed"
+	Backfill = "backfill"
+	Rerun    = "rerun"
+	Memory   = "memory"
+)
+
+// Config says what to measure. Zero fields take their defaults.
+type Config struct {
+	// Bin is the erpsync binary of the backfills. Required when a backfill
+	// is measured.
+	Bin string
+	// MySQLDSN names the database; it is created and migrated, and its
+	// memberships table emptied before each measurement. Its name must
+	// contain "bench". Defaults to DefaultMySQLDSN.
+	MySQLDSN string
+	// RedisAddr is the Redis of the locks. Defaults to DefaultRedisAddr.
+	RedisAddr string
+	// Records is the size of the feed of the ceiling, the seed pipeline,
+	// the backfill and the re-run. Defaults to 200,000.
+	Records int
+	// SeedRecords is how many of them the seed pipeline writes (it is
+	// slow). Defaults to Records.
+	SeedRecords int
+	// Small and Big are the feed sizes of the memory comparison. Big 0
+	// skips it. Default to 100,000 and 1,000,000.
+	Small, Big int
+	// ChildArgs are added to every backfill's command line, to try other
+	// settings: "--chunk-size", "500".
+	ChildArgs []string
+	// Only, when not empty, lists the measurements to make.
+	Only []string
+	// Repeat is how many rounds of the ceiling, the backfill and the re-run
+	// are made; each keeps its best round. Defaults to 1.
+	Repeat int
+	// Log receives one line per step. Defaults to io.Discard.
+	Log io.Writer
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MySQLDSN == "" {
+		c.MySQLDSN = DefaultMySQLDSN
+	}
+	if c.RedisAddr == "" {
+		c.RedisAddr = DefaultRedisAddr
+	}
+	if c.Records == 0 {
+		c.Records = DefaultRecords
+	}
+	if c.SeedRecords == 0 || c.SeedRecords > c.Records {
+		c.SeedRecords = c.Records
+	}
+	if c.Small == 0 {
+		c.Small = DefaultSmall
+	}
+	if c.Repeat < 1 {
+		c.Repeat = 1
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	var errs []error
+	if c.Records < 1 || c.Small < 1 || c.Big < 0 {
+		errs = append(errs, errors.New("records and small must be positive, big not negative"))
+	}
+	cfg, err := store.ParseDSN(c.MySQLDSN)
+	if err != nil {
+		errs = append(errs, err)
+	} else if !strings.Contains(strings.ToLower(cfg.DBName), "bench") {
+		errs = append(errs, fmt.Errorf("refusing to empty memberships in database %q: use a database whose name contains \"bench\"", cfg.DBName))
+	}
+	for _, m := range c.Only {
+		switch m {
+		case Ceiling, Seed, Backfill, Rerun, Memory:
+		default:
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory))
+		}
+	}
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory)) {
+		errs = append(errs, errors.New("no erpsync binary for the backfills"))
+	}
+	return c, errors.Join(errs...)
+}
+
+func (c Config) wants(m string) bool {
+	if len(c.Only) == 0 {
+		return m != Memory || c.Big > 0
+	}
+	for _, o := range c.Only {
+		if o == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is one measurement.
+type Result struct {
+	Name    string  `json:"name"`
+	Records int64   `json:"records"`
+	Seconds float64 `json:"seconds"`
+	// PerSecond is Records over Seconds.
+	PerSecond float64 `json:"records_per_second"`
+	// PeakRSSKiB is the peak resident set (VmHWM) of the erpsync process
+	// (0 when the measurement ran in this process).
+	PeakRSSKiB int64 `json:"peak_rss_kib,omitempty"`
+	// Rounds are the records/s of every round, when there were several.
+	Rounds []float64 `json:"rounds,omitempty"`
+	// CPU is the processor time each party spent.
+	CPU    CPU            `json:"cpu_seconds"`
+	Report *syncer.Report `json:"report,omitempty"`
+	Note   string         `json:"note,omitempty"`
+}
+
+// Results are the measurements of one bench run, by name.
+type Results struct {
+	Config struct {
+		Records     int      `json:"records"`
+		SeedRecords int      `json:"seed_records"`
+		Small       int      `json:"small"`
+		Big         int      `json:"big"`
+		ChildArgs   []string `json:"child_args,omitempty"`
+		Database    string   `json:"database"`
+	} `json:"config"`
+	Ceiling  *Result `json:"ceiling,omitempty"`
+	Seed     *Result `json:"seed16,omitempty"`
+	Backfill *Result `json:"backfill,omitempty"`
+	Rerun    *Result `json:"rerun,omitempty"`
+	Small    *Result `json:"memory_small,omitempty"`
+	Big      *Result `json:"memory_big,omitempty"`
+	// Stages are the stages of the write path timed alone (see Stages).
+	Stages []*Result `json:"stages,omitempty"`
+}
+
+// Run makes the measurements, one after the other, on the same MariaDB and
+// Redis.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b, err := newBench(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	res := &Results{}
+	res.Config.Records, res.Config.SeedRecords, res.Config.Small, res.Config.Big = cfg.Records, cfg.SeedRecords, cfg.Small, cfg.Big
+	res.Config.ChildArgs, res.Config.Database = cfg.ChildArgs, b.dbName
+
+	feed := erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
+	truth := feed.Truth()
+	var url string
+	if cfg.wants(Backfill) || cfg.wants(Rerun) {
+		var srv *http.Server
+		if srv, url, err = serve(feed); err != nil {
+			return res, err
+		}
+		defer srv.Close()
+	}
+	// Rounds interleave the measurements, so that a load that comes and
+	// goes on the machine weighs on each alike; each keeps its best round.
+	for range cfg.Repeat {
+		if cfg.wants(Ceiling) {
+			r, err := b.ceiling(ctx, truth)
+			if err != nil {
+				return res, err
+			}
+			res.Ceiling = best(res.Ceiling, r)
+		}
+		// A re-run alone first fills the table.
+		if cfg.wants(Backfill) || cfg.wants(Rerun) && b.rows(ctx) != int64(cfg.Records) {
+			r, err := b.backfill(ctx, "backfill", url, true)
+			if err != nil {
+				return res, err
+			}
+			if cfg.wants(Backfill) {
+				res.Backfill = best(res.Backfill, r)
+			}
+		}
+		if cfg.wants(Rerun) {
+			r, err := b.backfill(ctx, "re-run, unchanged", url, false)
+			if err != nil {
+				return res, err
+			}
+			res.Rerun = best(res.Rerun, r)
+		}
+	}
+	if cfg.wants(Seed) {
+		if res.Seed, err = b.seed(ctx, truth[:cfg.SeedRecords]); err != nil {
+			return res, err
+		}
+	}
+	truth = nil
+	feed = nil
+	if cfg.wants(Memory) && cfg.Big > 0 {
+		for _, m := range []struct {
+			n   int
+			out **Result
+		}{{cfg.Small, &res.Small}, {cfg.Big, &res.Big}} {
+			mock := erpmock.New(erpmock.Options{Records: m.n, Seed: 2})
+			srv, url, err := serve(mock)
+			if err != nil {
+				return res, err
+			}
+			r, err := b.backfill(ctx, fmt.Sprintf("backfill %d (memory)", m.n), url, true)
+			srv.Close()
+			if err != nil {
+				return res, err
+			}
+			*m.out = r
+		}
+	}
+	return res, nil
+}
+
+// bench holds the connections of a bench run.
+type bench struct {
+	cfg    Config
+	dsn    string // with the driver settings of store.ParseDSN
+	dbName string
+	db     *sql.DB
+	rdb    *redis.Client
+	job    string
+	ports  serverPorts
+	logf   func(string, ...any)
+}
+
+func newBench(ctx context.Context, cfg Config) (*bench, error) {
+	if _, err := store.Migrate(ctx, cfg.MySQLDSN); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	mc, err := store.ParseDSN(cfg.MySQLDSN)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, PoolSize: 32})
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		db.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("redis at %s: %w", cfg.RedisAddr, err)
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	b := &bench{cfg: cfg, dsn: mc.FormatDSN(), dbName: mc.DBName, db: db, rdb: rdb, job: "bench-" + hex.EncodeToString(r[:]),
+		ports: serverPorts{mysql: portOf(mc.Addr, "3306"), redis: portOf(cfg.RedisAddr, "6379")},
+		logf:  func(format string, args ...any) { fmt.Fprintf(cfg.Log, "bench: "+format+"\n", args...) }}
+	return b, nil
+}
+
+func (b *bench) close() {
+	b.db.Close()
+	b.rdb.Close()
+}
+
+func (b *bench) empty(ctx context.Context) error {
+	if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE memberships"); err != nil {
+		return fmt.Errorf("empty memberships: %w", err)
+	}
+	return nil
+}
+
+func (b *bench) rows(ctx context.Context) int64 {
+	var n int64
+	_ = b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM memberships").Scan(&n)
+	return n
+}
+
+const insertColumns = "erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, created_at, updated_at"
+
+func rowArgs(args []any, r erpmock.Record) []any {
+	var ends any
+	if r.EndsAt != nil {
+		ends = r.EndsAt.UTC()
+	}
+	return append(args, r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt.UTC(), ends, r.Version, r.UpdatedAt.UTC(), int64(1))
+}
+
+const rowPlaceholders = "(?,?,?,?,?,?,?,?,?,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))"
+
+// ceiling writes recs into an empty table with multi-row INSERT IGNORE
+// statements of 1,000 rows on 4 connections, without locks: as fast as
+// the database takes these rows.
+func (b *bench) ceiling(ctx context.Context, recs []erpmock.Record) (*Result, error) {
+	const batch, conns = 1000, 4
+	if err := b.empty(ctx); err != nil {
+		return nil, err
+	}
+	b.logf("ceiling: %d rows, INSERT IGNORE of %d rows, %d connections", len(recs), batch, conns)
+	work := make(chan []erpmock.Record)
+	errc := make(chan error, conns)
+	var wg sync.WaitGroup
+	meter := startCPU(b.ports)
+	start := time.Now()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sb strings.Builder
+			args := make([]any, 0, batch*9)
+			for rs := range work {
+				sb.Reset()
+				sb.WriteString("INSERT IGNORE INTO memberships (" + insertColumns + ") VALUES ")
+				args = args[:0]
+				for i, r := range rs {
+					if i > 0 {
+						sb.WriteByte(',')
+					}
+					sb.WriteString(rowPlaceholders)
+					args = rowArgs(args, r)
+				}
+				if _, err := b.db.ExecContext(ctx, sb.String(), args...); err != nil {
+					errc <- fmt.Errorf("ceiling insert: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := 0; i < len(recs); i += batch {
+		select {
+		case work <- recs[i:min(i+batch, len(recs))]:
+		case err = <-errc:
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	el := time.Since(start)
+	cpu := meter.stop()
+	if err == nil {
+		select {
+		case err = <-errc:
+		default:
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := result("ceiling: INSERT IGNORE, 1,000 rows a statement, 4 connections, no locks", int64(len(recs)), el)
+	r.CPU = cpu
+	return r, nil
+}
+
+// seed writes recs the way the first version of the sync did, per record:
+// SETNX the record's lock, SELECT EXISTS, a single-row INSERT when absent,
+// DEL the lock; with 16 goroutines.
+func (b *bench) seed(ctx context.Context, recs []erpmock.Record) (*Result, error) {
+	const goroutines = 16
+	if err := b.empty(ctx); err != nil {
+		return nil, err
+	}
+	b.logf("seed pipeline: %d records, %d goroutines", len(recs), goroutines)
+	prefix := "erpsync-bench:" + b.job + ":"
+	var next atomic.Int64
+	var contended atomic.Int64
+	errc := make(chan error, goroutines)
+	var wg sync.WaitGroup
+	meter := startCPU(b.ports)
+	start := time.Now()
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(recs) || ctx.Err() != nil {
+					return
+				}
+				r := recs[i]
+				key := prefix + r.ErpID
+				ok, err := b.rdb.SetNX(ctx, key, "1", 30*time.Second).Result()
+				if err != nil {
+					errc <- fmt.Errorf("seed setnx: %w", err)
+					return
+				}
+				if !ok {
+					contended.Add(1)
+					continue
+				}
+				var exists bool
+				if err := b.db.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM memberships WHERE erp_id = ?)", r.ErpID).Scan(&exists); err != nil {
+					errc <- fmt.Errorf("seed select: %w", err)
+					return
+				}
+				if !exists {
+					if _, err := b.db.ExecContext(ctx, "INSERT INTO memberships ("+insertColumns+") VALUES "+rowPlaceholders, rowArgs(nil, r)...); err != nil {
+						errc <- fmt.Errorf("seed insert: %w", err)
+						return
+					}
+				}
+				if err := b.rdb.Del(ctx, key).Err(); err != nil {
+					errc <- fmt.Errorf("seed del: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	cpu := meter.stop()
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	r := result("seed pipeline: SETNX, SELECT EXISTS, INSERT, DEL per record, 16 goroutines", int64(len(recs)), el)
+	r.CPU = cpu
+	if n := contended.Load(); n > 0 {
+		r.Note = fmt.Sprintf("%d records found locked", n)
+	}
+	return r, nil
+}
+
+// backfill runs `erpsync backfill` over the whole feed at url as a child
+// process, into an emptied table when empty is set.
+func (b *bench) backfill(ctx context.Context, name, url string, empty bool) (*Result, error) {
+	if empty {
+		if err := b.empty(ctx); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "erpsync-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	report := filepath.Join(dir, "report.json")
+	args := append([]string{"backfill", "--since", "2000-01-01T00:00:00Z",
+		"--redis-addr", b.cfg.RedisAddr, "--erp-url", url,
+		"--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn"}, b.cfg.ChildArgs...)
+	b.logf("%s: %s %s", name, b.cfg.Bin, strings.Join(args[:3], " ")+" ... "+strings.Join(b.cfg.ChildArgs, " "))
+	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
+	// The DSN in the environment: a command line is public on the machine.
+	cmd.Env = append(childEnv(), "ERPSYNC_MYSQL_DSN="+b.cfg.MySQLDSN)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	meter := startCPU(b.ports)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: start erpsync: %w", name, err)
+	}
+	// Not the rusage maxrss: it carries this process's RSS (see
+	// loadtest.RSSWatch).
+	rss := loadtest.WatchRSS(cmd.Process.Pid, 50*time.Millisecond)
+	runErr := cmd.Wait()
+	wall := time.Since(start)
+	peak := rss.Stop()
+	cpu := meter.stop()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu.Erpsync = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	if runErr != nil {
+		return nil, fmt.Errorf("%s: erpsync: %w\n%s", name, runErr, tail(stderr.String(), 2000))
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read report: %w", name, err)
+	}
+	var rep syncer.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return nil, fmt.Errorf("%s: decode report: %w", name, err)
+	}
+	el := wall
+	if rep.FinishedAt != nil {
+		el = rep.FinishedAt.Sub(rep.StartedAt)
+	}
+	r := result(name, rep.Fetched, el)
+	r.Report = &rep
+	r.PeakRSSKiB = peak
+	r.CPU = cpu
+	r.Note = fmt.Sprintf("inserted %d, unchanged %d, updated %d; process wall %.1f s", rep.Inserted, rep.Unchanged, rep.Updated, wall.Seconds())
+	b.logf("%s: %.0f records/s, peak RSS %.1f MiB", name, r.PerSecond, float64(r.PeakRSSKiB)/1024)
+	return r, nil
+}
+
+// best returns the faster of two results, with the rounds of both.
+func best(a, b *Result) *Result {
+	if a == nil {
+		return b
+	}
+	rounds := a.Rounds
+	if len(rounds) == 0 {
+		rounds = []float64{a.PerSecond}
+	}
+	rounds = append(rounds, b.PerSecond)
+	out := a
+	if b.PerSecond > a.PerSecond {
+		out = b
+	}
+	out.Rounds = rounds
+	return out
+}
+
+// portOf returns the port of a host:port address, or def.
+func portOf(addr, def string) string {
+	if _, port, err := net.SplitHostPort(addr); err == nil && port != "" {
+		return port
+	}
+	return def
+}
+
+func result(name string, n int64, d time.Duration) *Result {
+	r := &Result{Name: name, Records: n, Seconds: d.Seconds()}
+	if d > 0 {
+		r.PerSecond = float64(n) / d.Seconds()
+	}
+	return r
+}
+
+// childEnv is this process's environment without ERPSYNC_ settings: only
+// the flags configure the child.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ERPSYNC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// serve serves h on a loopback port.
+func serve(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String(), nil
+}

@@ -1,0 +1,166 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/bench"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+func memberships(from, n int, version, fence int64) []store.Membership {
+	ms := make([]store.Membership, n)
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range ms {
+		ms[i] = store.Membership{
+			ErpID: fmt.Sprintf("M%09d", from+i), MemberID: fmt.Sprintf("U%09d", (from+i)/2), ProductCode: "GOLD",
+			Status: "ACTIVE", StartsAt: at, Version: version, UpdatedAt: at.Add(time.Duration(version) * time.Second), Fence: fence,
+		}
+	}
+	return ms
+}
+
+// BenchmarkUpsertChunk measures the statements of the chunked write path,
+// one chunk an op: the multi-row INSERT of absent rows, the guarded
+// multi-row upsert over older rows (every row changes) and over current
+// rows (none changes), and the version read that precedes them.
+func BenchmarkUpsertChunk(b *testing.B) {
+	st, _ := testenv.MigratedStore(b)
+	ctx := context.Background()
+	next := 0
+	for _, n := range []int{100, 500, 1000} {
+		b.Run(fmt.Sprintf("insert/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if err := st.Insert(ctx, memberships(next, n, 1, 1)); err != nil {
+					b.Fatal(err)
+				}
+				next += n
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+		// A block of existing rows that the next two write over.
+		base := next
+		if err := st.Insert(ctx, memberships(base, n, 1, 1)); err != nil {
+			b.Fatal(err)
+		}
+		next += n
+		version := int64(1)
+		b.Run(fmt.Sprintf("upsert-older/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				version++
+				if err := st.Upsert(ctx, memberships(base, n, version, version)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+		b.Run(fmt.Sprintf("upsert-unchanged/%d", n), func(b *testing.B) {
+			ms := memberships(base, n, version, version)
+			for b.Loop() {
+				if err := st.Upsert(ctx, ms); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+		b.Run(fmt.Sprintf("versions/%d", n), func(b *testing.B) {
+			ids := make([]string, n)
+			for i, m := range memberships(base, n, 1, 1) {
+				ids[i] = m.ErpID
+			}
+			for b.Loop() {
+				got, err := st.Versions(ctx, ids)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(got) != n {
+					b.Fatalf("read %d versions, want %d", len(got), n)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// TestQuick runs every measurement on a tiny feed: the bench works, not
+// how fast it is.
+func TestQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds erpsync and runs several backfills")
+	}
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("find module root: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "erpsync")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/erpsync")
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build erpsync: %v\n%s", err, out)
+	}
+	dsn := benchDSN(t)
+	var log bytes.Buffer
+	res, err := bench.Run(context.Background(), bench.Config{
+		Bin: bin, MySQLDSN: dsn, RedisAddr: testenv.RedisAddr(),
+		Records: 3000, SeedRecords: 500, Small: 500, Big: 2000, Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, log.String())
+	}
+	for name, r := range map[string]*bench.Result{"ceiling": res.Ceiling, "seed": res.Seed, "backfill": res.Backfill, "rerun": res.Rerun, "small": res.Small, "big": res.Big} {
+		if r == nil || r.PerSecond <= 0 {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 {
+		t.Errorf("backfill %+v, re-run %+v, big %+v", res.Backfill.Report, res.Rerun.Report, res.Big)
+	}
+	if got := len(res.Goals()); got != 5 {
+		t.Errorf("%d goals, want 5", got)
+	}
+	var md bytes.Buffer
+	res.Markdown(&md)
+	if !strings.Contains(md.String(), "| backfill / ceiling |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
+
+func TestRefusesOtherDatabases(t *testing.T) {
+	_, err := bench.Run(context.Background(), bench.Config{Bin: "x", MySQLDSN: "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true"})
+	if err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
+
+// benchDSN returns the DSN of a fresh database dropped when the test ends.
+func benchDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
+	if base == "" {
+		base = "root@tcp(127.0.0.1:3306)/"
+	}
+	name := testenv.RandomName("erpsync_bench_t_")
+	host, _, _ := strings.Cut(base, "/")
+	dsn := host + "/" + name + "?parseTime=true"
+	t.Cleanup(func() {
+		cfg, err := store.ParseDSN(dsn)
+		if err != nil {
+			return
+		}
+		cfg.DBName = "mysql"
+		s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
+		if err == nil {
+			s.DB().Exec("DROP DATABASE IF EXISTS `" + name + "`")
+			s.Close()
+		}
+	})
+	return dsn
+}

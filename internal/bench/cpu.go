@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// CPU is the processor time each party spent on one measurement, in
+// seconds: where the time of the machine went.
+type CPU struct {
+	// Erpsync is the backfill process (user + system, from its rusage).
+	Erpsync float64 `json:"erpsync"`
+	// MySQL and Redis are the servers: the mariadbd/mysqld and
+	// redis-server processes of the machine that serve the bench's ports.
+	// Other clients of the same servers count too.
+	MySQL float64 `json:"mysql"`
+	Redis float64 `json:"redis"`
+	// Bench is this process: the in-process erpmock, or the statements of
+	// the ceiling and the seed pipeline.
+	Bench float64 `json:"bench"`
+}
+
+// Total is the sum of the parts.
+func (c CPU) Total() float64 { return c.Erpsync + c.MySQL + c.Redis + c.Bench }
+
+// userHZ is the unit of the times in /proc/<pid>/stat: 100 on every Linux
+// architecture Go runs on.
+const userHZ = 100
+
+// cpuMeter reads the CPU time of the servers and of this process.
+type cpuMeter struct {
+	ports        serverPorts
+	mysql, redis float64
+	self         float64
+}
+
+// serverPorts are the TCP ports of the servers to meter.
+type serverPorts struct{ mysql, redis string }
+
+func startCPU(p serverPorts) cpuMeter {
+	m, r := serverCPU(p)
+	return cpuMeter{ports: p, mysql: m, redis: r, self: selfCPU()}
+}
+
+// stop returns the CPU time spent since start.
+func (c cpuMeter) stop() CPU {
+	m, r := serverCPU(c.ports)
+	return CPU{MySQL: m - c.mysql, Redis: r - c.redis, Bench: selfCPU() - c.self}
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// serverCPU sums utime+stime of the database and Redis servers on ports
+// p. A server is told by its command line: redis-server shows
+// "host:port"; mariadbd shows --port=N, or none for 3306.
+func serverCPU(p serverPorts) (mysql, redis float64) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		var into *float64
+		switch string(bytes.TrimSpace(comm)) {
+		case "mariadbd", "mysqld":
+			port := "3306"
+			for _, arg := range bytes.Split(cmdline, []byte{0}) {
+				if v, ok := bytes.CutPrefix(arg, []byte("--port=")); ok {
+					port = string(v)
+				}
+			}
+			if port != p.mysql {
+				continue
+			}
+			into = &mysql
+		case "redis-server":
+			if !bytes.HasSuffix(bytes.TrimRight(cmdline, "\x00 "), []byte(":"+p.redis)) && !bytes.Contains(cmdline, []byte(":"+p.redis+" ")) {
+				continue
+			}
+			into = &redis
+		default:
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the ")" that ends the command: state is field 3,
+		// utime 14 and stime 15.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(stat[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(string(f[11]), 64)
+		st, _ := strconv.ParseFloat(string(f[12]), 64)
+		*into += (ut + st) / userHZ
+	}
+	return mysql, redis
+}

@@ -1,0 +1,22 @@
+// Package bench measures erpsync's write path against the ceilings of the
+// machine it runs on, all on the same MariaDB and Redis, one measurement
+// after the other:
+//
+//   - the ceiling: multi-row INSERT IGNORE of 1,000 rows a statement on 4
+//     connections, no locks, into an empty table;
+//   - the seed pipeline, the naive sync: per record SETNX, SELECT EXISTS, a
+//     single-row INSERT and DEL, with 16 goroutines;
+//   - a full backfill into an empty table, by an `erpsync backfill` child
+//     process (its peak RSS is its own) against an in-process erpmock;
+//   - a re-run of it over the same, unchanged records;
+//   - the peak RSS of a backfill of a big feed against a small one.
+//
+// cmd/erpsync-bench prints the results as markdown tables with the goals
+// of the issue (backfill at least half the ceiling and ten times the seed
+// pipeline, a re-run at least as fast, memory under 150 MiB and flat in
+// the number of records).
+//
+// The numbers are for one machine at one time: the mock, this process and
+// the database share its CPUs. They are not assertions; nothing here fails
+// because a goal is missed.
+package bench

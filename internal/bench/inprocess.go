@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+// Profile runs one backfill of cfg.Records records in this process, with
+// the syncer wired as `erpsync backfill` wires it, into an emptied table
+// (or, with rerun, once to fill it and again over the unchanged rows), and
+// writes a CPU profile of the measured run to cpuProfile. The erpmock
+// serving the feed runs in this process too, and shows in the profile.
+func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile string) (*Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b, err := newBench(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	if err := b.empty(ctx); err != nil {
+		return nil, err
+	}
+	mock := erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
+	srv, url, err := serve(mock)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+
+	// As internal/cli wires a sync command.
+	st, err := store.Open(ctx, cfg.MySQLDSN, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.RedisAddr, DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
+		PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true,
+	})
+	defer rdb.Close()
+	e, err := erp.New(erp.Config{BaseURL: url})
+	if err != nil {
+		return nil, err
+	}
+	sc.Job, sc.Mode, sc.Since = b.job, syncer.ModeBackfill, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	sy, err := syncer.New(sc, e, st, lock.New(rdb, nil), zerolog.Nop())
+	if err != nil {
+		return nil, err
+	}
+	if rerun {
+		b.logf("profile: filling the table first")
+		if _, err := sy.Run(ctx); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Create(cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, err
+	}
+	rep, err := sy.Run(ctx)
+	pprof.StopCPUProfile()
+	if err != nil {
+		return nil, fmt.Errorf("backfill: %w", err)
+	}
+	name := "in-process backfill"
+	if rerun {
+		name = "in-process re-run, unchanged"
+	}
+	r := result(name, rep.Fetched, rep.FinishedAt.Sub(rep.StartedAt))
+	r.Report = rep
+	r.Note = fmt.Sprintf("workers %d, chunk %d, page %d; inserted %d, unchanged %d", sy.Config().Workers, sy.Config().ChunkSize, sy.Config().PageSize, rep.Inserted, rep.Unchanged)
+	return r, nil
+}

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Goals of the issue.
+const (
+	GoalCeilingRatio = 0.5   // backfill / ceiling
+	GoalSeedRatio    = 10.0  // backfill / seed16
+	GoalRerunRatio   = 1.0   // re-run / backfill
+	GoalPeakMiB      = 150.0 // peak RSS of the big backfill
+	GoalFlatRatio    = 1.25  // peak RSS big / small
+)
+
+// Goal is one goal and whether the measurements meet it.
+type Goal struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Goal  string  `json:"goal"`
+	Met   bool    `json:"met"`
+}
+
+// Goals compares the measurements with the goals of the issue; a goal
+// whose measurements are missing is left out.
+func (r *Results) Goals() []Goal {
+	var gs []Goal
+	if r.Backfill != nil && r.Ceiling != nil && r.Ceiling.PerSecond > 0 {
+		v := r.Backfill.PerSecond / r.Ceiling.PerSecond
+		gs = append(gs, Goal{"backfill / ceiling", v, fmt.Sprintf(">= %.1f", GoalCeilingRatio), v >= GoalCeilingRatio})
+	}
+	if r.Backfill != nil && r.Seed != nil && r.Seed.PerSecond > 0 {
+		v := r.Backfill.PerSecond / r.Seed.PerSecond
+		gs = append(gs, Goal{"backfill / seed16", v, fmt.Sprintf(">= %.0f", GoalSeedRatio), v >= GoalSeedRatio})
+	}
+	if r.Backfill != nil && r.Rerun != nil && r.Backfill.PerSecond > 0 {
+		v := r.Rerun.PerSecond / r.Backfill.PerSecond
+		gs = append(gs, Goal{"re-run / backfill", v, fmt.Sprintf(">= %.1f", GoalRerunRatio), v >= GoalRerunRatio})
+	}
+	if r.Big != nil {
+		v := mib(r.Big.PeakRSSKiB)
+		gs = append(gs, Goal{fmt.Sprintf("peak RSS, %d-record backfill (MiB)", r.Config.Big), v, fmt.Sprintf("< %.0f", GoalPeakMiB), v < GoalPeakMiB})
+	}
+	if r.Big != nil && r.Small != nil && r.Small.PeakRSSKiB > 0 {
+		v := float64(r.Big.PeakRSSKiB) / float64(r.Small.PeakRSSKiB)
+		gs = append(gs, Goal{fmt.Sprintf("peak RSS %d / %d records (flat in N)", r.Config.Big, r.Config.Small), v, fmt.Sprintf("<= %.2f", GoalFlatRatio), v <= GoalFlatRatio})
+	}
+	return gs
+}
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// Markdown writes the measurements and the goals as two markdown tables.
+func (r *Results) Markdown(w io.Writer) {
+	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	for _, m := range append([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Rerun, r.Small, r.Big}, r.Stages...) {
+		if m == nil {
+			continue
+		}
+		rss := "-"
+		if m.PeakRSSKiB > 0 {
+			rss = fmt.Sprintf("%.1f", mib(m.PeakRSSKiB))
+		}
+		per := "-"
+		if m.Records > 0 {
+			per = fmt.Sprintf("%.1f", m.CPU.Total()/float64(m.Records)*1e6)
+		}
+		note := m.Note
+		if len(m.Rounds) > 1 {
+			rs := make([]string, len(m.Rounds))
+			for i, v := range m.Rounds {
+				rs[i] = fmt.Sprintf("%.0f", v)
+			}
+			note = strings.TrimPrefix(note+"; best of rounds "+strings.Join(rs, ", "), "; ")
+		}
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %s | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", m.Name, m.Records, m.Seconds, m.PerSecond, rss,
+			m.CPU.Erpsync, m.CPU.MySQL, m.CPU.Redis, m.CPU.Bench, per, note)
+	}
+	gs := r.Goals()
+	if len(gs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| goal | value | target | met |")
+	fmt.Fprintln(w, "| --- | ---: | --- | --- |")
+	for _, g := range gs {
+		met := "no"
+		if g.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", g.Name, g.Value, g.Goal, met)
+	}
+}

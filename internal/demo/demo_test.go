@@ -1,0 +1,158 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/erpsync/erpsync/internal/cli"
+	"github.com/erpsync/erpsync/internal/demo"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+// check asserts what every demo must show: the database matches the feed,
+// run #2 was skipped while run #1 held the job lock, every record was
+// inserted exactly once over all instances, and no instance failed.
+func check(t *testing.T, res *demo.Result, out string) {
+	t.Helper()
+	if !res.OK() {
+		t.Fatalf("verify: %+v\n%s", res.Verify, out)
+	}
+	var inserted int64
+	for _, in := range res.Instances {
+		if in.Err != nil || in.Report == nil {
+			t.Errorf("%s: report %v, error %v", in.Name, in.Report, in.Err)
+			continue
+		}
+		want := store.StatusSucceeded
+		if in.Name == "run #2" {
+			want = store.StatusSkipped
+		}
+		if in.Report.Status != want {
+			t.Errorf("%s: status %s, want %s", in.Name, in.Report.Status, want)
+		}
+		inserted += in.Report.Inserted
+	}
+	if inserted != res.Verify.Rows || res.Verify.Rows != res.Verify.FeedRecords {
+		t.Errorf("inserted %d over all instances, %d rows, %d records in the feed", inserted, res.Verify.Rows, res.Verify.FeedRecords)
+	}
+	if res.Changed != 200 {
+		t.Errorf("changed %d records, want 200", res.Changed)
+	}
+	for _, s := range []string{"run #2 skipped: another instance held the job lock", "OK: the database holds exactly"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+}
+
+func TestDemoOnEmbeddedServers(t *testing.T) {
+	var out bytes.Buffer
+	res, err := demo.Run(context.Background(), demo.Config{Records: 3000}, &out)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	demo.Print(&out, res)
+	if !res.Embedded {
+		t.Error("Embedded false without a DSN or Redis address")
+	}
+	check(t, res, out.String())
+}
+
+// TestDemoOnRealServers runs the demo on the MariaDB/MySQL and Redis of the
+// tests, in a database of its own, then shows that it refuses to run again
+// on a database that holds memberships.
+func TestDemoOnRealServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the test MySQL and Redis")
+	}
+	dsn := testenv.MySQLDSN(t)
+	cfg := demo.Config{Records: 3000, MySQLDSN: dsn, RedisAddr: testenv.RedisAddr()}
+	var out bytes.Buffer
+	res, err := demo.Run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	demo.Print(&out, res)
+	if res.Embedded {
+		t.Error("Embedded true with a DSN and a Redis address")
+	}
+	check(t, res, out.String())
+
+	var again bytes.Buffer
+	code := cli.Main(context.Background(), []string{"demo", "--records", "10", "--mysql-dsn", dsn, "--redis-addr", testenv.RedisAddr()},
+		&again, &again, demo.Command())
+	if code != cli.ExitUsage || !strings.Contains(again.String(), "memberships; the demo needs a database of its own") {
+		t.Errorf("demo on a database with memberships: exit %d, want %d; output:\n%s", code, cli.ExitUsage, again.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"demo", "-h"}, cli.ExitOK, "--mysql-dsn"},
+		{[]string{"demo", "--records", "-1"}, cli.ExitUsage, "records -1"},
+		{[]string{"demo", "--log-level", "loud"}, cli.ExitUsage, "--log-level"},
+		{[]string{"demo", "--records", "10", "extra"}, cli.ExitUsage, `unexpected argument "extra"`},
+		{[]string{"demo", "--mysql-dsn", "nodb"}, cli.ExitUsage, "mysql dsn"},
+	} {
+		var out bytes.Buffer
+		code := cli.Main(context.Background(), c.args, &out, &out, demo.Command())
+		if code != c.code || !strings.Contains(out.String(), c.says) {
+			t.Errorf("%v: exit %d, want %d; output lacks %q:\n%s", c.args, code, c.code, c.says, out.String())
+		}
+	}
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv("ERPSYNC_RECORDS", "many")
+		t.Setenv("ERPSYNC_MYSQL_DSN", "not read")
+		var out bytes.Buffer
+		code := cli.Main(context.Background(), []string{"demo"}, &out, &out, demo.Command())
+		if code != cli.ExitUsage || !strings.Contains(out.String(), `ERPSYNC_RECORDS="many"`) || strings.Contains(out.String(), "not read") {
+			t.Errorf("exit %d, want %d; output:\n%s", code, cli.ExitUsage, out.String())
+		}
+	})
+	var help bytes.Buffer
+	cli.Main(context.Background(), []string{"help"}, &help, &help, demo.Command())
+	if !strings.Contains(help.String(), "demo ") {
+		t.Errorf("erpsync help does not list demo:\n%s", help.String())
+	}
+}
+
+// TestConcurrentMigrateOnEmbeddedMySQL: store.Migrate serialises on
+// GET_LOCK, which must not wait inside the embedded server's turn.
+func TestConcurrentMigrateOnEmbeddedMySQL(t *testing.T) {
+	m := demo.StartMySQLForTest(t)
+	ctx := context.Background()
+	dsn := m.DSN("erpsync_migrate")
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = store.Migrate(ctx, dsn)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CheckSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

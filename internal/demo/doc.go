@@ -1,0 +1,24 @@
+// Package demo is `erpsync demo`: the whole job on a machine that has only
+// Go. It starts erpmock, a Redis-protocol server (miniredis) and a
+// MySQL-protocol server (go-mysql-server, in memory) inside the process, on
+// loopback ports, and drives them with the production code unchanged: the
+// same go-redis and gorm/go-sql-driver clients, store.Migrate, the lock
+// scripts, the syncer and verify.
+//
+// It runs several sync instances at once, as several processes would: two
+// runs (the one that finds the job lock taken reports skipped), two
+// backfills of the whole feed with different chunk sizes, while records
+// change in the ERP; then a final run, then verify. It prints each run's
+// report and verify's result, and exits 0 only when the database matches the
+// feed.
+//
+// Given --mysql-dsn and --redis-addr it uses those servers instead; the
+// database must be new or empty of memberships, and the lock keys get a
+// prefix of their own.
+//
+// What the demo does NOT show: speed (the embedded MySQL runs one statement
+// at a time, see embeddedMySQL) or durability (both embedded servers keep
+// everything in memory and forget it on exit). The embedded servers live
+// only here: no other package imports them, and only cmd/erpsync imports this
+// one.
+package demo

@@ -1,0 +1,281 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	sqle "github.com/dolthub/go-mysql-server"
+	"github.com/dolthub/go-mysql-server/memory"
+	gmsserver "github.com/dolthub/go-mysql-server/server"
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/analyzer"
+	"github.com/dolthub/vitess/go/mysql"
+	"github.com/dolthub/vitess/go/sqltypes"
+	querypb "github.com/dolthub/vitess/go/vt/proto/query"
+	"github.com/sirupsen/logrus"
+
+	"github.com/erpsync/erpsync/erpmock"
+)
+
+// embeddedRedis is miniredis on a loopback port. miniredis expires keys
+// only when told to (FastForward); a real Redis expires them with the wall
+// clock, and a lock of a crashed holder must run out. A ticker moves the
+// TTLs with the clock every expireEvery. (miniredis's ClockTTL does this on
+// every command instead, sorting every key each time: with the demo's tens
+// of thousands of lock and fence keys, the lock scripts then took seconds.)
+type embeddedRedis struct {
+	m    *miniredis.Miniredis
+	stop chan struct{}
+	done chan struct{}
+}
+
+const expireEvery = 100 * time.Millisecond
+
+func startRedis() (*embeddedRedis, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start embedded redis: %w", err)
+	}
+	r := &embeddedRedis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.expire()
+	return r, nil
+}
+
+func (r *embeddedRedis) expire() {
+	defer close(r.done)
+	tick := time.NewTicker(expireEvery)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case now := <-tick.C:
+			r.m.FastForward(now.Sub(last))
+			last = now
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+func (r *embeddedRedis) Addr() string { return r.m.Addr() }
+
+func (r *embeddedRedis) Close() {
+	close(r.stop)
+	<-r.done
+	r.m.Close()
+}
+
+// embeddedMySQL is go-mysql-server with an in-memory catalog, speaking the
+// MySQL protocol on a loopback port. The clients are unchanged: the same
+// driver, pool and statements as against MySQL, store.Migrate included,
+// each sync instance with its own connection pool.
+//
+// Three things differ from a real server, all for the in-memory tables:
+//   - They are not safe for concurrent writes (two sessions edit one table's
+//     rows in place; go-mysql-server's README says so), so the server runs
+//     one command at a time over all connections (serialHandler).
+//   - They have no index structure: every lookup, and every UNIQUE check of
+//     an inserted row, scans the table. The cost of the demo grows with the
+//     square of the records (5,000 take seconds, 20,000 minutes), hence the
+//     smaller default on the embedded servers. See analyzerWithoutIndexScans
+//     for the one planner change that keeps the scans cheap.
+//   - The DSN sets the connection collation to the erp_id column's
+//     (utf8mb4_bin): with another, each comparison converts both sides,
+//     which made inserts up to five times slower.
+type embeddedMySQL struct {
+	srv  *gmsserver.Server
+	addr string
+	done chan struct{}
+}
+
+func startMySQL() (*embeddedMySQL, error) {
+	// go-mysql-server logs through logrus's standard logger: keep its
+	// start-up warnings (secure_file_priv) and connection lines out of the
+	// demo's output. Nothing else in erpsync uses logrus.
+	logrus.SetLevel(logrus.ErrorLevel)
+
+	pro := memory.NewDBProvider()
+	engine := sqle.New(analyzerWithoutIndexScans(pro), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start embedded mysql: %w", err)
+	}
+	cfg := gmsserver.Config{
+		Protocol: "tcp",
+		Address:  ln.Addr().String(),
+		Listener: ln,
+		Version:  "8.0.33-go-mysql-server",
+	}
+	serial := func(h mysql.Handler) (mysql.Handler, error) { return &serialHandler{Handler: h}, nil }
+	srv, err := gmsserver.NewServerWithHandler(cfg, engine, sql.NewContext, memory.NewSessionBuilder(pro), nil, serial)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("start embedded mysql: %w", err)
+	}
+	e := &embeddedMySQL{srv: srv, addr: ln.Addr().String(), done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		_ = srv.Start()
+	}()
+	return e, nil
+}
+
+// analyzerWithoutIndexScans is go-mysql-server's default analyzer less the
+// rule that plans index lookups (optimizeJoins, whose last step is
+// costedIndexScans). The in-memory tables answer an index lookup by
+// scanning every row and testing it against every range, so that
+// store.Versions's "erp_id IN (100 ids)" cost 100 comparisons a row: 3,000
+// records took 55 s instead of 10 s. Without the rule the query is a scan
+// with one hash lookup a row. The statements keep their meaning; none of
+// erpsync's has a join. If a later go-mysql-server renames the rule, the
+// analyzer stays the default one and the demo is only slower.
+func analyzerWithoutIndexScans(pro sql.DatabaseProvider) *analyzer.Analyzer {
+	b := analyzer.NewBuilder(pro)
+	for id := analyzer.RuleId(0); id < 1024; id++ {
+		if id.String() == "optimizeJoins" {
+			b.RemoveOnceAfterRule(id)
+		}
+	}
+	return b.Build()
+}
+
+func (e *embeddedMySQL) Addr() string { return e.addr }
+
+// DSN is the DSN of database db on the embedded server.
+func (e *embeddedMySQL) DSN(db string) string {
+	return "root@tcp(" + e.addr + ")/" + db + "?parseTime=true&collation=utf8mb4_bin"
+}
+
+func (e *embeddedMySQL) Close() {
+	_ = e.srv.Close()
+	<-e.done
+}
+
+// serialHandler runs the commands of every connection one at a time.
+type serialHandler struct {
+	mysql.Handler
+	mu sync.Mutex
+}
+
+func (h *serialHandler) ComInitDB(c *mysql.Conn, schemaName string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComInitDB(c, schemaName)
+}
+
+func (h *serialHandler) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
+	if touchesNoTable(query) {
+		err := h.Handler.ComQuery(ctx, c, query, callback)
+		if err != nil {
+			h.mu.Lock()
+			h.rollback(ctx, c)
+			h.mu.Unlock()
+		}
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := h.Handler.ComQuery(ctx, c, query, callback)
+	if err != nil {
+		h.rollback(ctx, c)
+	}
+	return err
+}
+
+// rollback ends the transaction a failed statement leaves open. In
+// autocommit, go-mysql-server does not end the statement's transaction when
+// the statement fails (a UNIQUE violation, say), and the session keeps its
+// snapshot of the in-memory tables: it no longer sees other connections'
+// commits, and its next write publishes the stale snapshot, losing theirs
+// (seen: another connection's row vanished, and the same erp_id was then
+// inserted a second time past the UNIQUE index). erpsync runs every
+// statement in autocommit, so rolling back loses nothing.
+func (h *serialHandler) rollback(ctx context.Context, c *mysql.Conn) {
+	discard := func(*sqltypes.Result, bool) error { return nil }
+	_ = h.Handler.ComQuery(ctx, c, "ROLLBACK", discard)
+}
+
+// touchesNoTable reports whether query is a named-lock call (store.Migrate's
+// GET_LOCK and RELEASE_LOCK). It runs outside the server's turn: GET_LOCK
+// waits for another connection's RELEASE_LOCK, which needs that turn.
+func touchesNoTable(query string) bool {
+	q := strings.ToUpper(strings.TrimSpace(query))
+	return strings.HasPrefix(q, "SELECT GET_LOCK(") || strings.HasPrefix(q, "SELECT RELEASE_LOCK(")
+}
+
+func (h *serialHandler) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rest, err := h.Handler.ComMultiQuery(ctx, c, query, callback)
+	if err != nil {
+		h.rollback(ctx, c)
+	}
+	return rest, err
+}
+
+func (h *serialHandler) ComPrepare(ctx context.Context, c *mysql.Conn, query string, prepare *mysql.PrepareData) ([]*querypb.Field, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComPrepare(ctx, c, query, prepare)
+}
+
+func (h *serialHandler) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := h.Handler.ComStmtExecute(ctx, c, prepare, callback)
+	if err != nil {
+		h.rollback(ctx, c)
+	}
+	return err
+}
+
+func (h *serialHandler) ComResetConnection(c *mysql.Conn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComResetConnection(c)
+}
+
+func (h *serialHandler) ConnectionClosed(c *mysql.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Handler.ConnectionClosed(c)
+}
+
+// erpServer is erpmock served over HTTP on a loopback port.
+type erpServer struct {
+	srv  *http.Server
+	url  string
+	done chan error
+}
+
+func startERP(m *erpmock.Mock) (*erpServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start erpmock: %w", err)
+	}
+	s := &erpServer{
+		srv:  &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second},
+		url:  "http://" + ln.Addr().String(),
+		done: make(chan error, 1),
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *erpServer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	if err := <-s.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		_ = err // the demo is over; nothing to report
+	}
+}

@@ -1,0 +1,169 @@
+package loadtest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/erpsync/erpsync/internal/loadtest"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Keep-alive connections of the verification's ERP client.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+// buildErpsync builds cmd/erpsync for the child processes: in a test,
+// os.Executable is the test binary.
+func buildErpsync(t *testing.T) string {
+	t.Helper()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("find module root: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "erpsync")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/erpsync")
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build erpsync: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// loadtestDSN returns the DSN of a fresh database whose name allows the
+// load test to empty it, dropped when the test ends.
+func loadtestDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
+	if base == "" {
+		base = "root@tcp(127.0.0.1:3306)/"
+	}
+	name := testenv.RandomName("erpsync_loadtest_t_")
+	host, _, _ := strings.Cut(base, "/")
+	dsn := host + "/" + name + "?parseTime=true"
+	t.Cleanup(func() {
+		cfg, err := store.ParseDSN(dsn)
+		if err != nil {
+			return
+		}
+		cfg.DBName = "mysql"
+		s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
+		if err == nil {
+			s.DB().Exec("DROP DATABASE IF EXISTS `" + name + "`")
+			s.Close()
+		}
+	})
+	return dsn
+}
+
+func TestLoadtest(t *testing.T) {
+	bin := buildErpsync(t)
+	dsn := loadtestDSN(t)
+	out := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	var stdout, stderr bytes.Buffer
+	err := loadtest.Command().Run(ctx, []string{
+		"--erpsync-bin", bin,
+		"--records", "3000",
+		"--processes", "2",
+		"--workers", "4",
+		"--page-size", "100",
+		"--mysql-dsn", dsn,
+		"--redis-addr", testenv.RedisAddr(),
+		"--out", out,
+		// Faults the processes must get through: retries, duplicates,
+		// stale versions and records changing while they page.
+		"--error-rate", "0.2",
+		"--retry-after", "0",
+		"--duplicate-rate", "0.2",
+		"--stale-rate", "0.2",
+		"--change-rate", "3",
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("loadtest: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "verify: OK") {
+		t.Errorf("stdout does not say verify: OK")
+	}
+
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep loadtest.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if !rep.OK || rep.Verify == nil || !rep.Verify.OK() {
+		t.Fatalf("report not OK: failures %v, verify %+v", rep.Failures, rep.Verify)
+	}
+	if rep.Verify.Rows != rep.FeedRecords || rep.FeedRecords != 3000 {
+		t.Errorf("rows %d, feed records %d, want 3000 each", rep.Verify.Rows, rep.FeedRecords)
+	}
+	if len(rep.Processes) != 2 || rep.Processes[0].Mode != "run" || rep.Processes[1].Mode != "backfill" {
+		t.Fatalf("processes: %+v", rep.Processes)
+	}
+	for _, p := range rep.Processes {
+		if p.ExitCode != 0 || p.Report == nil || p.Report.Status != "succeeded" {
+			t.Errorf("process %d: exit %d, report %+v", p.Index, p.ExitCode, p.Report)
+		}
+		if p.PeakRSSKiB <= 0 {
+			t.Errorf("process %d: peak RSS %d KiB", p.Index, p.PeakRSSKiB)
+		}
+		if p.Served < 3000 {
+			t.Errorf("process %d: served %d records, want the whole feed", p.Index, p.Served)
+		}
+	}
+	if rep.Latency.Count != 3000 || rep.Latency.P99 < rep.Latency.P50 || len(rep.Latency.Histogram) == 0 {
+		t.Errorf("latency: %+v", rep.Latency)
+	}
+	if rep.Totals.ERPRetries == 0 {
+		t.Errorf("no ERP retries with --error-rate 0.2")
+	}
+	if len(rep.Timeline) < 2 {
+		t.Errorf("timeline has %d samples", len(rep.Timeline))
+	}
+
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<!DOCTYPE html>", "Throughput over time", "Latency histogram", "<svg", "<polyline", "<rect", "</html>"} {
+		if !bytes.Contains(html, []byte(want)) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	self := bytes.ReplaceAll(html, []byte(`xmlns="http://www.w3.org/2000/svg"`), nil)
+	for _, outside := range []string{"http://", "https://", "<script", "src=", "<link"} {
+		if bytes.Contains(self, []byte(outside)) {
+			t.Errorf("report.html is not self-contained: it has %q", outside)
+		}
+	}
+}
+
+func TestLoadtestRefusesToEmptyOtherDatabases(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := loadtest.Command().Run(context.Background(), []string{
+		"--erpsync-bin", "/nonexistent", "--records", "10",
+		"--mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true",
+	}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "refusing to empty") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
