@@ -32,7 +32,12 @@ fuzz:
 clean:
 	rm -rf $(BIN)
 
-.PHONY: bench loadtest
+.PHONY: bench bench-lock loadtest
+
+# Lock+unlock pairs/s of internal/lock against bsm/redislock and redsync (a
+# separate module, so the peers stay out of go.mod); starts its own servers.
+bench-lock:
+	cd bench/lockbench && $(GO) run .
 
 # The backfill against the database's ceiling and the seed pipeline, its
 # re-run and its memory, on the MariaDB and Redis of the tests (several
