@@ -303,7 +303,7 @@ func TestKilledRunFreesItsLockWithinTheTTL(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 1000, Seed: 13, Faults: erpmock.Faults{Latency: 100 * time.Millisecond}})
 	ctx := context.Background()
-	victim := e.cmd(ctx, "run", "--lock-ttl", "2s", "--page-size", "50")
+	victim := e.cmd(ctx, "run", "--lock-ttl", "6s", "--page-size", "50")
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -311,15 +311,15 @@ func TestKilledRunFreesItsLockWithinTheTTL(t *testing.T) {
 	victim.Process.Kill()
 	victim.Wait()
 	dir := t.TempDir()
-	if _, code := e.run(ctx, "run", "--lock-ttl", "2s", "--report", filepath.Join(dir, "a.json")); code != 0 {
+	if _, code := e.run(ctx, "run", "--lock-ttl", "6s", "--report", filepath.Join(dir, "a.json")); code != 0 {
 		t.Fatalf("run right after the kill exit %d", code)
 	}
 	if st := readReport(t, filepath.Join(dir, "a.json"))["status"]; st != "skipped" {
 		t.Fatalf("run right after the kill: %v, want skipped (the killed run's lock lives until its TTL)", st)
 	}
-	time.Sleep(2200 * time.Millisecond)
+	time.Sleep(6200 * time.Millisecond)
 	e.mock.SetFaults(erpmock.Faults{})
-	if out, code := e.run(ctx, "run", "--lock-ttl", "2s", "--report", filepath.Join(dir, "b.json")); code != 0 {
+	if out, code := e.run(ctx, "run", "--lock-ttl", "6s", "--report", filepath.Join(dir, "b.json")); code != 0 {
 		t.Fatalf("run after the TTL exit %d: %s", code, out)
 	}
 	if st := readReport(t, filepath.Join(dir, "b.json"))["status"]; st != "succeeded" {
