@@ -38,7 +38,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     set -eux; \
     export CGO_ENABLED=0 GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" GOFLAGS=-mod=readonly; \
     mkdir -p /out; \
-    go build -trimpath -ldflags "-s -w" -o /out/erpsync ./cmd/erpsync; \
+    go build -trimpath -tags nodemo -ldflags "-s -w" -o /out/erpsync ./cmd/erpsync; \
     go build -trimpath -ldflags "-s -w" -o /out/erpmock ./cmd/erpmock
 
 # ---------------------------------------------------------------------------

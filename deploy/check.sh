@@ -123,7 +123,7 @@ context_build() {
 		return 1
 	}
 	(cd "$tmp/context" && export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOWORK=off &&
-		go build -trimpath -ldflags "-s -w" -o "$tmp/bin/erpsync" ./cmd/erpsync &&
+		go build -trimpath -tags nodemo -ldflags "-s -w" -o "$tmp/bin/erpsync" ./cmd/erpsync &&
 		go build -trimpath -ldflags "-s -w" -o "$tmp/bin/erpmock" ./cmd/erpmock) || return 1
 	local b
 	for b in erpsync erpmock; do

@@ -7,10 +7,10 @@ import (
 	"os"
 
 	"github.com/erpsync/erpsync/internal/cli"
-	"github.com/erpsync/erpsync/internal/demo"
 	"github.com/erpsync/erpsync/internal/loadtest"
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, loadtest.Command(), demo.Command()))
+	extra := append([]cli.Command{loadtest.Command()}, demoCommands()...)
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, extra...))
 }
