@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,15 +93,9 @@ func TestQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds erpsync and runs several backfills")
 	}
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	bin, err := testenv.Build(t.TempDir(), "./cmd/erpsync")
 	if err != nil {
-		t.Fatalf("find module root: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "erpsync")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/erpsync")
-	build.Dir = strings.TrimSpace(string(root))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build erpsync: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	dsn := benchDSN(t)
 	var log bytes.Buffer
@@ -141,26 +132,4 @@ func TestRefusesOtherDatabases(t *testing.T) {
 }
 
 // benchDSN returns the DSN of a fresh database dropped when the test ends.
-func benchDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
-	if base == "" {
-		base = "root@tcp(127.0.0.1:3306)/"
-	}
-	name := testenv.RandomName("erpsync_bench_t_")
-	host, _, _ := strings.Cut(base, "/")
-	dsn := host + "/" + name + "?parseTime=true"
-	t.Cleanup(func() {
-		cfg, err := store.ParseDSN(dsn)
-		if err != nil {
-			return
-		}
-		cfg.DBName = "mysql"
-		s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
-		if err == nil {
-			s.DB().Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			s.Close()
-		}
-	})
-	return dsn
-}
+func benchDSN(t *testing.T) string { return testenv.MySQLDSNNamed(t, "erpsync_bench_t_") }

@@ -29,17 +29,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "erpsync")
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "find module root:", err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/erpsync")
-	build.Dir = strings.TrimSpace(string(root))
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build erpsync:", err)
+	if bin, err = testenv.Build(dir, "./cmd/erpsync"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/erpsync/erpsync/internal/loadtest"
-	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
@@ -30,44 +28,16 @@ func TestMain(m *testing.M) {
 // os.Executable is the test binary.
 func buildErpsync(t *testing.T) string {
 	t.Helper()
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	bin, err := testenv.Build(t.TempDir(), "./cmd/erpsync")
 	if err != nil {
-		t.Fatalf("find module root: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "erpsync")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/erpsync")
-	build.Dir = strings.TrimSpace(string(root))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build erpsync: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
 
 // loadtestDSN returns the DSN of a fresh database whose name allows the
 // load test to empty it, dropped when the test ends.
-func loadtestDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
-	if base == "" {
-		base = "root@tcp(127.0.0.1:3306)/"
-	}
-	name := testenv.RandomName("erpsync_loadtest_t_")
-	host, _, _ := strings.Cut(base, "/")
-	dsn := host + "/" + name + "?parseTime=true"
-	t.Cleanup(func() {
-		cfg, err := store.ParseDSN(dsn)
-		if err != nil {
-			return
-		}
-		cfg.DBName = "mysql"
-		s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
-		if err == nil {
-			s.DB().Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			s.Close()
-		}
-	})
-	return dsn
-}
+func loadtestDSN(t *testing.T) string { return testenv.MySQLDSNNamed(t, "erpsync_loadtest_t_") }
 
 func TestLoadtest(t *testing.T) {
 	bin := buildErpsync(t)

@@ -8,7 +8,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,13 +29,16 @@ func RandomName(prefix string) string {
 
 // MySQLDSN returns a DSN naming a database that does not exist yet and is
 // dropped when the test ends.
-func MySQLDSN(t testing.TB) string {
+func MySQLDSN(t testing.TB) string { return MySQLDSNNamed(t, "erpsync_t_") }
+
+// MySQLDSNNamed is MySQLDSN for a database whose name starts with prefix.
+func MySQLDSNNamed(t testing.TB, prefix string) string {
 	t.Helper()
 	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
 	if base == "" {
 		base = "root@tcp(127.0.0.1:3306)/"
 	}
-	name := RandomName("erpsync_t_")
+	name := RandomName(prefix)
 	host, _, _ := strings.Cut(base, "/")
 	dsn := host + "/" + name + "?parseTime=true"
 	t.Cleanup(func() {
@@ -64,6 +70,23 @@ func MigratedStore(t testing.TB) (*store.Store, string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, dsn
+}
+
+// Build builds the main package pkg (like "./cmd/erpsync") of this module
+// into dir and returns the binary's path: tests that start erpsync as a
+// child process need it, since their own executable is the test binary.
+func Build(dir, pkg string) (string, error) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	build := exec.Command("go", "build", "-o", bin, pkg)
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
 }
 
 // RedisAddr is the address of the test Redis.
