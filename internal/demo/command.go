@@ -172,9 +172,7 @@ func Print(w io.Writer, r *Result) {
 			rep.Status, c.Fetched, c.Inserted, c.Updated, c.Unchanged, c.DuplicatesInFeed, c.LockContended,
 			c.StaleRejected, c.Invalid, c.Failed, took)
 		sum.Inserted += c.Inserted
-		sum.Updated += c.Updated
 		sum.LockContended += c.LockContended
-		sum.Failed += c.Failed
 		if rep.Status == store.StatusSkipped {
 			skipped = append(skipped, in.Name)
 		}
@@ -217,10 +215,20 @@ func Print(w io.Writer, r *Result) {
 	if len(skipped) > 0 {
 		skip = strings.Join(skipped, ", ") + " skipped: another instance held the job lock"
 	}
+	changed := fmt.Sprintf("%d ERP records changed mid-run", r.Changed)
+	switch {
+	case r.Changed == 0:
+		changed = "no ERP record changed"
+	case r.ChangedAt < 0:
+		changed = fmt.Sprintf("%d ERP records changed before the final run", r.Changed)
+	}
+	once := fmt.Sprintf("each record was inserted once over all instances (inserted, summed: %d)", sum.Inserted)
+	if sum.Inserted != v.Rows {
+		once = fmt.Sprintf("%d inserts counted over all instances for %d rows", sum.Inserted, v.Rows)
+	}
 	fmt.Fprintf(w, "OK: the database holds exactly the ERP's latest version of all %d valid records.\n", v.FeedRecords)
-	fmt.Fprintf(w, "    %d instances wrote at once, %d records changed mid-run, and %s;\n", concurrent(r), r.Changed, skip)
-	fmt.Fprintf(w, "    each record was inserted once over all instances (inserted, summed: %d), %d waited for a lock another held.\n",
-		sum.Inserted, sum.LockContended)
+	fmt.Fprintf(w, "    %d instances wrote at once, %s, and %s;\n", concurrent(r), changed, skip)
+	fmt.Fprintf(w, "    %s; %d records waited for a lock another instance held.\n", once, sum.LockContended)
 	fmt.Fprintf(w, "    %s in all.\n", r.Took.Round(100*time.Millisecond))
 	if r.Embedded {
 		fmt.Fprintln(w, "(embedded servers: nothing was kept; see `erpsync demo -h` to run it on real MySQL and Redis)")

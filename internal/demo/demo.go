@@ -269,8 +269,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 
 	say("\nstarting %s, %s (chunks of %d) and %s (chunks of %d) at once, over the whole feed;",
 		run1.Name, bfA.Name, bfA.Config.ChunkSize, bfB.Name, bfB.Config.ChunkSize)
-	say("%s starts once %s holds the job lock; %d ERP records change when %s is halfway",
-		run2.Name, run1.Name, cfg.Changes, run1.Name)
+	if cfg.Changes > 0 {
+		say("%s starts once %s holds the job lock; %d ERP records change when %s is halfway",
+			run2.Name, run1.Name, cfg.Changes, run1.Name)
+	} else {
+		say("%s starts once %s holds the job lock", run2.Name, run1.Name)
+	}
 	t = time.Now()
 	var wg sync.WaitGroup
 	launch := func(in *Instance) {
