@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/erpmock"
+)
+
+// restartRedisEmpty starts a redis-server without persistence on addr.
+func restartRedisEmpty(t *testing.T, addr string) {
+	t.Helper()
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("restart redis-server: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	for i := 0; rdb.Ping(context.Background()).Err() != nil; i++ {
+		if i > 300 {
+			t.Fatalf("restarted redis-server on %s never answered", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Redis restarted empty under a run: the run ends with a clear exit code,
+// no row's version ever goes down, fencing tokens keep rising (the next run
+// is not refused), and the next run brings the table to the truth.
+func TestRedisRestartedEmptyMidRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 43, Faults: erpmock.Faults{Latency: 40 * time.Millisecond}})
+	e.mock.SetFaults(erpmock.Faults{Latency: 40 * time.Millisecond, ChangeRate: 3})
+	addr, kill := startRedis(t)
+	stop := make(chan struct{})
+	watch := e.watchVersions(stop)
+	ctx := context.Background()
+	c := e.cmd(ctx, "run", "--redis-addr", addr, "--page-size", "50", "--lock-ttl", "3s")
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRows(500)
+	kill()
+	time.Sleep(300 * time.Millisecond)
+	restartRedisEmpty(t, addr)
+	err := c.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 && code != 1 {
+		t.Fatalf("run under a Redis restart exit %d, want 0 or 1:\n%s", code, out.String())
+	}
+	t.Logf("run under a Redis restart: exit %d", code)
+	e.mock.SetFaults(erpmock.Faults{})
+	if o, code := e.run(ctx, "run", "--redis-addr", addr, "--overlap", "1h"); code != 0 {
+		t.Fatalf("run after the restart exit %d: %s", code, o)
+	}
+	close(stop)
+	watch.Wait()
+	e.assertTruth()
+	var stale int64
+	e.store.DB().Raw("SELECT COUNT(*) FROM memberships WHERE fence_token <= 0").Scan(&stale)
+	if stale != 0 {
+		t.Fatalf("%d rows without a fencing token", stale)
+	}
+}
