@@ -21,28 +21,45 @@ type held struct {
 // processChunk writes one chunk and reports whether any record of it failed
 // after its retries.
 func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
-	recs = r.skipCurrent(ctx, recs)
-	if len(recs) == 0 {
-		return false
-	}
-	keys := make([]string, len(recs))
-	for i, rec := range recs {
-		keys[i] = RecordLockKey(rec.ErpID)
-	}
+	// Records whose lock another instance holds are retried as a batch,
+	// with a growing pause, until LockWait: most are found current by then
+	// (the holder wrote them) and cost one read. Whatever is still held,
+	// refused for an older token, or caught in an error goes one by one.
 	var slow []erp.Record
-	locks, err := r.obtainMany(ctx, keys)
-	if err != nil {
-		r.log.Warn().Err(err).Int("records", len(recs)).Msg("lock chunk failed; records go one by one")
-		slow = recs
-	} else {
-		hs := make([]held, 0, len(recs))
+	deadline := time.Now().Add(r.s.cfg.LockWait)
+	pending := recs
+	for round := 0; len(pending) > 0; round++ {
+		if round > 0 {
+			if time.Now().After(deadline) || sleep(ctx, backoff(round+1)) != nil {
+				slow = append(slow, pending...)
+				break
+			}
+		}
+		pending = r.skipCurrent(ctx, pending)
+		if len(pending) == 0 {
+			break
+		}
+		keys := make([]string, len(pending))
+		for i, rec := range pending {
+			keys[i] = RecordLockKey(rec.ErpID)
+		}
+		locks, err := r.obtainMany(ctx, keys)
+		if err != nil {
+			r.log.Warn().Err(err).Int("records", len(pending)).Msg("lock chunk failed; records go one by one")
+			slow = append(slow, pending...)
+			break
+		}
+		hs := make([]held, 0, len(pending))
+		var contended []erp.Record
 		for i, l := range locks {
 			if l == nil {
-				r.c.contended.Add(1)
-				slow = append(slow, recs[i])
+				if round == 0 {
+					r.c.contended.Add(1)
+				}
+				contended = append(contended, pending[i])
 				continue
 			}
-			hs = append(hs, held{rec: recs[i], lock: l})
+			hs = append(hs, held{rec: pending[i], lock: l})
 		}
 		again, werr := r.write(ctx, hs)
 		r.release(ctx, hs)
@@ -54,6 +71,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 		} else {
 			slow = append(slow, again...)
 		}
+		pending = contended
 	}
 	failed := false
 	for _, rec := range slow {
