@@ -281,6 +281,26 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	if err != nil {
 		return nil, err
 	}
+	return obtain(ctx, &c.hook, key, opt, func() (int64, time.Time, error) {
+		sent := time.Now()
+		fence, err := c.run(ctx, obtainScript, g.keys[:], g.args[:]).Int64()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return 0, sent, ctx.Err()
+		case err != nil:
+			return 0, sent, translate(ctx, "obtain", err)
+		case fence <= 0:
+			return 0, sent, errContended
+		}
+		return fence, sent, nil
+	}, func(fence int64, sent time.Time) *Lock { return g.lock(c, key, fence, ttl, sent) })
+}
+
+// obtain runs attempt until it grants the lock, opt's retry strategy gives
+// up, or ctx ends. attempt returns the fence and the time the lease counts
+// from, errContended when another holds the key, or another error, which
+// ends it at once. Client and Redlock share it.
+func obtain(ctx context.Context, h *Hooks, key string, opt *ObtainOptions, attempt func() (int64, time.Time, error), grant func(int64, time.Time) *Lock) (*Lock, error) {
 	var retry RetryStrategy
 	if opt != nil {
 		retry = opt.Retry
@@ -288,32 +308,34 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	if retry == nil {
 		retry = NoRetry()
 	}
-
+	notObtained := func() {
+		if h.NotObtained != nil {
+			h.NotObtained(key)
+		}
+	}
 	start := time.Now()
 	var timer *time.Timer
 	for {
-		sent := time.Now()
-		fence, err := c.run(ctx, obtainScript, g.keys[:], g.args[:]).Int64()
-		if err != nil {
-			if ctx.Err() != nil {
-				c.notObtained(key)
-				return nil, notObtainedCtx(ctx)
+		fence, sent, err := attempt()
+		if err == nil {
+			if h.Obtained != nil {
+				h.Obtained(key, time.Since(start))
 			}
-			return nil, translate(ctx, "obtain", err)
+			return grant(fence, sent), nil
 		}
-		if fence > 0 {
-			if c.hook.Obtained != nil {
-				c.hook.Obtained(key, time.Since(start))
-			}
-			return g.lock(c, key, fence, ttl, sent), nil
+		if ctx.Err() != nil {
+			notObtained()
+			return nil, notObtainedCtx(ctx)
 		}
-		if c.hook.Contended != nil {
-			c.hook.Contended(key)
+		if err != errContended {
+			return nil, err
 		}
-
+		if h.Contended != nil {
+			h.Contended(key)
+		}
 		backoff := retry.NextBackoff()
 		if backoff <= 0 {
-			c.notObtained(key)
+			notObtained()
 			return nil, ErrNotObtained
 		}
 		if timer == nil {
@@ -324,7 +346,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 		}
 		select {
 		case <-ctx.Done():
-			c.notObtained(key)
+			notObtained()
 			return nil, notObtainedCtx(ctx)
 		case <-timer.C:
 		}

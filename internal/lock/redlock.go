@@ -102,59 +102,9 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	var retry RetryStrategy
-	if opt != nil {
-		retry = opt.Retry
-	}
-	if retry == nil {
-		retry = NoRetry()
-	}
-
-	start := time.Now()
-	var timer *time.Timer
-	for {
-		fence, sent, err := r.attempt(ctx, g, ttl)
-		if err == nil {
-			if r.hook.Obtained != nil {
-				r.hook.Obtained(key, time.Since(start))
-			}
-			return g.lock(r, key, fence, ttl, sent), nil
-		}
-		if ctx.Err() != nil {
-			r.notObtained(key)
-			return nil, notObtainedCtx(ctx)
-		}
-		if err != errContended {
-			return nil, err
-		}
-		if r.hook.Contended != nil {
-			r.hook.Contended(key)
-		}
-
-		backoff := retry.NextBackoff()
-		if backoff <= 0 {
-			r.notObtained(key)
-			return nil, ErrNotObtained
-		}
-		if timer == nil {
-			timer = time.NewTimer(backoff)
-			defer timer.Stop()
-		} else {
-			timer.Reset(backoff)
-		}
-		select {
-		case <-ctx.Done():
-			r.notObtained(key)
-			return nil, notObtainedCtx(ctx)
-		case <-timer.C:
-		}
-	}
-}
-
-func (r *Redlock) notObtained(key string) {
-	if r.hook.NotObtained != nil {
-		r.hook.NotObtained(key)
-	}
+	return obtain(ctx, &r.hook, key, opt, func() (int64, time.Time, error) {
+		return r.attempt(ctx, g, ttl)
+	}, func(fence int64, sent time.Time) *Lock { return g.lock(r, key, fence, ttl, sent) })
 }
 
 // attempt makes one attempt to run g on a quorum, and returns the fencing
