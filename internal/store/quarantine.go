@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -23,23 +24,43 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 		return nil
 	}
 	now := time.Now().UTC()
+	// Several instances quarantine the same replayed payloads at once, and
+	// concurrent upserts on one unique index can deadlock in InnoDB: write
+	// in hash order, and retry a deadlock or a lock wait timeout.
+	type row struct {
+		hash string
+		q    Quarantined
+	}
+	rows := make([]row, len(qs))
+	for i, q := range qs {
+		sum := sha256.Sum256(q.Payload)
+		rows[i] = row{hex.EncodeToString(sum[:]), q}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].hash < rows[j].hash })
 	var b strings.Builder
 	b.WriteString("INSERT INTO quarantined_records (payload_hash, job, run_id, erp_id, reason, payload, seen_count, first_seen, last_seen) VALUES ")
 	args := make([]any, 0, len(qs)*8)
-	for i, q := range qs {
+	for i, r := range rows {
+		q := r.q
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString("(?,?,?,?,?,?,1,?,?)")
-		sum := sha256.Sum256(q.Payload)
 		var id any
 		if q.ErpID != "" {
 			id = truncate(strings.ToValidUTF8(q.ErpID, "?"), 255)
 		}
-		args = append(args, hex.EncodeToString(sum[:]), job, runID, id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), q.Payload, now, now)
+		args = append(args, r.hash, job, runID, id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), q.Payload, now, now)
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE seen_count = seen_count + 1, last_seen = VALUES(last_seen), run_id = VALUES(run_id)")
-	if err := s.db.WithContext(ctx).Exec(b.String(), args...).Error; err != nil {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err = s.sql.ExecContext(ctx, b.String(), args...); err == nil || !isTransient(err) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
+	}
+	if err != nil {
 		return fmt.Errorf("quarantine %d records: %w", len(qs), err)
 	}
 	return nil

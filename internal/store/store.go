@@ -156,3 +156,10 @@ func isDuplicate(err error) bool {
 	}
 	return errors.Is(err, gorm.ErrDuplicatedKey)
 }
+
+// isTransient reports whether err is a deadlock (1213) or a lock wait
+// timeout (1205): the statement may simply be run again.
+func isTransient(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}

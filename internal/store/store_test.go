@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -219,5 +221,41 @@ func TestRunHistory(t *testing.T) {
 	}
 	if runs[0].RunID != "b" || runs[0].Status != store.StatusSkipped || runs[1].Inserted != 42 || runs[1].Status != store.StatusSucceeded {
 		t.Fatalf("history newest first with counters: %+v", runs)
+	}
+}
+
+// Instances quarantine the same replayed payloads at once; none may fail.
+func TestQuarantineConcurrently(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	var qs []store.Quarantined
+	for i := 0; i < 20; i++ {
+		qs = append(qs, store.Quarantined{ErpID: fmt.Sprint("X", i), Reason: "bad", Payload: []byte(fmt.Sprintf(`{"erp_id":"X%d"}`, i))})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*20)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := append([]store.Quarantined(nil), qs...)
+			if g%2 == 1 {
+				slices.Reverse(mine)
+			}
+			for i := 0; i < 20; i++ {
+				if err := s.Quarantine(ctx, "j", fmt.Sprint("r", g), mine); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent quarantine: %v", err)
+	}
+	if n, _ := s.QuarantineCount(ctx); n != 20 {
+		t.Fatalf("quarantine count %d, want 20", n)
 	}
 }
