@@ -198,7 +198,7 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 		err = fmt.Errorf("job lock: %w", context.Cause(workCtx))
 	}
 	if err == nil && r.c.failed.Load() > 0 {
-		err = fmt.Errorf("%d records failed after %d attempts", r.c.failed.Load(), s.cfg.MaxAttempts)
+		err = fmt.Errorf("%d records failed after their retries (failed_ids in the report, the reasons in the error log lines)", r.c.failed.Load())
 	}
 	if status == store.StatusSucceeded && s.cfg.Mode == ModeBackfill {
 		// The window is done: a new backfill of it starts from scratch.
