@@ -136,20 +136,23 @@ func printSummary(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "\nerpsync load test: %d records, %d processes, %.1f s\n\n", r.FeedRecords, len(r.Processes), r.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tmode\texit\tstatus\trecords/s\tinserted\tupdated\tunchanged\tlock contended\tUNIQUE viol.\tstale rejected\tERP requests\tERP retries\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "process\tmode\texit\tstatus\trecords/s\tinserted\tupdated\tunchanged\tlock contended\tUNIQUE viol.\tstale rejected\tERP requests\tERP retries\trecord p50/p95/p99 ms\tpeak RSS MiB\t")
 	for _, p := range r.Processes {
-		status := "no report"
+		status, lat := "no report", "-"
 		var c struct{ ins, upd, unch, cont, uniq, stale, req, ret int64 }
 		if rep := p.Report; rep != nil {
 			status = rep.Status
+			if l := rep.RecordLatency; l != nil {
+				lat = fmt.Sprintf("%s/%s/%s", fmtNum(l.P50), fmtNum(l.P95), fmtNum(l.P99))
+			}
 			c.ins, c.upd, c.unch, c.cont, c.uniq, c.stale, c.req, c.ret = rep.Inserted, rep.Updated, rep.Unchanged,
 				rep.LockContended, rep.UniqueViolations, rep.StaleRejected, rep.ERPRequests, rep.ERPRetries
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", p.Index, p.Mode, p.ExitCode, status,
-			p.RecordsPerSecond, c.ins, c.upd, c.unch, c.cont, c.uniq, c.stale, c.req, c.ret, mib(p.PeakRSSKiB))
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", p.Index, p.Mode, p.ExitCode, status,
+			p.RecordsPerSecond, c.ins, c.upd, c.unch, c.cont, c.uniq, c.stale, c.req, c.ret, lat, mib(p.PeakRSSKiB))
 	}
 	t := r.Totals
-	fmt.Fprintf(tw, "all\t\t\t\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", r.ProcessedPerSecond,
+	fmt.Fprintf(tw, "all\t\t\t\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", r.ProcessedPerSecond,
 		t.Inserted, t.Updated, t.Unchanged, t.LockContended, t.UniqueViolations, t.StaleRejected, t.ERPRequests, t.ERPRetries)
 	tw.Flush()
 	fmt.Fprintf(w, "\noverall: %.0f feed records/s (%d records in %.1f s); %.0f records/s handled by all processes\n",

@@ -15,6 +15,9 @@ type Report struct {
 	Checkpoint *time.Time `json:"checkpoint,omitempty"`
 	// ResumedFrom is where a backfill resumed its window, if it did.
 	ResumedFrom *time.Time `json:"resumed_from,omitempty"`
+	// RecordLatency is how long records took from the fetch of their page
+	// to the end of their write, in milliseconds.
+	RecordLatency *Latency `json:"record_latency_ms,omitempty"`
 	// FailedIDs lists (up to 1,000) erp_ids that failed after their retries.
 	FailedIDs []string `json:"failed_ids,omitempty"`
 }

@@ -217,6 +217,7 @@ type run struct {
 	log zerolog.Logger
 	c   counters
 	t   tracker
+	lat latencyHist
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint
@@ -234,6 +235,7 @@ func (r *run) finish(ctx context.Context, status string, err error) {
 	fin := now.UTC()
 	rep.FinishedAt = &fin
 	rep.Counters = r.c.snapshot()
+	rep.RecordLatency = r.lat.summary()
 	rep.ERPRequests, rep.ERPRetries = r.erpRequests, r.erpRetries
 	if d := now.Sub(rep.StartedAt).Seconds(); d > 0 {
 		rep.RecordsPerSecond = float64(rep.Fetched) / d
@@ -288,6 +290,7 @@ func (r *run) recordFailed(id string, err error) {
 type chunk struct {
 	page int
 	recs []erp.Record
+	at   time.Time // when its page was fetched
 }
 
 // execute pages the feed from since (inclusive) to until (exclusive, zero =
@@ -371,6 +374,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			defer wg.Done()
 			defer sem.Release(1)
 			failed := r.processChunk(workCtx, c.recs)
+			r.lat.observe(time.Since(c.at), len(c.recs))
 			r.t.done(c.page, failed)
 		}(c)
 	}
@@ -416,6 +420,7 @@ func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- ch
 		if err != nil {
 			return fmt.Errorf("fetch page: %w", err)
 		}
+		fetchedAt := time.Now()
 		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
 		var maxSeen time.Time
 		for _, rec := range page.Records {
@@ -450,7 +455,7 @@ func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- ch
 			n := min(cfg.ChunkSize, len(recs))
 			r.t.addChunk(p)
 			select {
-			case queue <- chunk{page: p, recs: recs[:n:n]}:
+			case queue <- chunk{page: p, recs: recs[:n:n], at: fetchedAt}:
 			case <-ctx.Done():
 				r.t.done(p, true)
 				r.t.seal(p, true)

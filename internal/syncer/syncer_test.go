@@ -113,6 +113,9 @@ func TestRunCopiesTheFeedExactly(t *testing.T) {
 	if rep.Status != store.StatusSucceeded || rep.Inserted != 3000 || rep.Fetched != 3000 {
 		t.Fatalf("first run: %+v", rep.Counters)
 	}
+	if l := rep.RecordLatency; l == nil || l.P50 <= 0 || l.P50 > l.P95 || l.P95 > l.P99 || l.P99 > l.Max {
+		t.Fatalf("record latency: %+v", l)
+	}
 	assertTruth(t, b)
 	// The checkpoint is the newest updated_at of the feed.
 	cp, ok, err := b.store.Checkpoint(context.Background(), b.job)
@@ -393,5 +396,26 @@ func TestUnstorableDatesAreQuarantined(t *testing.T) {
 	recs, inv := splitUnstorable([]erp.Record{ok, old}, nil)
 	if len(recs) != 1 || recs[0].ErpID != "A" || len(inv) != 1 || inv[0].ErpID != "B" || inv[0].Reason == "" {
 		t.Fatalf("split: %v %v", recs, inv)
+	}
+}
+
+func TestLatencyHistogram(t *testing.T) {
+	var h latencyHist
+	if h.summary() != nil {
+		t.Fatal("summary of nothing")
+	}
+	for i := 1; i <= 100; i++ {
+		h.observe(time.Duration(i)*time.Millisecond, 1)
+	}
+	s := h.summary()
+	// Buckets are 20% wide: each percentile within 20% above the truth.
+	for _, c := range []struct{ got, want float64 }{{s.P50, 50}, {s.P95, 95}, {s.P99, 99}, {s.Max, 100}} {
+		if c.got < c.want || c.got > c.want*1.2 {
+			t.Fatalf("summary %+v: %v not within 20%% above %v", s, c.got, c.want)
+		}
+	}
+	h.observe(time.Hour, 1000) // weighted by records
+	if s := h.summary(); s.P50 < 3600e3*0.99 {
+		t.Fatalf("1000 records at 1h should own the median: %+v", s)
 	}
 }
