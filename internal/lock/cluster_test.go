@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,46 +181,13 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("MutualExclusion", func(t *testing.T) {
-		const workers, rounds = 6, 30
-		var (
-			inside    atomic.Int32
-			lastFence atomic.Int64
-			wg        sync.WaitGroup
-		)
-		errs := make(chan error, workers)
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		for range workers {
-			cl := lock.New(rdb, &lock.Options{Prefix: prefix})
-			wg.Go(func() {
-				for range rounds {
-					l, err := cl.Obtain(wctx, "shared", 5*time.Second, &lock.ObtainOptions{
-						Retry: lock.ExponentialBackoff(100*time.Microsecond, 4*time.Millisecond),
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
-					if n := inside.Add(1); n != 1 {
-						errs <- fmt.Errorf("%d holders at once", n)
-					}
-					if prev := lastFence.Swap(l.Fence()); l.Fence() <= prev {
-						errs <- fmt.Errorf("fence %d after %d", l.Fence(), prev)
-					}
-					time.Sleep(50 * time.Microsecond)
-					inside.Add(-1)
-					if err := l.Release(wctx); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
+		lockers := make([]obtainer, 6)
+		for i := range lockers {
+			lockers[i] = lock.New(rdb, &lock.Options{Prefix: prefix})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+		checkMutualExclusion(t, lockers, 30, 20*time.Second, 50*time.Microsecond, func() lock.RetryStrategy {
+			return lock.ExponentialBackoff(100*time.Microsecond, 4*time.Millisecond)
+		})
 	})
 
 	t.Run("ObtainManyShared", func(t *testing.T) {

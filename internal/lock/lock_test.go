@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,51 +255,13 @@ func TestFenceIncreasesAcrossEmptyRestart(t *testing.T) {
 // key: holders never overlap and see the fences in increasing order.
 func TestMutualExclusionGoroutines(t *testing.T) {
 	b := setup(t, nil)
-	const workers, rounds = 8, 40
-	var (
-		inside    atomic.Int32
-		lastFence atomic.Int64
-		grants    atomic.Int32
-		wg        sync.WaitGroup
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errs := make(chan error, workers)
-	for range workers {
-		c := lock.New(newRedis(t, redisAddr), &lock.Options{Prefix: b.prefix})
-		wg.Go(func() {
-			for range rounds {
-				l, err := c.Obtain(ctx, "shared", 5*time.Second, &lock.ObtainOptions{
-					Retry: lock.ExponentialBackoff(100*time.Microsecond, 4*time.Millisecond),
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if n := inside.Add(1); n != 1 {
-					errs <- fmt.Errorf("%d holders at once", n)
-				}
-				if prev := lastFence.Swap(l.Fence()); l.Fence() <= prev {
-					errs <- fmt.Errorf("fence %d after %d", l.Fence(), prev)
-				}
-				grants.Add(1)
-				time.Sleep(50 * time.Microsecond)
-				inside.Add(-1)
-				if err := l.Release(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
+	lockers := make([]obtainer, 8)
+	for i := range lockers {
+		lockers[i] = lock.New(newRedis(t, redisAddr), &lock.Options{Prefix: b.prefix})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if g := grants.Load(); g != workers*rounds {
-		t.Errorf("%d grants, want %d", g, workers*rounds)
-	}
+	checkMutualExclusion(t, lockers, 40, 20*time.Second, 50*time.Microsecond, func() lock.RetryStrategy {
+		return lock.ExponentialBackoff(100*time.Microsecond, 4*time.Millisecond)
+	})
 }
 
 // Several OS processes contend for one key and log their critical

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,51 +207,13 @@ func TestRedlockInvalid(t *testing.T) {
 // five nodes: holders never overlap and fences rise.
 func TestRedlockMutualExclusion(t *testing.T) {
 	b := setupRedlock(t, 5, nil)
-	const workers, rounds = 6, 15
-	var (
-		inside    atomic.Int32
-		lastFence atomic.Int64
-		grants    atomic.Int32
-		wg        sync.WaitGroup
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	errs := make(chan error, workers)
-	for range workers {
-		rl := b.redlock(t, nil)
-		wg.Go(func() {
-			for range rounds {
-				l, err := rl.Obtain(ctx, "shared", 5*time.Second, &lock.ObtainOptions{
-					Retry: lock.ExponentialBackoff(500*time.Microsecond, 10*time.Millisecond),
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if n := inside.Add(1); n != 1 {
-					errs <- fmt.Errorf("%d holders at once", n)
-				}
-				if prev := lastFence.Swap(l.Fence()); l.Fence() <= prev {
-					errs <- fmt.Errorf("fence %d after %d", l.Fence(), prev)
-				}
-				grants.Add(1)
-				time.Sleep(100 * time.Microsecond)
-				inside.Add(-1)
-				if err := l.Release(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
+	lockers := make([]obtainer, 6)
+	for i := range lockers {
+		lockers[i] = b.redlock(t, nil)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if g := grants.Load(); g != workers*rounds {
-		t.Errorf("%d grants, want %d", g, workers*rounds)
-	}
+	checkMutualExclusion(t, lockers, 15, 30*time.Second, 100*time.Microsecond, func() lock.RetryStrategy {
+		return lock.ExponentialBackoff(500*time.Microsecond, 10*time.Millisecond)
+	})
 }
 
 // With two of five nodes down, a quorum of three still grants, renews and
