@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,15 +220,16 @@ func Stages(ctx context.Context, cfg Config, workers, chunk, page int) ([]*Resul
 			_, err = locks.ReleaseMany(ctx, ls)
 			return err
 		}},
-		{"write path, proposed: one-fence locks, database/sql statements, empty table", empty, func(c []store.Membership) error {
+		// The store's statements already go through database/sql.
+		{"write path, proposed: one-fence locks, store statements, empty table", empty, func(c []store.Membership) error {
 			rk, ra, err := obtainVariant(ctx, rdb, obtainOneFence, "erpsync-bench:"+b.job+":fence", lockKeys(c))
 			if err != nil {
 				return err
 			}
-			if err := b.versionsSQL(ctx, erpIDs(c)); err != nil {
+			if _, err := st.Versions(ctx, erpIDs(c)); err != nil {
 				return err
 			}
-			if err := b.insertSQL(ctx, c); err != nil {
+			if err := st.Insert(ctx, c); err != nil {
 				return err
 			}
 			return releaseVariant(ctx, rdb, rk, ra)
@@ -276,54 +276,4 @@ func latencyNote(ms []float64) string {
 	slices.Sort(ms)
 	q := func(p float64) float64 { return ms[min(int(p*float64(len(ms))), len(ms)-1)] }
 	return fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms", q(0.5), q(0.99), ms[len(ms)-1])
-}
-
-// versionsSQL is store.Versions through database/sql, without gorm.
-func (b *bench) versionsSQL(ctx context.Context, ids []string) error {
-	var sb strings.Builder
-	sb.WriteString("SELECT erp_id, erp_version, fence_token FROM memberships WHERE erp_id IN (")
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteByte('?')
-		args[i] = id
-	}
-	sb.WriteByte(')')
-	rows, err := b.db.QueryContext(ctx, sb.String(), args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	out := make(map[string]store.Current, len(ids))
-	for rows.Next() {
-		var id string
-		var c store.Current
-		if err := rows.Scan(&id, &c.Version, &c.Fence); err != nil {
-			return err
-		}
-		out[id] = c
-	}
-	return rows.Err()
-}
-
-// insertSQL is store.Insert through database/sql, without gorm.
-func (b *bench) insertSQL(ctx context.Context, ms []store.Membership) error {
-	var sb strings.Builder
-	sb.WriteString("INSERT INTO memberships (" + insertColumns + ") VALUES ")
-	args := make([]any, 0, len(ms)*9)
-	for i, m := range ms {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(rowPlaceholders)
-		var ends any
-		if m.EndsAt != nil {
-			ends = m.EndsAt.UTC()
-		}
-		args = append(args, m.ErpID, m.MemberID, m.ProductCode, m.Status, m.StartsAt.UTC(), ends, m.Version, m.UpdatedAt.UTC(), m.Fence)
-	}
-	_, err := b.db.ExecContext(ctx, sb.String(), args...)
-	return err
 }
