@@ -95,6 +95,20 @@ func (e *env) run(ctx context.Context, args ...string) (string, int) {
 	return out.String(), 0
 }
 
+// settle turns the ERP's faults off, runs once more over a wide overlap
+// (args are extra flags), stops the version watcher and checks the table
+// equals the ERP's truth.
+func (e *env) settle(stop chan struct{}, watch *sync.WaitGroup, args ...string) {
+	e.t.Helper()
+	e.mock.SetFaults(erpmock.Faults{})
+	if out, code := e.run(context.Background(), append([]string{"run", "--overlap", "1h"}, args...)...); code != 0 {
+		e.t.Fatalf("final run exit %d: %s", code, out)
+	}
+	close(stop)
+	watch.Wait()
+	e.assertTruth()
+}
+
 // waitRows waits until memberships has more than n rows.
 func (e *env) waitRows(n int64) {
 	e.t.Helper()
@@ -221,13 +235,7 @@ func TestOverlappingProcessesEndWithTheTruth(t *testing.T) {
 	if statuses["succeeded"] < 1 {
 		t.Fatalf("run statuses %v: want at least one succeeded", statuses)
 	}
-	e.mock.SetFaults(erpmock.Faults{})
-	if out, code := e.run(ctx, "run", "--overlap", "1h"); code != 0 {
-		t.Fatalf("final run exit %d: %s", code, out)
-	}
-	close(stop)
-	watch.Wait()
-	e.assertTruth()
+	e.settle(stop, watch)
 }
 
 func TestSkippedRunExitsZero(t *testing.T) {
@@ -281,13 +289,7 @@ func TestFrozenPastItsLockThenWokenChangesNothingWrong(t *testing.T) {
 	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("woken run: %v, want exit 1 (lost its lock): %s", err, fout.String())
 	}
-	e.mock.SetFaults(erpmock.Faults{})
-	if out, code := e.run(ctx, "run", "--overlap", "1h"); code != 0 {
-		t.Fatalf("final run exit %d: %s", code, out)
-	}
-	close(stop)
-	watch.Wait()
-	e.assertTruth()
+	e.settle(stop, watch)
 }
 
 func TestKilledRunFreesItsLockWithinTheTTL(t *testing.T) {

@@ -64,13 +64,7 @@ func TestRedisRestartedEmptyMidRun(t *testing.T) {
 		t.Fatalf("run under a Redis restart exit %d, want 0 or 1:\n%s", code, out.String())
 	}
 	t.Logf("run under a Redis restart: exit %d", code)
-	e.mock.SetFaults(erpmock.Faults{})
-	if o, code := e.run(ctx, "run", "--redis-addr", addr, "--overlap", "1h"); code != 0 {
-		t.Fatalf("run after the restart exit %d: %s", code, o)
-	}
-	close(stop)
-	watch.Wait()
-	e.assertTruth()
+	e.settle(stop, watch, "--redis-addr", addr)
 	var stale int64
 	e.store.DB().Raw("SELECT COUNT(*) FROM memberships WHERE fence_token <= 0").Scan(&stale)
 	if stale != 0 {
