@@ -10,7 +10,7 @@
 //     500 ms), the records erpmock serves each process, and each process's
 //     own report;
 //   - latency: the serve-to-write latency of every row, from the moment
-//     erpmock finished sending the first whole page that carried the row's
+//     erpmock began the last write of the first whole page that carried the row's
 //     final version to any process, to the row's updated_at, which the
 //     database sets when the statement that wrote the version starts. It is
 //     not the syncer's per-record processing time: it leaves out the ERP

@@ -284,7 +284,7 @@ pre { background: #f7f7f7; padding: 8px; overflow-x: auto; font-size: 12px; }
 
 <h2>Latency histogram</h2>
 {{.Histogram}}
-<p class="note"><b>{{.R.LatencyName}}</b>, {{.R.Latency.Count}} rows{{if .R.LatencyUnmatched}} ({{.R.LatencyUnmatched}} rows not written during the test left out){{end}}: {{.R.LatencyDefinition}} Database clock offset {{f1 .R.DBClockOffsetMS}} ms. Min {{num .R.Latency.Min}} ms, mean {{num .R.Latency.Mean}} ms, max {{num .R.Latency.Max}} ms.</p>
+<p class="note"><b>{{.R.LatencyName}}</b>, {{.R.Latency.Count}} rows{{if .R.LatencyUnmatched}} ({{.R.LatencyUnmatched}} rows not written during the test left out){{end}}: {{.R.LatencyDefinition}} Database clock offset {{f1 .R.DBClockOffsetMS}} ms (&plusmn;{{f1 .R.DBClockUncertaintyMS}} ms). Min {{num .R.Latency.Min}} ms, mean {{num .R.Latency.Mean}} ms, max {{num .R.Latency.Max}} ms.</p>
 
 <h2>Processes</h2>
 <table>

@@ -163,6 +163,9 @@ type Report struct {
 	// DBClockOffsetMS is the database clock minus the load test's clock,
 	// measured at start and taken out of every latency.
 	DBClockOffsetMS float64 `json:"db_clock_offset_ms"`
+	// DBClockUncertaintyMS bounds the error of that offset: half the
+	// shortest round trip it was measured with.
+	DBClockUncertaintyMS float64 `json:"db_clock_uncertainty_ms"`
 	// ERPRequestLatency is the time erpmock spent on each API request of
 	// the processes, injected latency and faults included.
 	ERPRequestLatency Distribution `json:"erp_request_latency"`
@@ -232,7 +235,7 @@ type Sample struct {
 
 const (
 	latencyName       = "serve-to-write latency"
-	latencyDefinition = "per row of memberships at the end: the row's updated_at (set by the database at the start of the statement that wrote its final version, millisecond precision, corrected by the measured database clock offset) minus the moment erpmock finished sending the first complete page that carried that version of the record to any process. It covers queueing in the page pipeline, the record lock, the version read and the write; it leaves out the ERP request itself and the commit."
+	latencyDefinition = "per row of memberships at the end: the row's updated_at (set by the database at the start of the statement that wrote its final version, millisecond precision, corrected by the measured database clock offset) minus the moment erpmock began the last write of the first complete page that carried that version of the record to any process. It covers queueing in the page pipeline, the record lock, the version read and the write; it leaves out the ERP request itself and the commit."
 )
 
 // Run runs one load test. It returns an error when the test could not be
@@ -275,11 +278,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("empty memberships: %w", err)
 		}
 	}
-	offset, err := dbClockOffset(ctx, st)
+	offset, slack, err := dbClockOffset(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	rep.DBClockOffsetMS = float64(offset) / float64(time.Millisecond)
+	rep.DBClockUncertaintyMS = float64(slack) / float64(time.Millisecond)
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err = rdb.Ping(pctx).Err()
@@ -463,7 +467,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	logf("verify: %d rows, %d matching, ok=%v", res.Rows, res.Matching, res.OK())
 
 	// Serve-to-write latency of every row.
-	lat, unmatched, err := rowLatencies(vctx, st, tp, offset)
+	lat, unmatched, err := rowLatencies(vctx, st, tp, offset, slack)
 	if err != nil {
 		return nil, err
 	}
@@ -504,15 +508,15 @@ func addCounters(t *store.Counters, c store.Counters) {
 	t.ERPRetries += c.ERPRetries
 }
 
-// dbClockOffset measures the database clock minus ours.
-func dbClockOffset(ctx context.Context, st *store.Store) (time.Duration, error) {
+// dbClockOffset measures the database clock minus ours, and the bound of
+// its error (half the round trip of the best of five reads).
+func dbClockOffset(ctx context.Context, st *store.Store) (offset, slack time.Duration, err error) {
 	best := time.Duration(-1)
-	var offset time.Duration
 	for range 5 {
 		var now time.Time
 		before := time.Now()
 		if err := st.DB().WithContext(ctx).Raw("SELECT UTC_TIMESTAMP(6)").Row().Scan(&now); err != nil {
-			return 0, fmt.Errorf("read database clock: %w", err)
+			return 0, 0, fmt.Errorf("read database clock: %w", err)
 		}
 		rtt := time.Since(before)
 		if best < 0 || rtt < best {
@@ -520,12 +524,14 @@ func dbClockOffset(ctx context.Context, st *store.Store) (time.Duration, error) 
 			offset = now.Sub(before.Add(rtt / 2))
 		}
 	}
-	return offset, nil
+	return offset, best / 2, nil
 }
 
 // rowLatencies returns the serve-to-write latency of each row, in
-// milliseconds, and how many rows had no serve time.
-func rowLatencies(ctx context.Context, st *store.Store, tp *tap, offset time.Duration) ([]float64, int64, error) {
+// milliseconds, and how many rows had no serve time. A row written at most
+// slack plus a millisecond before its serve time counts as written at once:
+// the offset is known to slack, and updated_at to the millisecond.
+func rowLatencies(ctx context.Context, st *store.Store, tp *tap, offset, slack time.Duration) ([]float64, int64, error) {
 	rows, err := st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version, updated_at FROM memberships").Rows()
 	if err != nil {
 		return nil, 0, fmt.Errorf("read memberships: %w", err)
@@ -541,10 +547,8 @@ func rowLatencies(ctx context.Context, st *store.Store, tp *tap, offset time.Dur
 			return nil, 0, fmt.Errorf("read memberships: %w", err)
 		}
 		served, ok := tp.firstServed(id, v)
-		// updated_at has millisecond precision: a write in the same
-		// millisecond as the serve may read up to 1 ms early.
 		d := at.Add(-offset).Sub(tp.start.Add(served))
-		if !ok || d < -time.Millisecond {
+		if !ok || d < -time.Millisecond-slack {
 			unmatched++
 			continue
 		}

@@ -99,7 +99,11 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	vs, items := scanVersions(cw.body)
 	p.served.Add(int64(items))
-	at := done.Sub(t.start)
+	// The client may hold the whole page, and write its rows, before the
+	// handler returns (a large Write goes straight to the socket, and this
+	// goroutine may then wait for a core): the page's time is when its
+	// last Write began, before which no client can have had it complete.
+	at := cw.lastWrite.Sub(t.start)
 	t.mu.Lock()
 	for _, v := range vs {
 		if _, ok := t.first[v]; !ok {
@@ -125,6 +129,8 @@ type captureWriter struct {
 	status   int
 	declared int
 	body     []byte
+
+	lastWrite time.Time // when the last Write began
 }
 
 func (c *captureWriter) WriteHeader(code int) {
@@ -142,6 +148,7 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
+	c.lastWrite = time.Now()
 	n, err := c.ResponseWriter.Write(b)
 	if c.capture && c.status == http.StatusOK {
 		c.body = append(c.body, b[:n]...)
