@@ -38,6 +38,7 @@ type settings struct {
 	Overlap       time.Duration
 	MaxAttempts   int
 	Grace         time.Duration
+	MaxDuration   time.Duration
 	LogFormat     string
 	LogLevel      string
 	Report        string
@@ -92,6 +93,7 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.Overlap, "overlap", time.Minute, "how far before the checkpoint each run re-reads")
 	fs.IntVar(&s.MaxAttempts, "max-attempts", 8, "attempts to write one record before it fails the run")
 	fs.DurationVar(&s.Grace, "grace", 25*time.Second, "after SIGTERM/SIGINT, how long records in hand may still be written")
+	fs.DurationVar(&s.MaxDuration, "max-duration", 0, "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")
 }
 
@@ -100,6 +102,7 @@ func (s *settings) syncConfig(mode string) syncer.Config {
 	return syncer.Config{
 		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize,
 		LockTTL: s.LockTTL, Overlap: s.Overlap, MaxAttempts: s.MaxAttempts, Grace: s.Grace,
+		MaxDuration: s.MaxDuration,
 	}
 }
 

@@ -49,6 +49,12 @@ type Config struct {
 	// Grace bounds how long records in hand may still be written after the
 	// run is cancelled (SIGTERM, lost job lock). Defaults to 25s.
 	Grace time.Duration
+	// MaxDuration, when positive, ends a run that has not finished this long
+	// after it started, as a SIGTERM would: fetching stops, the records in
+	// hand are still written for up to Grace, every lock is released, the
+	// checkpoint keeps what was done, and the run ends failed with
+	// ErrMaxDuration. The next run continues from there.
+	MaxDuration time.Duration
 	// CheckpointEvery is how often the checkpoint is saved while running. Defaults to 1s.
 	CheckpointEvery time.Duration
 	// HoldUntil, when later than the end of a run, keeps the job lock held
@@ -128,6 +134,9 @@ func (c Config) validate() error {
 	}
 	if c.Overlap < 0 {
 		errs = append(errs, fmt.Errorf("overlap %s: must not be negative", c.Overlap))
+	}
+	if c.MaxDuration < 0 {
+		errs = append(errs, fmt.Errorf("max duration %s: must not be negative (0: no limit)", c.MaxDuration))
 	}
 	if c.Shards < 0 || (c.Shards > 1 && (c.Shard < 0 || c.Shard >= c.Shards)) {
 		errs = append(errs, fmt.Errorf("shard %d/%d: want 0 <= i < n", c.Shard, c.Shards))

@@ -88,6 +88,9 @@ func JobLockKey(job string) string { return "job:" + job }
 // mode that writes it.
 func RecordLockKey(erpID string) string { return "rec:" + erpID }
 
+// ErrMaxDuration ends a run that outlived Config.MaxDuration.
+var ErrMaxDuration = errors.New("run reached its max duration")
+
 // Run executes one run: in ModeRun it takes the job lock (or reports
 // skipped) and resumes from the checkpoint; in ModeBackfill it syncs its
 // window. The report is returned even when err is not nil, except for errors
@@ -181,8 +184,14 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	}
 	log.Info().Time("since", since).Time("until", until).Int64("fence_token", rep.Fence).Msg("run started")
 
+	execCtx := workCtx
+	if s.cfg.MaxDuration > 0 {
+		var cancel context.CancelFunc
+		execCtx, cancel = context.WithDeadlineCause(workCtx, start.Add(s.cfg.MaxDuration), ErrMaxDuration)
+		defer cancel()
+	}
 	erpBefore := s.erp.Stats()
-	err := r.execute(workCtx, since, until)
+	err := r.execute(execCtx, since, until)
 	erpAfter := s.erp.Stats()
 	r.erpRequests = erpAfter.Requests - erpBefore.Requests
 	r.erpRetries = erpAfter.Retries - erpBefore.Retries
@@ -196,6 +205,9 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	case workCtx.Err() != nil:
 		status = store.StatusFailed
 		err = fmt.Errorf("job lock: %w", context.Cause(workCtx))
+	case execCtx.Err() != nil:
+		status = store.StatusFailed
+		err = fmt.Errorf("%w (%s): stopped, records in hand written; the next run continues from the checkpoint", ErrMaxDuration, s.cfg.MaxDuration)
 	}
 	if err == nil && r.c.failed.Load() > 0 {
 		err = fmt.Errorf("%d records failed after their retries (failed_ids in the report, the reasons in the error log lines)", r.c.failed.Load())

@@ -419,3 +419,28 @@ func TestLatencyHistogram(t *testing.T) {
 		t.Fatalf("1000 records at 1h should own the median: %+v", s)
 	}
 }
+
+func TestMaxDurationEndsASlowRunCleanly(t *testing.T) {
+	t.Parallel()
+	// 40 pages of 50 at 100 ms each: about 4 s, cut at 1 s.
+	b := setup(t, erpmock.Options{Records: 2000, Seed: 8, Faults: erpmock.Faults{Latency: 100 * time.Millisecond}})
+	rep, err := b.syncer(t, Config{PageSize: 50, ChunkSize: 25, MaxDuration: time.Second}).Run(context.Background())
+	if !errors.Is(err, ErrMaxDuration) || rep.Status != store.StatusFailed {
+		t.Fatalf("want ErrMaxDuration and status failed, got %v, %+v", err, rep)
+	}
+	if rep.Fetched == 0 || rep.Fetched >= 2000 || rep.Inserted != rep.Fetched || rep.Failed != 0 {
+		t.Fatalf("the run should have written what it fetched, and not all: %+v", rep.Counters)
+	}
+	// Every lock was released: another run takes the job lock at once and
+	// finishes from the checkpoint.
+	b.mock.SetFaults(erpmock.Faults{})
+	rep2 := mustRun(t, b.syncer(t, Config{}))
+	if rep2.Status != store.StatusSucceeded || rep2.Inserted != 2000-rep.Inserted {
+		t.Fatalf("next run: %+v, first run inserted %d", rep2.Counters, rep.Inserted)
+	}
+	assertTruth(t, b)
+	runs, _ := b.store.Runs(context.Background(), b.job, 10)
+	if len(runs) != 2 || runs[1].Status != store.StatusFailed || runs[1].Error == nil {
+		t.Fatalf("run history: %+v", runs)
+	}
+}
