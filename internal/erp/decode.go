@@ -370,7 +370,11 @@ func (d *decoder) record(f *fields) (Record, string) {
 		n, err := strconv.ParseInt(string(v.val), 10, 64)
 		switch {
 		case err != nil:
-			bad(fVersion, string(v.val)+" is out of the int64 range")
+			digits := string(v.val)
+			if len(digits) > 40 {
+				digits = digits[:40] + "..."
+			}
+			bad(fVersion, digits+" is out of the int64 range")
 		case n < 1:
 			bad(fVersion, string(v.val)+" is below 1")
 		default:
@@ -413,8 +417,29 @@ func (f *fields) text(k, maxChars int, bad func(int, string)) []byte {
 		bad(k, "not valid UTF-8")
 	case len(v.val) > maxChars && utf8.RuneCount(v.val) > maxChars:
 		bad(k, fmt.Sprintf("longer than %d characters", maxChars))
+	default:
+		if r, ok := controlChar(v.val); ok {
+			bad(k, fmt.Sprintf("control character %U not allowed", r))
+		}
 	}
 	return v.val
+}
+
+// controlChar returns the first control character of the valid UTF-8 b:
+// C0 (U+0000-U+001F), DEL (U+007F) or C1 (U+0080-U+009F, encoded 0xC2
+// 0x80-0x9F). The schema allows them in member_id and product_code, but no
+// ERP means them there: a NUL or an escape sequence in an identifier is
+// garbage that would reach logs, terminals and other systems.
+func controlChar(b []byte) (rune, bool) {
+	for i, c := range b {
+		switch {
+		case c < 0x20 || c == 0x7f:
+			return rune(c), true
+		case c == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			return rune(b[i+1]), true
+		}
+	}
+	return 0, false
 }
 
 // time checks a required RFC 3339 date-time.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/erpsync/erpsync/erpmock"
 )
@@ -137,6 +139,26 @@ func TestDecodeInvalidItems(t *testing.T) {
 		{`"version":3`, `"version":null`, "version: null, want an integer"},
 		{`"version":3,`, ``, "version: missing"},
 		{`"updated_at":"2025-01-01T00:00:00.001Z"`, `"updated_at":"2025-01-01T00:00:00.Z"`, "updated_at: "},
+		// An erp_id becomes part of a Redis key ("<prefix>{rec:<erp_id>}"):
+		// a brace would steer the hash tag, a colon could make two ids one key.
+		{`"M-1.a_B"`, `"a{b}"`, `erp_id: character '{' not allowed`},
+		{`"M-1.a_B"`, `"}x"`, `erp_id: character '}' not allowed`},
+		{`"M-1.a_B"`, `"rec:1"`, `erp_id: character ':' not allowed`},
+		{`"M-1.a_B"`, `"a\u0000"`, `erp_id: character '\x00' not allowed`},
+		{`"M-1.a_B"`, "\"a\xc3\"", `erp_id: not valid UTF-8`},
+		{`"M-1.a_B"`, `"` + strings.Repeat("x", 1<<20) + `"`, "erp_id: longer than 64 characters"},
+		// Control characters, escaped (raw ones are not JSON).
+		{`"U1"`, `"U\u0000"`, "member_id: control character U+0000 not allowed"},
+		{`"U1"`, `"\u001b[31mU"`, "member_id: control character U+001B not allowed"},
+		{`"U1"`, `"U\u007f"`, "member_id: control character U+007F not allowed"},
+		{`"GYM"`, `"G\u0085"`, "product_code: control character U+0085 not allowed"},
+		{`"GYM"`, `"G\r\nX-Injected: 1"`, "product_code: control character U+000D not allowed"},
+		// Huge strings and years the table cannot hold.
+		{`"U1"`, `"` + strings.Repeat("é", 1<<19) + `"`, "member_id: longer than 64 characters"},
+		{`"2024-01-01T00:00:00Z"`, `"10000-01-01T00:00:00Z"`, "starts_at: "},
+		{`"2024-01-01T00:00:00Z"`, `"2024-01-01T00:00:00+24:00"`, "starts_at: "},
+		{`"2024-01-01T00:00:00Z"`, `"` + strings.Repeat("9", 1<<16) + `"`, "starts_at: "},
+		{`"version":3`, `"version":` + strings.Repeat("9", 1<<16), "version: " + strings.Repeat("9", 40) + "... is out of the int64 range"},
 		{`"ERP_ID"`, `"ERP_ID"`, ""}, // placeholder, replaced below
 	}
 	cases[len(cases)-1] = struct{ from, to, reason string }{`"erp_id"`, `"ERP_ID"`, "erp_id: missing"} // keys are case-sensitive
@@ -281,6 +303,8 @@ func checkRecord(r Record) error {
 		return fmt.Errorf("erp_id %q", r.ErpID)
 	case r.MemberID == "" || len([]rune(r.MemberID)) > 64, r.ProductCode == "" || len([]rune(r.ProductCode)) > 32:
 		return fmt.Errorf("member_id or product_code")
+	case strings.ContainsFunc(r.MemberID+r.ProductCode, unicode.IsControl) || !utf8.ValidString(r.MemberID+r.ProductCode):
+		return fmt.Errorf("a control character or broken UTF-8 in member_id %q or product_code %q", r.MemberID, r.ProductCode)
 	case !strings.Contains(" ACTIVE SUSPENDED CANCELLED EXPIRED ", " "+r.Status+" ") || r.Status == "":
 		return fmt.Errorf("status %q", r.Status)
 	case r.Version < 1:
@@ -330,8 +354,15 @@ func FuzzDecodePage(f *testing.F) {
 			t.Fatalf("accepted a body encoding/json rejects: %q", body)
 		}
 		for _, r := range p.Records {
-			// A record is a valid item: times reparse with time.Parse.
+			// A record is a valid item: times reparse with time.Parse. An
+			// offset can move 0000-01-01 or 9999-12-31 one year out in
+			// UTC (the syncer quarantines what the table cannot hold).
 			for _, ts := range []time.Time{r.StartsAt, r.UpdatedAt} {
+				if y := ts.Year(); y < -1 || y > 10000 {
+					t.Fatalf("year %d from a four-digit date-time", y)
+				} else if y < 0 || y > 9999 {
+					continue
+				}
 				if _, err := time.Parse(time.RFC3339Nano, ts.Format(time.RFC3339Nano)); err != nil {
 					t.Fatal(err)
 				}

@@ -50,7 +50,11 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 		if q.ErpID != "" {
 			id = truncate(strings.ToValidUTF8(q.ErpID, "?"), 255)
 		}
-		args = append(args, r.hash, job, runID, id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), q.Payload, now, now)
+		payload := q.Payload
+		if payload == nil {
+			payload = []byte{} // NOT NULL: an empty payload is still a quarantined record
+		}
+		args = append(args, r.hash, job, runID, id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), payload, now, now)
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE seen_count = seen_count + 1, last_seen = VALUES(last_seen), run_id = VALUES(run_id)")
 	var err error

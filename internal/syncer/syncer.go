@@ -500,7 +500,12 @@ func splitUnstorable(recs []erp.Record, invalid []erp.Invalid) ([]erp.Record, []
 			keep = append(keep, rec)
 			continue
 		}
-		raw, _ := json.Marshal(rec)
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			// encoding/json refuses years past 9999, which an offset can
+			// produce from a valid date-time: keep the record readable.
+			raw, _ = json.Marshal(fmt.Sprintf("%+v", rec))
+		}
 		invalid = append(invalid, erp.Invalid{ErpID: rec.ErpID, Reason: "a date-time outside the years 1000-9999 that the table can store", Raw: raw, UpdatedAt: rec.UpdatedAt})
 	}
 	return keep, invalid

@@ -393,9 +393,17 @@ func TestUnstorableDatesAreQuarantined(t *testing.T) {
 	old := ok
 	old.ErpID = "B"
 	old.StartsAt = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	recs, inv := splitUnstorable([]erp.Record{ok, old}, nil)
-	if len(recs) != 1 || recs[0].ErpID != "A" || len(inv) != 1 || inv[0].ErpID != "B" || inv[0].Reason == "" {
+	future := ok
+	future.ErpID = "C"
+	future.UpdatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // 9999-12-31T23:59:59-23:59
+	recs, inv := splitUnstorable([]erp.Record{ok, old, future}, nil)
+	if len(recs) != 1 || recs[0].ErpID != "A" || len(inv) != 2 || inv[0].ErpID != "B" || inv[1].ErpID != "C" {
 		t.Fatalf("split: %v %v", recs, inv)
+	}
+	for _, q := range inv {
+		if q.Reason == "" || len(q.Raw) == 0 {
+			t.Errorf("quarantine entry without a reason or a payload: %+v", q)
+		}
 	}
 }
 
