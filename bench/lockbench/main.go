@@ -17,7 +17,10 @@
 // The implementations of one row take turns in slices of -d (after a
 // warm-up of d/4 each), in an order that alternates from round to round,
 // so that load from other processes on the machine falls on all of them
-// alike; the table shows the median of the rounds. Without -redis the
+// alike; the table shows the median of the rounds, with the CPU time per
+// pair of this process and of the Redis servers of the row (INFO cpu, user
+// and system, summed over the Redlock nodes; with -redis, whatever else
+// that server serves counts too). Without -redis the
 // single-server rows use a redis-server of their own, started like the
 // Redlock nodes (no persistence, loopback, a free port).
 package main
@@ -37,6 +40,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -79,12 +83,16 @@ type row struct {
 	name    string
 	workers int
 	impls   []impl
+	// servers are the Redis servers the row runs on, whose CPU time
+	// (INFO cpu) is read around each measurement.
+	servers []*redis.Client
 }
 
 type result struct {
 	row, impl string
 	ops       []float64 // per round
 	cpu       []float64 // client CPU µs per pair, per round
+	srvCPU    []float64 // Redis CPU µs per pair (all the row's servers), per round
 	allocs    []float64 // heap allocations per pair, per round
 }
 
@@ -191,11 +199,16 @@ func run(args []string, out io.Writer) error {
 			{"redsync", redsyncPair(r, prefix)},
 		}
 	}
+	singleStats := []*redis.Client{single(1)}
+	nodeStats := nodeClients(1)
+	for _, c := range slices.Concat(singleStats, nodeStats) {
+		closers = append(closers, c.Close)
+	}
 	rows := []row{
-		{"1 goroutine, distinct keys", 1, singleImpls(1)},
-		{"64 goroutines, distinct keys", 64, singleImpls(64)},
-		{fmt.Sprintf("Redlock %d nodes, 1 goroutine", len(servers)), 1, redlockImpls(1)},
-		{fmt.Sprintf("Redlock %d nodes, 64 goroutines", len(servers)), 64, redlockImpls(64)},
+		{"1 goroutine, distinct keys", 1, singleImpls(1), singleStats},
+		{"64 goroutines, distinct keys", 64, singleImpls(64), singleStats},
+		{fmt.Sprintf("Redlock %d nodes, 1 goroutine", len(servers)), 1, redlockImpls(1), nodeStats},
+		{fmt.Sprintf("Redlock %d nodes, 64 goroutines", len(servers)), 64, redlockImpls(64), nodeStats},
 	}
 
 	if *cpuprofile != "" {
@@ -236,15 +249,16 @@ func run(args []string, out io.Writer) error {
 					continue
 				}
 				keyPrefix := fmt.Sprintf("%d:", round)
-				m, err := measure(ctx, im.pair, rw.workers, keyPrefix, *dur)
+				m, err := measure(ctx, im.pair, rw.workers, keyPrefix, *dur, rw.servers)
 				if err != nil {
 					return fmt.Errorf("%s / %s: %w", rw.name, im.name, err)
 				}
 				res.ops = append(res.ops, m.ops)
 				res.cpu = append(res.cpu, m.cpu)
+				res.srvCPU = append(res.srvCPU, m.srvCPU)
 				res.allocs = append(res.allocs, m.allocs)
-				fmt.Fprintf(os.Stderr, "round %d  %-32s %-14s %9.0f ops/s %6.1f µs CPU/pair %5.0f allocs/pair\n",
-					round+1, rw.name, im.name, m.ops, m.cpu, m.allocs)
+				fmt.Fprintf(os.Stderr, "round %d  %-32s %-14s %9.0f ops/s %6.1f µs CPU/pair %6.1f µs Redis CPU/pair %5.0f allocs/pair\n",
+					round+1, rw.name, im.name, m.ops, m.cpu, m.srvCPU, m.allocs)
 			}
 		}
 	}
@@ -265,12 +279,14 @@ func find(rs []*result, row, impl string) *result {
 type measurement struct {
 	ops    float64 // lock+unlock pairs per second
 	cpu    float64 // CPU time of this process per pair, in µs
+	srvCPU float64 // CPU time of the Redis servers per pair, in µs
 	allocs float64 // heap allocations per pair
 }
 
 // measure runs pair from workers goroutines on distinct keys for d after a
-// warm-up of d/4.
-func measure(ctx context.Context, pair pairFunc, workers int, keyPrefix string, d time.Duration) (measurement, error) {
+// warm-up of d/4, and reads the CPU time of servers around the measured
+// part.
+func measure(ctx context.Context, pair pairFunc, workers int, keyPrefix string, d time.Duration, servers []*redis.Client) (measurement, error) {
 	var (
 		next     atomic.Int64
 		counting atomic.Bool
@@ -300,6 +316,7 @@ func measure(ctx context.Context, pair pairFunc, workers int, keyPrefix string, 
 	time.Sleep(d / 4)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	srv0 := serverCPU(ctx, servers)
 	cpu0 := cpuTime()
 	counting.Store(true)
 	start := time.Now()
@@ -307,6 +324,7 @@ func measure(ctx context.Context, pair pairFunc, workers int, keyPrefix string, 
 	done.Store(true)
 	elapsed := time.Since(start)
 	cpu1 := cpuTime()
+	srv1 := serverCPU(ctx, servers)
 	runtime.ReadMemStats(&ms1)
 	wg.Wait()
 	if firstErr != nil {
@@ -317,7 +335,28 @@ func measure(ctx context.Context, pair pairFunc, workers int, keyPrefix string, 
 		ops:    n / elapsed.Seconds(),
 		cpu:    float64((cpu1 - cpu0).Microseconds()) / n,
 		allocs: float64(ms1.Mallocs-ms0.Mallocs) / n,
+		srvCPU: float64((srv1 - srv0).Microseconds()) / n,
 	}, nil
+}
+
+// serverCPU returns the CPU time (user and system, from INFO cpu) that the
+// servers used so far, summed; 0 for a server that does not answer.
+func serverCPU(ctx context.Context, servers []*redis.Client) time.Duration {
+	var sum float64
+	for _, s := range servers {
+		info, err := s.Info(ctx, "cpu").Result()
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			name, value, _ := strings.Cut(line, ":")
+			if name == "used_cpu_sys" || name == "used_cpu_user" {
+				v, _ := strconv.ParseFloat(value, 64)
+				sum += v
+			}
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
 }
 
 // cpuTime returns the user and system CPU time of this process so far.
@@ -393,8 +432,8 @@ func redsyncPair(nodes []*redis.Client, prefix string) pairFunc {
 func printTable(w io.Writer, results []*result, d time.Duration, rounds int) {
 	fmt.Fprintf(w, "lock+unlock pairs per second, median of %d rounds of %v; GOMAXPROCS=%d, %s\n\n",
 		rounds, d, runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Fprintln(w, "| row | implementation | ops/s | ratio vs the faster peer | client CPU µs/pair | allocs/pair |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| row | implementation | ops/s | ratio vs the faster peer | client CPU µs/pair | Redis CPU µs/pair | allocs/pair |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
 		best := 0.0
 		for _, p := range results {
@@ -406,7 +445,7 @@ func printTable(w io.Writer, results []*result, d time.Duration, rounds int) {
 		if best > 0 {
 			ratio = fmt.Sprintf("%.2f", r.median()/best)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %.1f | %.0f |\n", r.row, r.impl, r.median(), ratio, median(r.cpu), median(r.allocs))
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %.1f | %.1f | %.0f |\n", r.row, r.impl, r.median(), ratio, median(r.cpu), median(r.srvCPU), median(r.allocs))
 	}
 }
 
