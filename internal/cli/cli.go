@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -24,8 +25,10 @@ import (
 	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/ratelimit"
+	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
+	"github.com/erpsync/erpsync/internal/tlsconf"
 )
 
 // Exit codes of the contract.
@@ -75,6 +78,10 @@ var ErrFailed = errFailed
 // Main runs erpsync with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...Command) int {
+	// Every secret a command's settings hold is masked in what it writes
+	// (parse tells the redactor); the code never formats one anyway.
+	red := new(secret.Redactor)
+	stdout, stderr = red.Writer(stdout), red.Writer(stderr)
 	var more strings.Builder
 	for _, c := range extra {
 		fmt.Fprintf(&more, "  %-10s %s\n", c.Name, c.Summary)
@@ -150,7 +157,11 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 	format := s.LogFormat
 	if format == "" {
 		format = "json"
-		if f, ok := stderr.(*os.File); ok {
+		out := stderr
+		if w, ok := out.(interface{ Unwrap() io.Writer }); ok {
+			out = w.Unwrap()
+		}
+		if f, ok := out.(*os.File); ok {
 			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 				format = "console"
 			}
@@ -168,24 +179,58 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
-func redisOptions(s *settings, addr string) *redis.Options {
-	opt := &redis.Options{
-		Addr:         addr,
-		Username:     s.RedisUsername,
-		Password:     s.RedisPassword,
-		DB:           s.RedisDB,
-		DialTimeout:  3 * time.Second,
-		ReadTimeout:  3 * time.Second,
-		WriteTimeout: 3 * time.Second,
-		PoolSize:     64,
-		MaxRetries:   -1, // the callers retry with their own bounds
-		// A call's ctx deadline interrupts it in flight.
-		ContextTimeoutEnabled: true,
+// redisOptions are the options of a client of the Redis at addr: host:port,
+// or a redis:// or rediss:// URL (user, password and database number in
+// the URL apply unless their flags are set). TLS is on for rediss://,
+// --redis-tls or tlsCfg (from the --redis-tls-* files); the server name
+// checked is addr's host.
+func redisOptions(s *settings, addr string, tlsCfg *tls.Config) (*redis.Options, error) {
+	opt := &redis.Options{Addr: addr}
+	if strings.Contains(addr, "://") {
+		u, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("redis address %s: %v", redisHost(addr), err)}
+		}
+		opt = u
 	}
-	if s.RedisTLS {
-		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.RedisUsername != "" {
+		opt.Username = s.RedisUsername
 	}
-	return opt
+	if s.RedisPassword != "" {
+		opt.Password = s.RedisPassword
+	}
+	if s.RedisDB != 0 {
+		opt.DB = s.RedisDB
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+	opt.PoolSize = 64
+	opt.MaxRetries = -1 // the callers retry with their own bounds
+	// A call's ctx deadline interrupts it in flight.
+	opt.ContextTimeoutEnabled = true
+	if opt.TLSConfig != nil || s.RedisTLS || tlsCfg != nil {
+		c := &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsCfg != nil {
+			c = tlsCfg.Clone()
+		}
+		c.ServerName, _, _ = net.SplitHostPort(opt.Addr)
+		opt.TLSConfig = c
+	}
+	return opt, nil
+}
+
+// redisHost returns the comma-separated addresses of v without user
+// names, passwords or database numbers: what messages may show.
+func redisHost(v string) string {
+	var out []string
+	for _, a := range splitAddrs(v) {
+		if u, err := url.Parse(a); err == nil && u.Host != "" && strings.Contains(a, "://") {
+			a = u.Host
+		} else if strings.Contains(a, "@") {
+			a = a[strings.LastIndex(a, "@")+1:]
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, ",")
 }
 
 func splitAddrs(v string) []string {
@@ -202,19 +247,29 @@ func splitAddrs(v string) []string {
 // lock service, and the clients to close. One Redis, a Redis Cluster, or
 // Redlock over independent masters, of which a quorum must answer.
 func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.UniversalClient, syncer.Locker, []redis.UniversalClient, error) {
+	tlsCfg, err := loadTLS("--redis-tls-*", s.RedisTLSFiles)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	switch {
 	case s.RedisAddrs != "":
 		addrs := splitAddrs(s.RedisAddrs)
 		if len(addrs) < 3 {
 			return nil, nil, nil, usageError{fmt.Errorf("--redis-addrs: Redlock needs at least 3 independent masters, got %d", len(addrs))}
 		}
+		opts := make([]*redis.Options, len(addrs))
+		for i, a := range addrs {
+			if opts[i], err = redisOptions(s, a, tlsCfg); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		nodes := make([]redis.UniversalClient, len(addrs))
 		up := 0
 		var downs []string
 		for i, a := range addrs {
-			nodes[i] = redis.NewClient(redisOptions(s, a))
+			nodes[i] = redis.NewClient(opts[i])
 			if err := nodes[i].Ping(ctx).Err(); err != nil {
-				downs = append(downs, a)
+				downs = append(downs, redisHost(a))
 				continue
 			}
 			up++
@@ -224,20 +279,31 @@ func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.U
 		}
 		return nodes[0], lock.NewRedlock(nodes, lopt), nodes, nil
 	case s.RedisCluster:
-		o := redisOptions(s, "")
+		seeds := splitAddrs(s.RedisAddr)
+		if len(seeds) == 0 {
+			return nil, nil, nil, usageError{errors.New("--redis-addr: no Redis Cluster seed node")}
+		}
+		o, err := redisOptions(s, seeds[0], tlsCfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: splitAddrs(s.RedisAddr), Username: o.Username, Password: o.Password,
+			Addrs: splitAddrs(redisHost(s.RedisAddr)), Username: o.Username, Password: o.Password,
 			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
 			PoolSize: o.PoolSize, MaxRetries: 2, ContextTimeoutEnabled: true, TLSConfig: o.TLSConfig,
 		})
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis cluster unavailable at %s: %w", s.RedisAddr, err)}
+			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis cluster unavailable at %s: %w", redisHost(s.RedisAddr), err)}
 		}
 		return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, nil
 	default:
-		rdb := redis.NewClient(redisOptions(s, s.RedisAddr))
+		o, err := redisOptions(s, s.RedisAddr, tlsCfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rdb := redis.NewClient(o)
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis unavailable at %s: %w", s.RedisAddr, err)}
+			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis unavailable at %s: %w", redisHost(s.RedisAddr), err)}
 		}
 		return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, nil
 	}
@@ -267,17 +333,17 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	d := &deps{}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err := store.Open(cctx, s.MySQLDSN, nil)
+	st, err := s.openStore(cctx)
 	if err != nil {
-		return nil, depError{fmt.Errorf("mysql: %w", err)}
+		return nil, err
 	}
 	d.store = st
-	if err := st.CheckSchema(cctx); err != nil {
-		d.Close()
-		return nil, depError{fmt.Errorf("mysql: %w", err)}
-	}
 	lopt := &lock.Options{Prefix: s.LockPrefix}
 	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
+	if ecfg.TLS, err = loadTLS("--erp-tls-ca", tlsconf.Files{CA: s.ERPTLSCA}); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if m != nil {
 		lopt.Hooks = m.LockHooks()
 		ecfg.Hooks = m.ERPHooks()
@@ -313,12 +379,20 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		if _, err := e.Count(cctx, time.Time{}, time.Time{}); err != nil {
 			d.Close()
 			if errors.Is(err, erp.ErrUnauthorized) {
-				return nil, depError{fmt.Errorf("erp at %s refused the token (check --erp-token): %w", s.ERPURL, err)}
+				return nil, depError{fmt.Errorf("erp at %s refused the token (check --erp-token): %w", erpHost(s.ERPURL), err)}
 			}
-			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", s.ERPURL, err)}
+			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
 		}
 	}
 	return d, nil
+}
+
+// erpHost is the ERP URL without a password, for messages.
+func erpHost(v string) string {
+	if u, err := url.Parse(v); err == nil {
+		return u.Redacted()
+	}
+	return v
 }
 
 func writeReport(path string, rep *syncer.Report) error {

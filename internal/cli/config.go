@@ -1,21 +1,33 @@
 package cli
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/erpsync/erpsync/internal/secret"
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
+	"github.com/erpsync/erpsync/internal/tlsconf"
 )
 
 // settings are erpsync's common settings: each a flag and an environment
 // variable, the flag winning.
 type settings struct {
 	MySQLDSN      string
+	MigrateDSN    string
+	MySQLTLS      tlsconf.Files
+	RedisTLSFiles tlsconf.Files
+	ERPTLSCA      string
 	RedisAddr     string
 	RedisAddrs    string
 	RedisCluster  bool
@@ -35,6 +47,7 @@ type settings struct {
 	LockTTL       time.Duration
 	PageSize      int
 	ChunkSize     int
+	DBWriters     int
 	Overlap       time.Duration
 	MaxAttempts   int
 	Grace         time.Duration
@@ -60,23 +73,156 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 
 // connection flags: every command that talks to MySQL, Redis or the ERP.
 func (s *settings) connFlags(fs *flag.FlagSet) {
-	fs.StringVar(&s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format); the database is created by migrate")
+	s.mysqlFlags(fs)
 	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address host:port (with --redis-cluster: seed nodes, comma-separated)")
 	fs.StringVar(&s.RedisAddrs, "redis-addrs", "", "Redlock: comma-separated addresses of N independent Redis masters (quorum N/2+1); overrides --redis-addr for locks")
 	fs.BoolVar(&s.RedisCluster, "redis-cluster", false, "--redis-addr is a Redis Cluster (lock keys are hash-tagged per record)")
 	fs.StringVar(&s.RedisUsername, "redis-username", "", "Redis ACL user name")
-	fs.StringVar(&s.RedisPassword, "redis-password", "", "Redis password (never logged)")
+	secretVar(fs, &s.RedisPassword, "redis-password", "", "Redis password (never logged)")
 	fs.IntVar(&s.RedisDB, "redis-db", 0, "Redis database number")
-	fs.BoolVar(&s.RedisTLS, "redis-tls", false, "connect to Redis over TLS")
+	fs.BoolVar(&s.RedisTLS, "redis-tls", false, "connect to Redis over TLS (also on with a rediss:// address or a --redis-tls-* file)")
+	fs.StringVar(&s.RedisTLSFiles.CA, "redis-tls-ca", "", "PEM CA bundle that Redis's certificate must chain to (default: the system's); turns TLS on")
+	fs.StringVar(&s.RedisTLSFiles.Cert, "redis-tls-cert", "", "PEM client certificate for Redis (with --redis-tls-key); turns TLS on")
+	fs.StringVar(&s.RedisTLSFiles.Key, "redis-tls-key", "", "PEM private key of --redis-tls-cert")
 	fs.StringVar(&s.LockPrefix, "lock-prefix", "erpsync:lock:", "prefix of every lock key in Redis (instances that write the same table must share it)")
 	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL")
-	fs.StringVar(&s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
+	secretVar(fs, &s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
+	fs.StringVar(&s.ERPTLSCA, "erp-tls-ca", "", "PEM CA bundle that an https ERP's certificate must chain to (default: the system's)")
 	fs.DurationVar(&s.ERPTimeout, "erp-timeout", 10*time.Second, "timeout of one ERP request attempt")
 	fs.IntVar(&s.ERPRetries, "erp-retries", 6, "retries of one ERP request (5xx, 429, network, truncated body)")
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
 	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
 	fs.StringVar(&s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.logFlags(fs)
+}
+
+// mysqlFlags: the DSN and the TLS files of MySQL.
+func (s *settings) mysqlFlags(fs *flag.FlagSet) {
+	secretVar(fs, &s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format); the database is created by migrate")
+	fs.StringVar(&s.MySQLTLS.CA, "mysql-tls-ca", "", "PEM CA bundle that MySQL's certificate must chain to; turns TLS on (overrides the DSN's tls=)")
+	fs.StringVar(&s.MySQLTLS.Cert, "mysql-tls-cert", "", "PEM client certificate for MySQL (with --mysql-tls-key); turns TLS on")
+	fs.StringVar(&s.MySQLTLS.Key, "mysql-tls-key", "", "PEM private key of --mysql-tls-cert")
+}
+
+// storeOptions are the store options the MySQL flags describe.
+func (s *settings) storeOptions() (*store.Options, error) {
+	t, err := loadTLS("--mysql-tls-*", s.MySQLTLS)
+	if t == nil {
+		return nil, err
+	}
+	return &store.Options{TLS: t}, nil
+}
+
+// loadTLS loads the TLS files of flags; nil when none is given. A bad file
+// is a usage error.
+func loadTLS(flags string, f tlsconf.Files) (*tls.Config, error) {
+	if f.Empty() {
+		return nil, nil
+	}
+	c, err := tlsconf.Load(f)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", flags, err)}
+	}
+	return c, nil
+}
+
+// openStore opens the store the MySQL flags describe and checks its schema.
+// Failures are depErrors (exit 2), bad TLS files usageErrors.
+func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
+	opt, err := s.storeOptions()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, s.MySQLDSN, opt)
+	if err != nil {
+		return nil, depError{fmt.Errorf("mysql: %w", err)}
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, depError{fmt.Errorf("mysql: %w", err)}
+	}
+	return st, nil
+}
+
+// secretVar defines a secret string setting: --name (ERPSYNC_NAME), or
+// --name-file (ERPSYNC_NAME_FILE), a file that holds the value (trailing
+// newlines trimmed). parse reads the file; giving both is a usage error.
+func secretVar(fs *flag.FlagSet, p *string, name, value, usage string) {
+	fs.StringVar(p, name, value, usage)
+	fs.String(name+"-file", "", "read --"+name+" from this file (trailing newlines trimmed)")
+}
+
+// secretParts maps each setting that is or may embed a secret to the parts
+// of its value that the output redactor masks.
+var secretParts = map[string]func(string) []string{
+	"mysql-dsn":      dsnPassword,
+	"migrate-dsn":    dsnPassword,
+	"redis-password": whole,
+	"erp-token":      whole,
+	"redis-addr":     urlPasswords,
+	"redis-addrs":    urlPasswords,
+	"erp-url":        urlPasswords,
+}
+
+func whole(v string) []string { return []string{v} }
+
+func dsnPassword(v string) []string {
+	cfg, err := mysql.ParseDSN(v)
+	if err != nil {
+		// Unparseable: mask the whole value, which may hold a password.
+		return []string{v}
+	}
+	return []string{cfg.Passwd}
+}
+
+// urlPasswords returns the passwords of the comma-separated URLs in v.
+func urlPasswords(v string) []string {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		if u, err := url.Parse(strings.TrimSpace(a)); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// resolveSecrets reads the --x-file settings given into their --x, and
+// tells the redactor of fs's output (when it has one) every secret.
+func resolveSecrets(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name, ok := strings.CutSuffix(f.Name, "-file")
+		if !ok || !given[f.Name] || fs.Lookup(name) == nil {
+			return
+		}
+		if given[name] {
+			errs = append(errs, fmt.Errorf("--%s (%s) and --%s (%s) both given: want one", name, envName(name), f.Name, envName(f.Name)))
+			return
+		}
+		v, err := secret.ReadFile(f.Value.String())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s (%s): %w", f.Name, envName(f.Name), err))
+			return
+		}
+		if err := fs.Set(name, v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
+		}
+	})
+	if w, ok := fs.Output().(*secret.Writer); ok {
+		fs.VisitAll(func(f *flag.Flag) {
+			if parts := secretParts[f.Name]; parts != nil {
+				w.Redactor().Add(parts(f.Value.String())...)
+			}
+		})
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
 }
 
 func (s *settings) logFlags(fs *flag.FlagSet) {
@@ -90,6 +236,7 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.LockTTL, "lock-ttl", 30*time.Second, "lease of the job lock and of each record lock (renewed while held)")
 	fs.IntVar(&s.PageSize, "page-size", 500, "ERP page size (1..1000)")
 	fs.IntVar(&s.ChunkSize, "chunk-size", 500, "records locked and written together (1 = one by one)")
+	fs.IntVar(&s.DBWriters, "db-writers", 4, "write statements in flight at once (reads and locks are not bounded by it)")
 	fs.DurationVar(&s.Overlap, "overlap", time.Minute, "how far before the checkpoint each run re-reads")
 	fs.IntVar(&s.MaxAttempts, "max-attempts", 8, "attempts to write one record before it fails the run")
 	fs.DurationVar(&s.Grace, "grace", 25*time.Second, "after SIGTERM/SIGINT, how long records in hand may still be written")
@@ -100,7 +247,7 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 // syncConfig is the syncer configuration the sync flags describe.
 func (s *settings) syncConfig(mode string) syncer.Config {
 	return syncer.Config{
-		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize,
+		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
 		LockTTL: s.LockTTL, Overlap: s.Overlap, MaxAttempts: s.MaxAttempts, Grace: s.Grace,
 		MaxDuration: s.MaxDuration,
 	}
@@ -135,7 +282,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
-	return nil
+	return resolveSecrets(fs)
 }
 
 // usageError is bad usage or configuration: exit code 2.

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/verify"
 )
 
@@ -101,7 +100,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var limit int
 	var asJSON, all bool
 	fs := newFlagSet("erpsync runs", stderr)
-	fs.StringVar(&s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format)")
+	s.mysqlFlags(fs)
 	fs.StringVar(&s.Job, "job", "membership-sync", "job name")
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
 	fs.IntVar(&limit, "limit", 20, "how many runs to show")
@@ -113,14 +112,11 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if limit < 1 {
 		return usageError{fmt.Errorf("--limit %d: want at least 1", limit)}
 	}
-	st, err := store.Open(ctx, s.MySQLDSN, nil)
+	st, err := s.openStore(ctx)
 	if err != nil {
-		return depError{fmt.Errorf("mysql: %w", err)}
+		return err
 	}
 	defer st.Close()
-	if err := st.CheckSchema(ctx); err != nil {
-		return depError{fmt.Errorf("mysql: %w", err)}
-	}
 	job := s.Job
 	if all {
 		job = ""

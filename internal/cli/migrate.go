@@ -11,7 +11,8 @@ import (
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlagSet("erpsync migrate", stderr)
-	fs.StringVar(&s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format)")
+	s.mysqlFlags(fs)
+	secretVar(fs, &s.MigrateDSN, "migrate-dsn", "", "DSN of a user allowed to create and alter the tables (default: --mysql-dsn); run and the others need only SELECT, INSERT, UPDATE")
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -20,10 +21,18 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
-		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
+	dsn, flagName := s.MySQLDSN, "--mysql-dsn"
+	if s.MigrateDSN != "" {
+		dsn, flagName = s.MigrateDSN, "--migrate-dsn"
 	}
-	res, err := store.Migrate(ctx, s.MySQLDSN)
+	if _, err := store.ParseDSN(dsn); err != nil {
+		return usageError{fmt.Errorf("%s: %w", flagName, err)}
+	}
+	opt, err := s.storeOptions()
+	if err != nil {
+		return err
+	}
+	res, err := store.MigrateWith(ctx, dsn, opt)
 	if err != nil {
 		if isUnavailable(err) {
 			return depError{fmt.Errorf("mysql: %w", err)}

@@ -2,6 +2,7 @@ package erp
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,6 +114,10 @@ type Config struct {
 	// HTTPClient sends the requests. Defaults to a client of its own with
 	// keep-alive connections to the ERP.
 	HTTPClient *http.Client
+	// TLS is the TLS configuration of the default client's connections to
+	// an https ERP (a custom CA, say). Ignored when HTTPClient is set.
+	// Defaults to nil: the system's CAs.
+	TLS *tls.Config
 	// Hooks observe requests and retries. Defaults to nil.
 	Hooks *Hooks
 	// Limiter, when set, is waited on before every attempt, retries
@@ -185,6 +190,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		if cfg.TLS != nil {
+			t.TLSClientConfig = cfg.TLS.Clone()
+		}
 		cfg.HTTPClient = &http.Client{Transport: t}
 	}
 	if cfg.Hooks == nil {
@@ -333,10 +341,15 @@ func (c *Client) attempt(ctx context.Context, u string, decode func([]byte) erro
 // transportError classifies an error of sending or reading: the attempt's
 // own deadline is a timeout, a body cut short of its Content-Length is
 // truncated, anything else a network error. Both are
-// retried unless ctx itself has ended, which call checks.
+// retried unless ctx itself has ended, which call checks. A server
+// certificate that fails verification is not retried: a wrong CA or name
+// does not heal.
 func transportError(ctx context.Context, err error) *attemptError {
 	reason := "network"
+	var cve *tls.CertificateVerificationError
 	switch {
+	case errors.As(err, &cve):
+		reason = ""
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		reason = "timeout"
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -89,16 +89,25 @@ type MigrateResult struct {
 // instances may call it at once: they serialise on a MySQL named lock
 // (GET_LOCK), and every statement is idempotent.
 func Migrate(ctx context.Context, dsn string) (*MigrateResult, error) {
+	return MigrateWith(ctx, dsn, nil)
+}
+
+// MigrateWith is Migrate with options; of them it uses TLS.
+func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
+	}
+	o := Options{MaxOpenConns: 2, PingTimeout: 5 * time.Second}
+	if opt != nil {
+		o.TLS = opt.TLS
 	}
 	res := &MigrateResult{Database: cfg.DBName}
 
 	// Create the database through a connection that names none.
 	admin := cfg.Clone()
 	admin.DBName = ""
-	as, err := open(ctx, admin, Options{MaxOpenConns: 2, PingTimeout: 5 * time.Second})
+	as, err := open(ctx, admin, o)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +126,7 @@ func Migrate(ctx context.Context, dsn string) (*MigrateResult, error) {
 	}
 	as.Close()
 
-	s, err := open(ctx, cfg, Options{MaxOpenConns: 2, PingTimeout: 5 * time.Second})
+	s, err := open(ctx, cfg, o)
 	if err != nil {
 		return nil, err
 	}

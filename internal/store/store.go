@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -32,6 +33,10 @@ type Options struct {
 	MaxOpenConns int
 	// PingTimeout bounds the connection check in Open. Defaults to 5s.
 	PingTimeout time.Duration
+	// TLS, when set, encrypts every connection with this client
+	// configuration (a custom CA, say) and takes precedence over the DSN's
+	// tls parameter. Defaults to nil: the DSN decides.
+	TLS *tls.Config
 }
 
 // Store is a handle on erpsync's MySQL database. It is safe for concurrent use.
@@ -97,14 +102,26 @@ func Open(ctx context.Context, dsn string, opt *Options) (*Store, error) {
 }
 
 func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: cfg.FormatDSN()}), &gorm.Config{
+	if o.TLS != nil {
+		cfg = cfg.Clone()
+		cfg.TLS = o.TLS.Clone()
+		cfg.TLSConfig = ""
+	}
+	// A connector, not a DSN string: a tls.Config has no DSN form.
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %s", redact(err, cfg))
+	}
+	pool := sql.OpenDB(conn)
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: pool, DSNConfig: cfg}), &gorm.Config{
 		Logger:                 logger.Discard,
 		TranslateError:         true,
 		SkipDefaultTransaction: true,
 		DisableAutomaticPing:   true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnavailable, redact(err, cfg))
+		pool.Close()
+		return nil, fmt.Errorf("%w at %s: %s", ErrUnavailable, cfg.Addr, redact(err, cfg))
 	}
 	sqlDB, err := db.DB()
 	if err != nil {

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSecretFromFileFlagOrEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("tok-from-file\n"), 0o600)
+	dsn := filepath.Join(dir, "dsn")
+	os.WriteFile(dsn, []byte("u:pw-from-file@tcp(h:1)/db\n"), 0o600)
+	t.Setenv("ERPSYNC_MYSQL_DSN_FILE", dsn)
+	var s settings
+	fs := newFlagSet("t", &bytes.Buffer{})
+	s.connFlags(fs)
+	if err := parse(fs, []string{"--erp-token-file", tok}); err != nil {
+		t.Fatal(err)
+	}
+	if s.ERPToken != "tok-from-file" || s.MySQLDSN != "u:pw-from-file@tcp(h:1)/db" {
+		t.Fatalf("token %q, dsn %q", s.ERPToken, s.MySQLDSN)
+	}
+}
+
+func TestSecretAndItsFileBothGivenIsAUsageError(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("tok-from-file"), 0o600)
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{args: []string{"run", "--erp-token", "x-token-flag", "--erp-token-file", tok}},
+		{env: map[string]string{"ERPSYNC_ERP_TOKEN": "x-token-env"}, args: []string{"run", "--erp-token-file", tok}},
+		{env: map[string]string{"ERPSYNC_ERP_TOKEN_FILE": tok}, args: []string{"run", "--erp-token", "x-token-flag"}},
+		{args: []string{"run", "--redis-password-file", filepath.Join(t.TempDir(), "missing")}},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var out, errb bytes.Buffer
+			if code := Main(context.Background(), c.args, &out, &errb); code != ExitUsage {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, errb.String())
+			}
+			msg := errb.String()
+			if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "-file") {
+				t.Errorf("want one line naming the -file setting, got %q", msg)
+			}
+			if strings.Contains(msg, "x-token") || strings.Contains(msg, "tok-from-file") {
+				t.Errorf("the secret is in the message: %q", msg)
+			}
+		})
+	}
+}
+
+func TestRedisAddressForms(t *testing.T) {
+	s := settings{RedisPassword: ""}
+	o, err := redisOptions(&s, "rediss://app:pw-in-url@localhost:6380/3", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Addr != "localhost:6380" || o.Username != "app" || o.Password != "pw-in-url" || o.DB != 3 || o.TLSConfig == nil || o.TLSConfig.ServerName != "localhost" {
+		t.Fatalf("rediss URL: %+v", o)
+	}
+	s = settings{RedisUsername: "flag-user", RedisPassword: "flag-pw", RedisTLS: true}
+	o, err = redisOptions(&s, "redis://app:pw-in-url@10.0.0.1:6379", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Username != "flag-user" || o.Password != "flag-pw" || o.TLSConfig == nil || o.TLSConfig.ServerName != "10.0.0.1" {
+		t.Fatalf("flags over URL: %+v", o)
+	}
+	if got := redisHost("rediss://app:pw@h1:1/2, u:pw@h2:2 ,h3:3"); got != "h1:1,h2:2,h3:3" {
+		t.Fatalf("redisHost = %q", got)
+	}
+}
