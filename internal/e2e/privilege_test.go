@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+// runtimeGrants are the README's grants for run, backfill, schedule, verify
+// and runs: SELECT, INSERT, UPDATE on erpsync's tables, SELECT on
+// schema_migrations, and DELETE on sync_checkpoints (a finished backfill
+// drops its window's checkpoint).
+func runtimeGrants(db, user string) []string {
+	var out []string
+	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records"} {
+		out = append(out, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON `%s`.`%s` TO '%s'@'%%'", db, table, user))
+	}
+	return append(out,
+		fmt.Sprintf("GRANT SELECT ON `%s`.`schema_migrations` TO '%s'@'%%'", db, user),
+		fmt.Sprintf("GRANT DELETE ON `%s`.`sync_checkpoints` TO '%s'@'%%'", db, user))
+}
+
+// TestLeastPrivilege runs every command but migrate as a user that holds
+// only the runtime grants, and migrate through --migrate-dsn as root.
+func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 1200, Seed: 23, Faults: erpmock.Faults{InvalidRate: 0.02, DuplicateRate: 0.3}})
+	ctx := context.Background()
+	root, err := store.ParseDSN(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pass := testenv.RandomName("erpsync_lp_"), testenv.RandomName("pw-")
+	admin := root.Clone()
+	admin.DBName = "mysql"
+	adminDSN := admin.FormatDSN()
+	t.Cleanup(func() { testenv.ExecSQL(t, adminDSN, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
+	testenv.ExecSQL(t, adminDSN, append([]string{fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, pass)}, runtimeGrants(root.DBName, user)...)...)
+	limited := fmt.Sprintf("%s:%s@tcp(%s)/%s?parseTime=true", user, pass, root.Addr, root.DBName)
+
+	// The runtime user cannot migrate; --migrate-dsn can.
+	if out, code := e.run(ctx, "migrate", "--mysql-dsn", limited); code == 0 || !strings.Contains(out, "denied") {
+		t.Fatalf("migrate as the runtime user: exit %d, want a denial: %s", code, out)
+	}
+	if out, code := e.run(ctx, "migrate", "--mysql-dsn", limited, "--migrate-dsn", e.dsn); code != 0 {
+		t.Fatalf("migrate with --migrate-dsn: exit %d: %s", code, out)
+	}
+	lst, err := store.Open(ctx, limited, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lst.Close()
+	for _, q := range []string{"DELETE FROM memberships", "DROP TABLE sync_runs", "CREATE TABLE x (a INT)", "ALTER TABLE memberships ADD COLUMN x INT"} {
+		if err := lst.DB().Exec(q).Error; err == nil || !strings.Contains(err.Error(), "denied") {
+			t.Fatalf("%s as the runtime user: %v, want denied", q, err)
+		}
+	}
+
+	report := filepath.Join(t.TempDir(), "run.json")
+	as := func(args ...string) string {
+		t.Helper()
+		out, code := e.run(ctx, append(args, "--mysql-dsn", limited)...)
+		if code != 0 {
+			t.Fatalf("%v as the runtime user: exit %d: %s", args, code, out)
+		}
+		return out
+	}
+	as("run", "--report", report, "--page-size", "200")
+	rep := readReport(t, report)
+	if rep["status"] != "succeeded" || rep["invalid"].(float64) == 0 || rep["duplicates_in_feed"].(float64) == 0 {
+		t.Fatalf("run report: %v", rep)
+	}
+	e.mock.Change(300)
+	as("run", "--overlap", "1h", "--report", report)
+	if rep := readReport(t, report); rep["updated"].(float64) == 0 {
+		t.Fatalf("second run updated nothing: %v", rep)
+	}
+	as("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "300")
+	as("verify")
+	as("runs")
+	e.assertTruth()
+	var n int64
+	e.store.DB().Raw("SELECT COUNT(*) FROM quarantined_records").Scan(&n)
+	if n == 0 {
+		t.Fatal("no quarantined record written")
+	}
+}
