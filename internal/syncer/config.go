@@ -34,6 +34,12 @@ type Config struct {
 	// measurement: fewer, larger statements cost MariaDB and erpsync less
 	// CPU per record than 100).
 	ChunkSize int
+	// DBWriters bounds the write statements (multi-row INSERT, guarded
+	// upsert or update) in flight at once; reads and locks are not
+	// bounded by it. Defaults to 4: on a 2-core MariaDB, 16 concurrent
+	// multi-row INSERTs into one index cost it two to three times the CPU
+	// a row of 4 do (bin/erpsync-bench --stages --workers 4 vs 16).
+	DBWriters int
 	// LockTTL is the lease of the job lock and of each record lock. Defaults to 30s.
 	LockTTL time.Duration
 	// LockWait bounds how long a record waits for a lock held by another
@@ -88,6 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ChunkSize == 0 {
 		c.ChunkSize = 500
 	}
+	if c.DBWriters == 0 {
+		c.DBWriters = 4
+	}
 	if c.LockTTL == 0 {
 		c.LockTTL = 30 * time.Second
 	}
@@ -122,6 +131,9 @@ func (c Config) validate() error {
 	}
 	if c.PageSize < 1 || c.PageSize > 1000 {
 		errs = append(errs, fmt.Errorf("page size %d: want 1..1000", c.PageSize))
+	}
+	if c.DBWriters < 1 || c.DBWriters > 4096 {
+		errs = append(errs, fmt.Errorf("db writers %d: want 1..4096", c.DBWriters))
 	}
 	if c.ChunkSize < 1 || c.ChunkSize > 5000 {
 		errs = append(errs, fmt.Errorf("chunk size %d: want 1..5000", c.ChunkSize))

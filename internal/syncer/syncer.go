@@ -110,7 +110,7 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 		rep.Shard = fmt.Sprintf("%d/%d", s.cfg.Shard, s.cfg.Shards)
 	}
 	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("mode", s.cfg.Mode).Logger()
-	r := &run{s: s, rep: rep, log: log}
+	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
 
 	var since, until time.Time
 	workCtx := ctx
@@ -230,6 +230,8 @@ type run struct {
 	c   counters
 	t   tracker
 	lat latencyHist
+
+	writers *semaphore.Weighted // bounds the write statements in flight
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint

@@ -222,6 +222,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// writing runs one write statement once a slot of DBWriters is free.
+func (r *run) writing(ctx context.Context, stmt func() error) error {
+	if err := r.writers.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer r.writers.Release(1)
+	return stmt()
+}
+
 func membership(h held) store.Membership {
 	rec := h.rec
 	return store.Membership{
@@ -276,14 +285,14 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 		if f := r.s.hooks.beforeInsert; f != nil {
 			f(ctx, ms)
 		}
-		err := r.s.store.Insert(ctx, ms)
+		err := r.writing(ctx, func() error { return r.s.store.Insert(ctx, ms) })
 		switch {
 		case errors.Is(err, store.ErrDuplicate):
 			// A row appeared outside our locks (a lock bypassed or lost):
 			// the UNIQUE index caught it. Insert one by one; the ones that
 			// collide go through the guarded update.
 			for i, h := range ins {
-				err := r.s.store.Insert(ctx, ms[i:i+1])
+				err := r.writing(ctx, func() error { return r.s.store.Insert(ctx, ms[i:i+1]) })
 				switch {
 				case errors.Is(err, store.ErrDuplicate):
 					r.c.uniqueViolations.Add(1)
@@ -305,7 +314,11 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 		return nil, nil
 	}
 	if len(upd) == 1 {
-		ok, err := r.s.store.Update(ctx, membership(upd[0]))
+		var ok bool
+		err := r.writing(ctx, func() (err error) {
+			ok, err = r.s.store.Update(ctx, membership(upd[0]))
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +331,7 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 		for i, h := range upd {
 			ms[i] = membership(h)
 		}
-		if err := r.s.store.Upsert(ctx, ms); err != nil {
+		if err := r.writing(ctx, func() error { return r.s.store.Upsert(ctx, ms) }); err != nil {
 			return nil, err
 		}
 	}
