@@ -51,6 +51,8 @@ Commands:
   runs       the run history, newest first, skipped runs included
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
+A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token) may
+come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
 Run "erpsync <command> -h" for a command's flags.
 
 Exit codes: 0 succeeded or skipped, 1 failed, 2 bad usage or a dependency

@@ -280,6 +280,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		}
 	})
 	if len(errs) > 0 {
+		_ = resolveSecrets(fs) // the redactor learns the secrets all the same
 		return usageError{errors.Join(errs...)}
 	}
 	return resolveSecrets(fs)

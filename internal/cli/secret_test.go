@@ -79,3 +79,16 @@ func TestRedisAddressForms(t *testing.T) {
 		t.Fatalf("redisHost = %q", got)
 	}
 }
+
+// TestOutputMasksKnownSecrets: a message that would carry a secret (here an
+// environment variable's bad value, which parse quotes) reaches stderr
+// masked.
+func TestOutputMasksKnownSecrets(t *testing.T) {
+	const pw = "Secret-pw-42"
+	t.Setenv("ERPSYNC_REDIS_DB", pw)
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--redis-password", pw}, &out, &errb)
+	if code != ExitUsage || strings.Contains(errb.String(), pw) || !strings.Contains(errb.String(), "ERPSYNC_REDIS_DB=\"***\"") {
+		t.Fatalf("exit %d, stderr %q: want exit 2 and the password masked", code, errb.String())
+	}
+}

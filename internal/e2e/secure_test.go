@@ -212,6 +212,15 @@ func TestSecureTransportEndToEnd(t *testing.T) {
 		t.Fatalf("run with flags: exit %d\n%s\n%s", r.code, r.stderr, r.report)
 	}
 
+	// A run that fails after it connected writes a failed report: no
+	// secret in it either.
+	e.mock.SetFaults(erpmock.Faults{Latency: 300 * time.Millisecond})
+	r = e.run(e.good(), "run", "--overlap", "1h", "--page-size", "10", "--max-duration", "1s")
+	e.mock.SetFaults(erpmock.Faults{})
+	if r.code != 1 || !bytes.Contains(r.report, []byte(`"status": "failed"`)) || !bytes.Contains(r.report, []byte(`"error"`)) {
+		t.Fatalf("run past --max-duration: exit %d, want 1 and a failed report\n%s\n%s", r.code, r.stderr, r.report)
+	}
+
 	wrongMySQL := strings.Replace(e.dsn, e.secrets[0], "not-"+e.secrets[0], 1)
 	wrongRedis := testenv.RandomName("wrong-redis-pw-")
 	e.secrets = append(e.secrets, "not-"+e.secrets[0], wrongRedis)
