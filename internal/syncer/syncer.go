@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -54,6 +55,8 @@ type faultHooks struct {
 	beforeInsert func(ctx context.Context, ms []store.Membership)
 	// failWrite makes the write of an erp_id fail with the returned error.
 	failWrite func(erpID string) error
+	// preRead is called for each read of versions before the locks.
+	preRead func()
 }
 
 // New checks cfg, fills its defaults and returns a Syncer.
@@ -111,6 +114,7 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	}
 	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("mode", s.cfg.Mode).Logger()
 	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
+	r.preRead.Store(true)
 
 	var since, until time.Time
 	workCtx := ctx
@@ -232,6 +236,7 @@ type run struct {
 	lat latencyHist
 
 	writers *semaphore.Weighted // bounds the write statements in flight
+	preRead atomic.Bool         // whether chunks read versions before locking; see learnCurrent
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -450,5 +452,48 @@ func TestMaxDurationEndsASlowRunCleanly(t *testing.T) {
 	runs, _ := b.store.Runs(context.Background(), b.job, 10)
 	if len(runs) != 2 || runs[1].Status != store.StatusFailed || runs[1].Error == nil {
 		t.Fatalf("run history: %+v", runs)
+	}
+}
+
+// A first load reads versions before locking only until a chunk shows the
+// table holds none of the records; a re-run reads them first, always, and
+// takes no lock.
+func TestPreReadOnlyWhenItPays(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 2000, Seed: 12})
+	var obtained atomic.Int64
+	b.locks = lock.New(testenv.Redis(t), &lock.Options{Prefix: b.prefix, Hooks: &lock.Hooks{
+		Obtained: func(key string, _ time.Duration) {
+			if strings.HasPrefix(key, "rec:") {
+				obtained.Add(1)
+			}
+		},
+	}})
+	var preReads atomic.Int64
+	run := func() *Report {
+		s := b.syncer(t, Config{Workers: 1, PageSize: 500, ChunkSize: 100})
+		s.hooks.preRead = func() { preReads.Add(1) }
+		return mustRun(t, s)
+	}
+	if rep := run(); rep.Inserted != 2000 {
+		t.Fatalf("first load: %+v", rep.Counters)
+	}
+	if n := preReads.Load(); n != 1 {
+		t.Errorf("first load of 20 chunks read before locking %d times, want once", n)
+	}
+	if n := obtained.Load(); n != 2000 {
+		t.Errorf("first load took %d record locks, want 2000", n)
+	}
+	assertTruth(t, b)
+	preReads.Store(0)
+	obtained.Store(0)
+	if rep := run(); rep.Unchanged == 0 || rep.Inserted+rep.Updated != 0 {
+		t.Fatalf("re-run: %+v", rep.Counters)
+	}
+	if n := obtained.Load(); n != 0 {
+		t.Errorf("a re-run over current rows took %d record locks, want 0", n)
+	}
+	if preReads.Load() == 0 {
+		t.Error("the re-run never read before locking")
 	}
 }

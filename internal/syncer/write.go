@@ -35,7 +35,20 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 				break
 			}
 		}
-		pending = r.skipCurrent(ctx, pending)
+		// The first round of a chunk skips the read before the locks when
+		// recent chunks found almost nothing current (a first load): the
+		// read under the locks decides alone, and a round trip is saved.
+		preRead := round > 0 || r.preRead.Load()
+		if preRead {
+			if f := r.s.hooks.preRead; f != nil {
+				f()
+			}
+			n := len(pending)
+			pending = r.skipCurrent(ctx, pending)
+			if round == 0 {
+				r.learnCurrent(n-len(pending), n)
+			}
+		}
 		if len(pending) == 0 {
 			break
 		}
@@ -61,8 +74,11 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 			}
 			hs = append(hs, held{rec: pending[i], lock: l})
 		}
-		again, werr := r.write(ctx, hs)
+		again, current, werr := r.write(ctx, hs)
 		r.release(ctx, hs)
+		if round == 0 && !preRead && werr == nil {
+			r.learnCurrent(current, len(hs))
+		}
 		if werr != nil {
 			r.log.Warn().Err(werr).Int("records", len(hs)).Msg("write chunk failed; records go one by one")
 			for _, h := range hs {
@@ -81,6 +97,15 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 		}
 	}
 	return failed
+}
+
+// learnCurrent tells the run that current of n records of a chunk's first
+// round were already at their version: while fewer than 1 in 20 are, the
+// next chunks skip the read before the locks.
+func (r *run) learnCurrent(current, n int) {
+	if n > 0 {
+		r.preRead.Store(current*20 >= n)
+	}
 }
 
 // skipCurrent drops, as unchanged, the records whose row already holds their
@@ -192,7 +217,7 @@ func (r *run) processOne(ctx context.Context, rec erp.Record) error {
 			}
 			continue
 		}
-		again, err := r.write(ctx, []held{{rec: rec, lock: l}})
+		again, _, err := r.write(ctx, []held{{rec: rec, lock: l}})
 		r.release(ctx, []held{{rec: rec, lock: l}})
 		if err != nil {
 			last = err
@@ -245,9 +270,11 @@ func membership(h held) store.Membership {
 // unchanged. It returns the records whose write the fence refused while
 // their version is still the newest: they need a fresh lock. An error means
 // nothing can be said of the chunk; every record must be retried.
-func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err error) {
+//
+// current counts the records found at their version or a newer one.
+func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, current int, err error) {
 	if len(hs) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	ids := make([]string, len(hs))
 	for i, h := range hs {
@@ -256,13 +283,13 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 	if f := r.s.hooks.failWrite; f != nil {
 		for _, id := range ids {
 			if err := f(id); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 	}
 	cur, err := r.s.store.Versions(ctx, ids)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var ins, upd []held
 	unchanged := 0
@@ -298,20 +325,21 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 					r.c.uniqueViolations.Add(1)
 					upd = append(upd, h)
 				case err != nil:
-					return nil, err
+					return nil, 0, err
 				default:
 					r.c.inserted.Add(1)
 				}
 			}
 		case err != nil:
-			return nil, err
+			return nil, 0, err
 		default:
 			r.c.inserted.Add(int64(len(ins)))
 		}
 	}
 	r.c.unchanged.Add(int64(unchanged))
+	current = unchanged
 	if len(upd) == 0 {
-		return nil, nil
+		return nil, current, nil
 	}
 	if len(upd) == 1 {
 		var ok bool
@@ -320,11 +348,11 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if ok {
 			r.c.updated.Add(1)
-			return nil, nil
+			return nil, current, nil
 		}
 	} else {
 		ms := make([]store.Membership, len(upd))
@@ -332,7 +360,7 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 			ms[i] = membership(h)
 		}
 		if err := r.writing(ctx, func() error { return r.s.store.Upsert(ctx, ms) }); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	// Read back what landed: ours, a newer version of someone else's, or a
@@ -343,7 +371,7 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 	}
 	after, err := r.s.store.Versions(ctx, ids)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, h := range upd {
 		c := after[h.rec.ErpID]
@@ -352,6 +380,7 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 			r.c.updated.Add(1)
 		case c.Version >= h.rec.Version:
 			r.c.unchanged.Add(1)
+			current++
 		default:
 			r.c.staleRejected.Add(1)
 			r.log.Debug().Str("erp_id", h.rec.ErpID).Int64("fence_token", h.lock.Fence()).Int64("row_fence_token", c.Fence).
@@ -359,5 +388,5 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, err err
 			again = append(again, h.rec)
 		}
 	}
-	return again, nil
+	return again, current, nil
 }
