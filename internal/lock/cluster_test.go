@@ -76,8 +76,8 @@ func startCluster3(t testing.TB) (*redis.ClusterClient, []*redis.Client) {
 }
 
 // TestCluster runs the lock against a real three-master cluster: every call
-// on keys spread over all masters, each lock key next to its fence counter
-// (same hash tag, same slot, same master), mutual exclusion and fences.
+// on keys spread over all masters, each lock key next to its slot's fence
+// counter (same slot, same master), mutual exclusion and fences.
 func TestCluster(t *testing.T) {
 	rdb, masters := startCluster3(t)
 	ctx := context.Background()
@@ -115,7 +115,7 @@ func TestCluster(t *testing.T) {
 				fences[keys[i]] = l.Fence()
 			}
 			if round == 0 {
-				checkSpread(t, masters, prefix, keys)
+				checkSpread(t, masters, c, prefix, keys)
 				// Another client is refused every key.
 				theirs, err := lock.New(rdb, &lock.Options{Prefix: prefix}).ObtainMany(ctx, keys[:50], time.Minute)
 				if err != nil {
@@ -196,26 +196,41 @@ func TestCluster(t *testing.T) {
 }
 
 // checkSpread checks that the lock keys of keys live on all masters, each
-// on the master that also has its fence counter.
-func checkSpread(t *testing.T, masters []*redis.Client, prefix string, keys []string) {
+// on the master that also has its slot's fence counter, and that a master
+// keeps one counter per slot it granted a key in.
+func checkSpread(t *testing.T, masters []*redis.Client, c *lock.Client, prefix string, keys []string) {
 	t.Helper()
 	ctx := context.Background()
+	counters := map[string]bool{}
+	for _, k := range keys {
+		ck, ttl := lock.Counter(c, k)
+		if ttl != 0 {
+			t.Fatalf("%s: counter %s with TTL %v, want none", k, ck, ttl)
+		}
+		if lock.Slot(ck) != lock.Slot(prefix+"{"+k+"}") {
+			t.Fatalf("%s: counter %s in slot %d, lock key in %d", k, ck, lock.Slot(ck), lock.Slot(prefix+"{"+k+"}"))
+		}
+		counters[ck] = true
+	}
+	total := 0
 	for _, m := range masters {
 		locks, fences := countPrefix(t, m, prefix, false), countPrefix(t, m, prefix, true)
 		if locks == 0 {
 			t.Errorf("master %s holds no lock key: keys not spread", m.Options().Addr)
 		}
-		if locks != fences {
-			t.Errorf("master %s: %d lock keys, %d fence counters", m.Options().Addr, locks, fences)
-		}
+		total += fences
+	}
+	if total != len(counters) {
+		t.Errorf("%d fence counters on the masters, want one per slot: %d", total, len(counters))
 	}
 	for _, k := range keys[:20] {
 		lk := prefix + "{" + k + "}"
+		ck, _ := lock.Counter(c, k)
 		for _, m := range masters {
 			hasLock := m.Exists(ctx, lk).Val() == 1
-			hasFence := m.Exists(ctx, lk+":fence").Val() == 1
+			hasFence := m.Exists(ctx, ck).Val() == 1
 			if hasLock != hasFence {
-				t.Errorf("%s: lock key on %s: %v, fence counter: %v", k, m.Options().Addr, hasLock, hasFence)
+				t.Errorf("%s: lock key on %s: %v, fence counter %s: %v", k, m.Options().Addr, hasLock, ck, hasFence)
 			}
 		}
 	}

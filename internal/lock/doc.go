@@ -39,25 +39,43 @@
 // # Tokens across restarts
 //
 // The acquire script computes the token in the same step as the grant:
-// max(counter+1, TIME in microseconds), and stores it in a counter key next
-// to the lock (same hash slot) that expires Options.FenceTTL after the last
-// grant, so memory stays bounded by the keys locked recently. A plain INCR
-// counter would restart at 1 when Redis restarts empty (this deployment has
-// no persistence), and the storage would then refuse every later write for
-// good. With the clock as a floor, a token handed out after the counter is
-// gone — expired, lost in a restart or a failover — is still larger than
-// any earlier one.
+// max(counter+1, TIME in microseconds), and leaves the counter at it. A
+// plain INCR counter would restart at 1 when Redis restarts empty (this
+// deployment has no persistence), and the storage would then refuse every
+// later write for good. With the clock as a floor, a token handed out after
+// the counter is gone — lost in a restart or a failover, or expired — is
+// still larger than any earlier one.
+//
+// # One counter for many keys
+//
+// The counter need not be the key's own: tokens of a key strictly increase
+// as long as all its grants go through one counter, whoever else counts on
+// it. So a Client on a single server keeps one counter for all keys
+// (Prefix + "server:fence"), and a Client on a Redis Cluster one per hash
+// slot (Prefix + "slot{T}:fence", T a short tag that hashes to the slot,
+// from a table computed once per process), both without expiry: memory
+// stays at one key per server, or at most 16384 per Prefix. A grant then
+// moves a counter that exists (INCR) instead of writing a key of its own
+// with a TTL, and ObtainMany reads and writes one counter per script call
+// instead of one per key, which costs the server less CPU per grant (the
+// README has the figures). Tokens of different keys are
+// distinct on one server or slot, which nothing relies on. A Redlock, and a
+// Client over a Ring or another client that may shard the keys of one slot
+// apart, keep one counter per key instead (the lock key + ":fence"), which
+// expires Options.FenceTTL after its key's last grant.
 //
 // This rests on one assumption: the clock of the Redis server that grants a
 // key never reads earlier than it did at an earlier grant of that key. NTP
 // slewing keeps that; a clock stepped back does not. The counter covers a
-// backward step while it lives, so a step smaller than FenceTTL (default
-// one hour) is safe on a server that keeps its memory; a server that
-// restarts empty must resume from a clock that is not behind its last
-// grant, and a replica that may be promoted must keep its clock within the
-// time a failover takes of its primary's. Tokens run about one per
-// microsecond ahead of the clock at most (a batch of n grants n µs), and
-// Lua's doubles hold them exactly until the year 2255.
+// backward step while it lives: on a single server or a cluster, as long as
+// the server keeps its memory; for a per-key counter, a step smaller than
+// FenceTTL (default one hour). A server that restarts empty must resume
+// from a clock that is not behind its last grant, and a replica that may be
+// promoted must keep its clock within the time a failover takes of its
+// primary's. Tokens run ahead of the clock only while a counter hands out
+// more than one per microsecond: a batch of n grants runs up to n µs ahead
+// (a Redlock's grants up to 2 ms, see below). Lua's doubles hold tokens
+// exactly until the year 2255.
 //
 // # Deadlines and failures
 //
@@ -92,10 +110,10 @@
 //
 // A Client works on a Redis Cluster as on a single server. A script may
 // only touch keys of one hash slot, so a lock's key is Prefix + "{" + key
-// + "}" and its fence counter the same with ":fence" after it: the braces
-// make the key the hash tag of both, and they live on one master. That is
-// why a key may not contain a brace. ObtainMany and ReleaseMany send one
-// script call per slot, all in one pipeline. A cluster fails over like a
+// + "}", the braces making the key its hash tag (which is why a key may not
+// contain a brace), and its fence counter is its slot's, whose name carries
+// a tag of that slot. ObtainMany and ReleaseMany send one script call per
+// slot, all in one pipeline, each with the slot's counter. A cluster fails over like a
 // replicated server: a replica promoted before it received a grant can
 // grant the key again (see above), and the time floor of the tokens keeps
 // fencing right across it.
@@ -121,15 +139,28 @@
 //     holds it.
 //
 // Fencing tokens stay strictly increasing across quorums. Each node hands
-// out a token as a single server would (counter and clock), and the lock's
-// token is the largest of its quorum's. Before Obtain returns, that token
-// is written back (max(counter, token)) to the fence counter of every
-// granting node that handed out less, and at least a quorum of nodes must
-// then hold it: any later quorum shares a node with this one, and that node
-// hands out more. So that the nodes usually agree and the write-back round
-// trip is skipped, a Redlock's grants round the clock floor up to a whole
-// millisecond (tokens then run up to 1 ms ahead of the clock, never behind
-// it); nodes whose clocks differ by more still need the write-back.
+// out a token as a single server would (its per-key counter and its
+// clock), and the lock's token is the largest of its quorum's. Before
+// Obtain returns, that token is written back (max(counter, token)) to the
+// fence counter of every granting node that handed out less, and at least
+// a quorum of nodes must then hold it: any later quorum shares a node with
+// this one, and that node hands out more. That argument needs nothing of
+// the clocks; they matter only when counters are gone (see "Tokens across
+// restarts").
+//
+// So that the nodes usually agree and the write-back round trip is
+// skipped, a Redlock's grants round the clock floor up to a whole
+// millisecond, and each attempt proposes a floor of its own: its clock
+// rounded up to a millisecond, plus one millisecond. A node takes the
+// proposal when it lies above its own rounded clock by at most 2 ms, which
+// covers the spread in time of one attempt's calls (without it, one grant
+// in five on a loaded machine crossed a millisecond boundary between nodes
+// and needed the write-back; with it, about one in twenty). A token then
+// runs up to 2 ms ahead of the clock of the node that handed it out, never
+// behind it; nodes whose clocks differ by more still need the write-back.
+// The counters stay per key: a counter shared by many keys would count
+// other keys' grants, in a different order on each node, and the nodes
+// would rarely agree.
 //
 // What a Redlock guarantees, and under which assumptions: while a lease
 // runs (by the holder's clock, less the drift margin), no other holder is

@@ -1,6 +1,11 @@
 package lock
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Slot exposes the hash slot function to the tests, which check it against
 // CLUSTER KEYSLOT.
@@ -12,3 +17,17 @@ func SplitByKey(c *Client) { c.group = byKey }
 
 // NodeTimeout exposes the per-node call bound of a Redlock for a lease.
 func NodeTimeout(r *Redlock, ttl time.Duration) time.Duration { return r.nodeTimeout(ttl) }
+
+// SlotTag exposes the hash tag of each slot's fence counter.
+var SlotTag = slotTag
+
+// Counter returns the fence counter that c uses for key, and its TTL (0:
+// none).
+func Counter(c *Client, key string) (string, time.Duration) {
+	return c.counter(c.lockKey(key), time.Minute)
+}
+
+// RunObtain runs the grant script (obtain.lua) as is.
+func RunObtain(ctx context.Context, rdb redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+	return obtainScript.Run(ctx, rdb, keys, args...)
+}

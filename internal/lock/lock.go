@@ -134,12 +134,15 @@ type Options struct {
 	// Prefix is put before every Redis key. Defaults to "erpsync:lock:".
 	Prefix string
 
-	// FenceTTL is how long a key's fence counter is kept after its last
-	// grant; it bounds memory to the keys locked within FenceTTL. A counter
-	// never expires before the lease it was granted with. Once it expired,
-	// the next token comes from the server clock, so FenceTTL is also the
-	// largest backward step of that clock that fencing survives. Defaults
-	// to one hour.
+	// FenceTTL is how long a per-key fence counter is kept after its last
+	// grant: the counters of a Redlock, and of a Client over a Ring or any
+	// other client that may shard keys of one slot apart. It bounds memory
+	// to the keys locked within FenceTTL. A counter never expires before
+	// the lease it was granted with. Once it expired, the next token comes
+	// from the server clock, so FenceTTL is also the largest backward step
+	// of that clock that fencing survives there. A Client on one server or
+	// on a Redis Cluster shares one counter per server or per hash slot,
+	// kept without expiry, and ignores it. Defaults to one hour.
 	FenceTTL time.Duration
 
 	// Timeout bounds every Redis call whose ctx has no deadline. It only
@@ -185,8 +188,11 @@ type Client struct {
 	opt  Options
 	hook Hooks
 	// group tells how ObtainMany and ReleaseMany split keys into script
-	// calls; see groupKeys.
+	// calls, and which fence counter a key uses; see groupKeys and
+	// counter.
 	group grouping
+	// serverCounter is the fence counter of every key on a single server.
+	serverCounter string
 }
 
 // New returns a Client that keeps its locks in rdb. opt may be nil; it is
@@ -194,6 +200,7 @@ type Client struct {
 func New(rdb redis.UniversalClient, opt *Options) *Client {
 	o, hook := opt.withDefaults()
 	c := &Client{rdb: rdb, opt: o, hook: hook, group: groupingOf(rdb)}
+	c.serverCounter = o.Prefix + serverCounterName
 	if o.Hooks != nil {
 		c.opt.Hooks = &c.hook
 	}
@@ -223,33 +230,70 @@ func (opt *Options) withDefaults() (Options, Hooks) {
 	return o, h
 }
 
-// lockKey returns the Redis key of key's lock. Its fence counter is
-// lockKey + ":fence"; the braces make both share a Redis Cluster hash slot.
+// lockKey returns the Redis key of key's lock. The braces make key the
+// hash tag, so that a Redis Cluster puts every key of one lock in one slot.
 func (c *Client) lockKey(key string) string { return c.opt.Prefix + "{" + key + "}" }
 
-func fenceKey(lockKey string) string { return lockKey + fenceSuffix }
+// Names of the fence counters, after the Prefix. See counter.
+const (
+	// fenceSuffix follows the lock key in a per-key counter's name.
+	fenceSuffix = ":fence"
+	// serverCounterName is the one counter of a single server.
+	serverCounterName = "server" + fenceSuffix
+)
 
-const fenceSuffix = ":fence"
+// counter returns the fence counter of the lock key rkey and its TTL, 0 for
+// none. A key's grants all go through the same counter, so that its tokens
+// strictly increase:
+//
+//   - a single server (*redis.Client, Sentinel included) has one counter,
+//     Prefix + "server:fence", shared by all keys and kept without expiry;
+//   - a Redis Cluster has one per hash slot, Prefix + "slot{T}:fence",
+//     where T is a tag that hashes to that slot (slotTag), also without
+//     expiry: at most 16384 keys per Prefix;
+//   - any other client (a Ring shards by hash tag, not by slot) keeps one
+//     counter per key, rkey + ":fence", for FenceTTL after its last grant.
+//
+// A shared counter lets ObtainMany read and write one counter per script
+// call instead of one per key, and a single Obtain move a counter that
+// exists instead of writing a new key with a TTL.
+func (c *Client) counter(rkey string, ttl time.Duration) (string, time.Duration) {
+	switch c.group {
+	case oneGroup:
+		return c.serverCounter, 0
+	case bySlot:
+		return c.opt.Prefix + "slot{" + slotTag(slot(rkey)) + "}" + fenceSuffix, 0
+	default:
+		return rkey + fenceSuffix, c.fenceTTL(ttl)
+	}
+}
 
 // grant holds the keys and arguments of the grant script for one Obtain,
 // in one allocation.
 type grant struct {
 	keys [2]string // lock key, fence counter key
-	args [3]any    // token, lease TTL in ms, fence counter TTL in ms
+	args [3]any    // token, lease TTL in ms, fence counter TTL in ms (0: none)
 }
 
-// newGrant draws a token and returns the call that grants key under
-// prefix for ttl, its fence counter kept for fenceTTL.
-func newGrant(prefix, key string, ttl, fenceTTL time.Duration) (*grant, error) {
+// newGrant draws a token and returns the call that grants the lock key
+// rkey for ttl, with the fence counter counterKey kept for counterTTL
+// after the grant, or without expiry when it is 0.
+func newGrant(rkey, counterKey string, ttl, counterTTL time.Duration) (*grant, error) {
 	token, err := newToken()
 	if err != nil {
 		return nil, err
 	}
-	fk := prefix + "{" + key + "}" + fenceSuffix // one string for both keys
 	return &grant{
-		keys: [2]string{fk[:len(fk)-len(fenceSuffix)], fk},
-		args: [3]any{token, ttl.Milliseconds(), fenceTTL.Milliseconds()},
+		keys: [2]string{rkey, counterKey},
+		args: [3]any{token, ttl.Milliseconds(), counterTTL.Milliseconds()},
 	}, nil
+}
+
+// perKeyCounter returns the lock key of key under prefix and its own fence
+// counter, made from one string.
+func perKeyCounter(prefix, key string) (rkey, counterKey string) {
+	fk := prefix + "{" + key + "}" + fenceSuffix
+	return fk[:len(fk)-len(fenceSuffix)], fk
 }
 
 // lock returns the Lock that g granted with fence, its lease counting from
@@ -277,7 +321,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	g, err := newGrant(c.opt.Prefix, key, ttl, c.fenceTTL(ttl))
+	rkey := c.lockKey(key)
+	ck, cttl := c.counter(rkey, ttl)
+	g, err := newGrant(rkey, ck, ttl, cttl)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,8 +40,13 @@ func TestObtainRelease(t *testing.T) {
 	if got := b.rdb.Get(ctx, lockKey).Val(); got != l.Token() {
 		t.Errorf("Redis key %s = %q, want the token", lockKey, got)
 	}
-	if got, _ := b.rdb.Get(ctx, lockKey+":fence").Int64(); got != l.Fence() {
+	// One server has one fence counter, kept without expiry.
+	counter := b.prefix + "server:fence"
+	if got, _ := b.rdb.Get(ctx, counter).Int64(); got != l.Fence() {
 		t.Errorf("fence counter = %d, want %d", got, l.Fence())
+	}
+	if ttl := b.rdb.PTTL(ctx, counter).Val(); ttl != -1 {
+		t.Errorf("fence counter TTL = %v, want none", ttl)
 	}
 
 	if _, err := b.client.Obtain(ctx, "erp:4711.a-b_c", time.Minute, nil); !errors.Is(err, lock.ErrNotObtained) {
@@ -66,8 +71,9 @@ func TestDefaultPrefix(t *testing.T) {
 	rdb := newRedis(t, redisAddr)
 	ctx := context.Background()
 	key := "erpsync-test-" + randomHex(6) + "-default"
+	// The default prefix's counter (erpsync:lock:server:fence) stays: other
+	// tests and programs may count on it, and it is one key.
 	l := mustObtain(t, lock.New(rdb, nil), key, time.Minute)
-	defer func() { rdb.Del(ctx, "erpsync:lock:{"+key+"}:fence") }()
 	if n := rdb.Exists(ctx, "erpsync:lock:{"+key+"}").Val(); n != 1 {
 		t.Errorf("key under the default prefix missing")
 	}
@@ -181,14 +187,40 @@ func TestFenceIncreasesSequentially(t *testing.T) {
 }
 
 // A counter ahead of the clock keeps counting; once gone, the clock floor
-// is still above every earlier token.
+// is still above every earlier token. On one server the counter is shared
+// by every key and kept without expiry; over a Ring it is per key and
+// expires FenceTTL after its last grant.
 func TestFenceCounterAheadOfClockAndExpired(t *testing.T) {
-	b := setup(t, &lock.Options{FenceTTL: 30 * time.Millisecond})
-	ctx := context.Background()
-	fenceKey := b.prefix + "{k}:fence"
+	t.Run("server", func(t *testing.T) {
+		b := setup(t, &lock.Options{FenceTTL: 30 * time.Millisecond})
+		testFenceCounter(t, b.rdb, b.client, b.prefix+"server:fence", 0)
+	})
+	t.Run("ring", func(t *testing.T) {
+		ring := redis.NewRing(&redis.RingOptions{
+			Addrs:                 map[string]string{"one": redisAddr},
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { _ = ring.Close() })
+		prefix := randomPrefix()
+		c := lock.New(ring, &lock.Options{Prefix: prefix, FenceTTL: 30 * time.Millisecond})
+		testFenceCounter(t, newRedis(t, redisAddr), c, prefix+"{k}:fence", 30*time.Millisecond)
+	})
+}
 
-	first := mustObtain(t, b.client, "k", time.Millisecond*5)
-	if ttl := b.rdb.PTTL(ctx, fenceKey).Val(); ttl <= 0 || ttl > 30*time.Millisecond {
+// testFenceCounter runs grants of key "k" from c against its counter, which
+// rdb reads; fenceTTL is the counter's TTL after a short lease, 0 for none.
+func testFenceCounter(t *testing.T, rdb *redis.Client, c *lock.Client, counter string, fenceTTL time.Duration) {
+	ctx := context.Background()
+	if got, _ := lock.Counter(c, "k"); got != counter {
+		t.Fatalf("counter of k = %q, want %q", got, counter)
+	}
+
+	first := mustObtain(t, c, "k", time.Millisecond*5)
+	ttl := rdb.PTTL(ctx, counter).Val()
+	switch {
+	case fenceTTL == 0 && ttl != -1:
+		t.Errorf("fence counter TTL = %v, want none", ttl)
+	case fenceTTL > 0 && (ttl <= 0 || ttl > fenceTTL):
 		t.Errorf("fence counter TTL = %v, want FenceTTL", ttl)
 	}
 	// The 5 ms lease may run out before Release on a loaded machine.
@@ -198,28 +230,31 @@ func TestFenceCounterAheadOfClockAndExpired(t *testing.T) {
 
 	// A counter far ahead (as after a clock step back) wins over the clock.
 	ahead := first.Fence() + 10_000_000_000
-	b.rdb.Set(ctx, fenceKey, ahead, time.Minute)
-	l := mustObtain(t, b.client, "k", time.Second)
+	rdb.Set(ctx, counter, ahead, time.Minute)
+	l := mustObtain(t, c, "k", time.Second)
 	if l.Fence() != ahead+1 {
 		t.Errorf("fence = %d, want counter+1 = %d", l.Fence(), ahead+1)
 	}
 	_ = l.Release(ctx)
 
-	// A lease longer than FenceTTL keeps its counter as long.
-	l = mustObtain(t, b.client, "k", 2*time.Second)
-	if ttl := b.rdb.PTTL(ctx, fenceKey).Val(); ttl < time.Second {
-		t.Errorf("fence counter TTL = %v, want at least the lease", ttl)
+	if fenceTTL > 0 {
+		// A lease longer than FenceTTL keeps its counter as long.
+		l = mustObtain(t, c, "k", 2*time.Second)
+		if ttl := rdb.PTTL(ctx, counter).Val(); ttl < time.Second {
+			t.Errorf("fence counter TTL = %v, want at least the lease", ttl)
+		}
+		_ = l.Release(ctx)
 	}
-	_ = l.Release(ctx)
 
-	b.rdb.Del(ctx, fenceKey) // as if expired
-	l = mustObtain(t, b.client, "k", time.Second)
+	rdb.Del(ctx, counter) // as if expired, or lost
+	l = mustObtain(t, c, "k", time.Second)
 	if l.Fence() <= first.Fence() {
 		t.Errorf("fence after the counter expired = %d, not above %d", l.Fence(), first.Fence())
 	}
-	if got := b.rdb.Get(ctx, fenceKey).Val(); strings.ContainsAny(got, "e.") {
-		t.Errorf("counter stored as %q, want plain digits", got)
+	if got := rdb.Get(ctx, counter).Val(); got != strconv.FormatInt(l.Fence(), 10) {
+		t.Errorf("counter stored as %q, want %d in plain digits", got, l.Fence())
 	}
+	_ = l.Release(ctx)
 }
 
 func TestFenceIncreasesAcrossEmptyRestart(t *testing.T) {

@@ -99,13 +99,16 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 
 	groups := c.groupKeys(rkeys)
 	calls := make([]scriptCall, len(groups))
-	ttlMS, fenceMS := ttl.Milliseconds(), c.fenceTTL(ttl).Milliseconds()
+	ttlMS := ttl.Milliseconds()
 	for g, idx := range groups {
-		sk := make([]string, 0, 2*len(idx))
+		// Every key of a group has the same counter (see counter).
+		ck, cttl := c.counter(rkeys[idx[0]], ttl)
+		sk := make([]string, 0, 1+len(idx))
 		args := make([]any, 0, 2+len(idx))
-		args = append(args, ttlMS, fenceMS)
+		sk = append(sk, ck)
+		args = append(args, ttlMS, cttl.Milliseconds())
 		for _, i := range idx {
-			sk = append(sk, rkeys[i], fenceKey(rkeys[i]))
+			sk = append(sk, rkeys[i])
 			args = append(args, tokens[i])
 		}
 		calls[g] = scriptCall{keys: sk, args: args}

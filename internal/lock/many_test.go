@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,9 +45,9 @@ func testObtainMany(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		if l.Key() != keys[i] || l.Fence() <= 0 || len(l.Token()) < 27 {
 			t.Errorf("keys[%d]: key %q fence %d token %q", i, l.Key(), l.Fence(), l.Token())
 		}
-		// One server hands out distinct fences within a batch. A fence is
-		// per key: on a cluster, keys on different masters may share a
-		// value read from two clocks.
+		// One server hands out distinct fences within a batch, from its
+		// one counter. A cluster counts per slot: keys of different slots
+		// may share a value read from two counters or two clocks.
 		if _, cluster := rdb.(*redis.ClusterClient); fences[l.Fence()] && !cluster {
 			t.Errorf("fence %d granted twice", l.Fence())
 		}
@@ -152,7 +153,24 @@ func TestClusterSlots(t *testing.T) {
 		if got := lock.Slot(prefix + "{" + key + "}:fence"); int64(got) != want {
 			t.Fatalf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
 		}
+		if ck, _ := lock.Counter(c, key); lock.Slot(ck) != uint16(want) {
+			t.Fatalf("counter %s of %s in slot %d, want %d", ck, key, lock.Slot(ck), want)
+		}
 		bySlot[want] = append(bySlot[want], key)
+	}
+	// Every slot's counter tag hashes to that slot, as the server says.
+	pipe := node.Pipeline()
+	tagSlots := make([]*redis.IntCmd, 16384)
+	for s := range tagSlots {
+		tagSlots[s] = pipe.ClusterKeySlot(ctx, prefix+"slot{"+lock.SlotTag(uint16(s))+"}:fence")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for s, cmd := range tagSlots {
+		if cmd.Val() != int64(s) {
+			t.Fatalf("tag %q of slot %d: CLUSTER KEYSLOT says %d", lock.SlotTag(uint16(s)), s, cmd.Val())
+		}
 	}
 	for _, k := range []string{"", "{}", "a{}b", "}{x", "{a", "plain"} {
 		want := node.ClusterKeySlot(ctx, k).Val()
@@ -210,5 +228,111 @@ func TestReleaseManyStopsWatchdogs(t *testing.T) {
 	waitDone(t, h, 0)
 	if errors.Is(context.Cause(h), lock.ErrLost) {
 		t.Errorf("cause %v, want no loss", context.Cause(h))
+	}
+}
+
+// Each slot has a short tag of its own that hashes to it.
+func TestSlotTags(t *testing.T) {
+	seen := map[string]bool{}
+	for s := range uint16(16384) {
+		tag := lock.SlotTag(s)
+		if tag == "" || len(tag) > 4 || strings.ContainsAny(tag, "{}") || seen[tag] {
+			t.Fatalf("slot %d: tag %q", s, tag)
+		}
+		seen[tag] = true
+		if got := lock.Slot("x{" + tag + "}y"); got != s {
+			t.Fatalf("tag %q of slot %d hashes to %d", tag, s, got)
+		}
+	}
+}
+
+// Obtain and ObtainMany of one key go through the same counter, so its
+// fences strictly increase however it is granted; the keys of one server
+// share that counter, which ends at the last fence it handed out.
+func TestFenceSharedByObtainAndObtainMany(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	keys := []string{"a", "b", "c", "d", "e"}
+	last := map[string]int64{}
+	var top int64
+	check := func(l *lock.Lock) {
+		t.Helper()
+		if l.Fence() <= last[l.Key()] {
+			t.Fatalf("%s: fence %d after %d", l.Key(), l.Fence(), last[l.Key()])
+		}
+		last[l.Key()] = l.Fence()
+		top = max(top, l.Fence())
+	}
+	for round := range 50 {
+		if round%2 == 0 {
+			locks, err := b.client.ObtainMany(ctx, keys, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range locks {
+				if l == nil {
+					t.Fatalf("round %d: %s not granted", round, keys[i])
+				}
+				if i > 0 && l.Fence() <= locks[i-1].Fence() {
+					t.Fatalf("round %d: fences %d, %d not increasing in key order", round, locks[i-1].Fence(), l.Fence())
+				}
+				check(l)
+			}
+			if _, err := b.client.ReleaseMany(ctx, locks); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		for _, k := range keys[round%3:] {
+			l := mustObtain(t, b.client, k, time.Minute)
+			check(l)
+			before := l.Fence()
+			if err := l.Refresh(ctx, 2*time.Minute); err != nil || l.Fence() != before {
+				t.Fatalf("Refresh: %v, fence %d -> %d", err, before, l.Fence())
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got, _ := b.rdb.Get(ctx, b.prefix+"server:fence").Int64(); got != top {
+		t.Errorf("counter = %d, want the last fence %d", got, top)
+	}
+	if n := b.rdb.Exists(ctx, b.prefix+"{a}:fence").Val(); n != 0 {
+		t.Errorf("a per-key counter exists on a single server")
+	}
+}
+
+// A fence counter that is not an integer fails the grant, and leaves no
+// lock behind.
+func TestFenceCounterNotAnInteger(t *testing.T) {
+	for _, bad := range []func(context.Context, *redis.Client, string) error{
+		func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.LPush(ctx, k, "x").Err() },
+		func(ctx context.Context, rdb *redis.Client, k string) error {
+			return rdb.Set(ctx, k, "1.5e+15", 0).Err()
+		},
+	} {
+		b := setup(t, nil)
+		ctx := context.Background()
+		if err := bad(ctx, b.rdb, b.prefix+"server:fence"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := b.client.Obtain(ctx, "k", time.Minute, nil); err == nil || errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("Obtain = %v, %v; want an error", l, err)
+		}
+		if n := b.rdb.Exists(ctx, b.prefix+"{k}").Val(); n != 0 {
+			t.Errorf("Obtain left its lock key behind")
+		}
+		locks, err := b.client.ObtainMany(ctx, []string{"k", "l"}, time.Minute)
+		if b.rdb.Type(ctx, b.prefix+"server:fence").Val() == "list" && (err == nil || locks != nil) {
+			t.Errorf("ObtainMany = %v, %v; want an error", locks, err)
+		}
+		if err != nil {
+			if n := b.rdb.Exists(ctx, b.prefix+"{k}", b.prefix+"{l}").Val(); n != 0 {
+				t.Errorf("ObtainMany failed and left %d lock keys behind", n)
+			}
+		} else if _, err := b.client.ReleaseMany(ctx, locks); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

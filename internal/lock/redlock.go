@@ -26,8 +26,13 @@ type Redlock struct {
 // clockStep is what a Redlock's grants round the server clock up to, in
 // microseconds, before they take it as a floor for the fencing token: a
 // millisecond, so that nodes whose clocks agree within it hand out equal
-// tokens, and Obtain need not write the largest back. A token then runs up
-// to a millisecond ahead of the clock, never behind it.
+// tokens, and Obtain need not write the largest back. Each attempt also
+// proposes a floor of its own (proposedFloor), which the nodes take when it
+// is at most two steps above their rounded clock: the calls of one attempt
+// reach the nodes at slightly different times, and without it a step
+// boundary between them (measured: one grant in five on a loaded machine)
+// costs the write-back round trip. A token then runs up to two steps ahead
+// of a node's clock, never behind it.
 const clockStep = 1000
 
 // errContended is the outcome of a Redlock attempt that enough nodes
@@ -98,7 +103,11 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	g, err := newGrant(r.opt.Prefix, key, ttl, fenceTTL(&r.opt, ttl))
+	// A Redlock keeps a counter per key: grants of fresh keys then agree
+	// across nodes (see clockStep), where a counter shared by many keys
+	// would count other keys' grants in a different order on each node.
+	rkey, ck := perKeyCounter(r.opt.Prefix, key)
+	g, err := newGrant(rkey, ck, ttl, fenceTTL(&r.opt, ttl))
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +122,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int64, time.Time, error) {
 	start := time.Now()
 	nt := r.nodeTimeout(ttl)
-	args := append(g.args[:], clockStep)
+	args := append(g.args[:], clockStep, proposedFloor(start))
 	replies := r.each(ctx, start.Add(nt), nil, func(ctx context.Context, c *Client) *redis.Cmd {
 		return obtainScript.Run(ctx, c.rdb, g.keys[:], args...)
 	})
@@ -191,6 +200,16 @@ func (r *Redlock) raise(ctx context.Context, fenceKey string, fence int64, fence
 	}
 	return fmt.Errorf("%w: redlock: fencing token written to %d of %d nodes, %d needed: %w",
 		ErrUnavailable, have, len(r.nodes), r.quorum, failure)
+}
+
+// proposedFloor returns the fencing floor an attempt begun at start
+// proposes to the nodes: its clock rounded up to a clockStep, plus one, so
+// that nodes whose calls come up to a step later still take it. A node
+// whose rounded clock is more than two steps below it, or above it, uses
+// its own clock (see obtain.lua).
+func proposedFloor(start time.Time) int64 {
+	us := start.UnixMicro()
+	return (us+clockStep-1)/clockStep*clockStep + clockStep
 }
 
 // nodeTimeout returns the bound of one call to one node for a lease of ttl.

@@ -129,10 +129,11 @@ func TestRedlockObtainRelease(t *testing.T) {
 	if l.Key() != "erp:7" || l.Fence() <= 0 || len(l.Token()) < 27 {
 		t.Fatalf("lock %q fence %d token %q", l.Key(), l.Fence(), l.Token())
 	}
-	// A first grant takes the nodes' clock, rounded up to a millisecond:
-	// never below the clock, and equal on nodes that agree within 1 ms.
-	if f := l.Fence(); f%1000 != 0 || f < clock.UnixMicro() || f > time.Now().UnixMicro()+1000 {
-		t.Errorf("first fence %d, want the clock (%d µs) rounded up to ms", f, clock.UnixMicro())
+	// A first grant takes the floor the attempt proposed, its clock rounded
+	// up to a millisecond plus one, or a node's own rounded clock: never
+	// below the clock, at most 2 ms ahead, and the same on every node.
+	if f := l.Fence(); f%1000 != 0 || f < clock.UnixMicro() || f > time.Now().UnixMicro()+2000 {
+		t.Errorf("first fence %d, want the clock (%d µs) rounded up to ms, plus at most 1 ms", f, clock.UnixMicro())
 	}
 	lk := b.prefix + "{erp:7}"
 	if n := b.count(lk, l.Token()); n != 5 {
@@ -493,5 +494,41 @@ func TestRedlockDefaultNodeTimeout(t *testing.T) {
 	rl = lock.NewRedlock(nil, &lock.Options{NodeTimeout: time.Second})
 	if got := lock.NodeTimeout(rl, time.Minute); got != time.Second {
 		t.Errorf("NodeTimeout set to 1s = %v", got)
+	}
+}
+
+// A node takes the floor a Redlock attempt proposes when it lies above its
+// own clock rounded up to a millisecond, by at most two: the nodes of one
+// attempt then agree across a millisecond boundary. A floor further ahead,
+// or behind the clock, is ignored.
+func TestProposedFloor(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	grant := func(key string, proposed int64) int64 {
+		t.Helper()
+		rk := b.prefix + "{" + key + "}"
+		f, err := lock.RunObtain(ctx, b.rdb, []string{rk, rk + ":fence"}, "tok", 60000, 60000, 1000, proposed).Int64()
+		if err != nil || f <= 0 {
+			t.Fatalf("grant %s: %d, %v", key, f, err)
+		}
+		return f
+	}
+	ceilMS := func(us int64) int64 { return (us + 999) / 1000 * 1000 }
+
+	// 1.9 ms above the rounded clock: taken, unless the call took so long
+	// that the node's own rounded clock passed it.
+	p := ceilMS(time.Now().UnixMicro()) + 1900
+	if f := grant("near", p); f != p && (f%1000 != 0 || f < p) {
+		t.Errorf("fence %d, want the proposed %d", f, p)
+	}
+	// An hour ahead: the node's own rounded clock.
+	now := time.Now().UnixMicro()
+	if f := grant("ahead", now+3_600_000_000); f%1000 != 0 || f < now || f > time.Now().UnixMicro()+1000 {
+		t.Errorf("fence %d, want the clock %d rounded up", f, now)
+	}
+	// Behind the clock: the clock.
+	now = time.Now().UnixMicro()
+	if f := grant("behind", now-3_600_000_000); f%1000 != 0 || f < now {
+		t.Errorf("fence %d, want the clock %d rounded up", f, now)
 	}
 }
