@@ -51,9 +51,16 @@ bench: build
 loadtest: build
 	$(BIN)/erpsync loadtest $(LOADTESTFLAGS)
 
-.PHONY: demo
+.PHONY: demo chaos
 
 # The whole job on embedded servers (erpmock, Redis and MySQL in this
 # process): nothing to set up. DEMOFLAGS="--records 10000" for more.
 demo:
 	$(GO) run ./cmd/erpsync demo $(DEMOFLAGS)
+
+# The chaos suite (internal/chaos, build tag chaos): real erpsync processes
+# killed, frozen and starved of Redis, MySQL and the ERP, each scenario
+# ending with the table equal to the ERP's truth. A few minutes; the table is
+# printed and written to ./chaos-report/chaos-report.md.
+chaos:
+	ERPSYNC_CHAOS_OUT=$(CURDIR)/chaos-report $(GO) test -race -tags chaos -count=1 -v -timeout 10m ./internal/chaos/

@@ -107,3 +107,18 @@ func Redis(t testing.TB) *redis.Client {
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
+
+// BuildTemp is Build into a new temporary directory; remove deletes the
+// directory and the binary.
+func BuildTemp(pkg string) (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "erpsync-bin-")
+	if err != nil {
+		return "", nil, fmt.Errorf("build %s: %w", pkg, err)
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if bin, err = Build(dir, pkg); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return bin, remove, nil
+}
