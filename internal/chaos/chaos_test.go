@@ -176,9 +176,12 @@ func freezeHolding(t *testing.T, e *proctest.Env, rdb *redis.Client, p *proctest
 			locked = lockedIDs(t, rdb, e.Prefix)
 			return len(locked) > 0
 		})
-		// Let the lock calls in flight return (the keys exist before
-		// their reply reaches p), well within the 2s TTL.
-		time.Sleep(300 * time.Millisecond)
+		// Let the lock calls in flight return: a key exists before its
+		// reply reaches p, and a reply p sleeps through times out when it
+		// wakes (the chunk is then locked again, fresh). p's workers can
+		// take no further locks: the reads before locking wait on the
+		// table too.
+		time.Sleep(time.Second)
 		p.Signal(syscall.SIGSTOP)
 		if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
 			t.Fatalf("unlock memberships: %v", err)

@@ -204,12 +204,6 @@ func (p *Proc) Wait() Result {
 	return p.res
 }
 
-// Done is closed when the process has ended.
-func (p *Proc) Done() <-chan struct{} { return p.done }
-
-// Output returns what the process has written so far.
-func (p *Proc) Output() string { return p.out.String() }
-
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
