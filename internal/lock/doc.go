@@ -59,10 +59,11 @@
 // with a TTL, and ObtainMany reads and writes one counter per script call
 // instead of one per key, which costs the server less CPU per grant (the
 // README has the figures). Tokens of different keys are
-// distinct on one server or slot, which nothing relies on. A Redlock, and a
-// Client over a Ring or another client that may shard the keys of one slot
-// apart, keep one counter per key instead (the lock key + ":fence"), which
-// expires Options.FenceTTL after its key's last grant.
+// distinct on one server or slot, which nothing relies on. A Redlock's
+// nodes keep one counter per slot too, on every kind of node (see Redlock
+// below). Only a Client over a Ring or another client that may shard the
+// keys of one slot apart keeps one counter per key (the lock key +
+// ":fence"), which expires Options.FenceTTL after its key's last grant.
 //
 // This rests on one assumption: the clock of the Redis server that grants a
 // key never reads earlier than it did at an earlier grant of that key. NTP
@@ -139,8 +140,8 @@
 //     holds it.
 //
 // Fencing tokens stay strictly increasing across quorums. Each node hands
-// out a token as a single server would (its per-key counter and its
-// clock), and the lock's token is the largest of its quorum's. Before
+// out a token as a single server would (its slot's counter and its clock),
+// and the lock's token is the largest of its quorum's. Before
 // Obtain returns, that token is written back (max(counter, token)) to the
 // fence counter of every granting node that handed out less, and at least
 // a quorum of nodes must then hold it: any later quorum shares a node with
@@ -158,9 +159,11 @@
 // and needed the write-back; with it, about one in twenty). A token then
 // runs up to 2 ms ahead of the clock of the node that handed it out, never
 // behind it; nodes whose clocks differ by more still need the write-back.
-// The counters stay per key: a counter shared by many keys would count
-// other keys' grants, in a different order on each node, and the nodes
-// would rarely agree.
+// The nodes count per hash slot, as a cluster does, not per server: one
+// counter for all keys would count the grants of concurrent attempts in a
+// different order on each node, and their tokens would rarely agree, while
+// a slot's counter meets another grant within the same millisecond only
+// when two keys of that slot are locked at once.
 //
 // What a Redlock guarantees, and under which assumptions: while a lease
 // runs (by the holder's clock, less the drift margin), no other holder is

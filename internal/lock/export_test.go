@@ -31,3 +31,8 @@ func Counter(c *Client, key string) (string, time.Duration) {
 func RunObtain(ctx context.Context, rdb redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
 	return obtainScript.Run(ctx, rdb, keys, args...)
 }
+
+// RedlockCounter returns the fence counter a Redlock's nodes use for key.
+func RedlockCounter(r *Redlock, key string) string {
+	return slotCounter(r.opt.Prefix, r.opt.Prefix+"{"+key+"}")
+}

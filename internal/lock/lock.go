@@ -135,14 +135,14 @@ type Options struct {
 	Prefix string
 
 	// FenceTTL is how long a per-key fence counter is kept after its last
-	// grant: the counters of a Redlock, and of a Client over a Ring or any
-	// other client that may shard keys of one slot apart. It bounds memory
-	// to the keys locked within FenceTTL. A counter never expires before
-	// the lease it was granted with. Once it expired, the next token comes
-	// from the server clock, so FenceTTL is also the largest backward step
-	// of that clock that fencing survives there. A Client on one server or
-	// on a Redis Cluster shares one counter per server or per hash slot,
-	// kept without expiry, and ignores it. Defaults to one hour.
+	// grant: those of a Client over a Ring or any other client that may
+	// shard keys of one slot apart. It bounds memory to the keys locked
+	// within FenceTTL. A counter never expires before the lease it was
+	// granted with. Once it expired, the next token comes from the server
+	// clock, so FenceTTL is also the largest backward step of that clock
+	// that fencing survives there. A Client on one server or on a Redis
+	// Cluster, and a Redlock, share one counter per server or per hash
+	// slot, kept without expiry, and ignore it. Defaults to one hour.
 	FenceTTL time.Duration
 
 	// Timeout bounds every Redis call whose ctx has no deadline. It only
@@ -250,7 +250,8 @@ const (
 //     Prefix + "server:fence", shared by all keys and kept without expiry;
 //   - a Redis Cluster has one per hash slot, Prefix + "slot{T}:fence",
 //     where T is a tag that hashes to that slot (slotTag), also without
-//     expiry: at most 16384 keys per Prefix;
+//     expiry: at most 16384 keys per Prefix (a Redlock's nodes too, see
+//     Redlock.Obtain);
 //   - any other client (a Ring shards by hash tag, not by slot) keeps one
 //     counter per key, rkey + ":fence", for FenceTTL after its last grant.
 //
@@ -262,7 +263,7 @@ func (c *Client) counter(rkey string, ttl time.Duration) (string, time.Duration)
 	case oneGroup:
 		return c.serverCounter, 0
 	case bySlot:
-		return c.opt.Prefix + "slot{" + slotTag(slot(rkey)) + "}" + fenceSuffix, 0
+		return slotCounter(c.opt.Prefix, rkey), 0
 	default:
 		return rkey + fenceSuffix, c.fenceTTL(ttl)
 	}
@@ -289,11 +290,10 @@ func newGrant(rkey, counterKey string, ttl, counterTTL time.Duration) (*grant, e
 	}, nil
 }
 
-// perKeyCounter returns the lock key of key under prefix and its own fence
-// counter, made from one string.
-func perKeyCounter(prefix, key string) (rkey, counterKey string) {
-	fk := prefix + "{" + key + "}" + fenceSuffix
-	return fk[:len(fk)-len(fenceSuffix)], fk
+// slotCounter returns the fence counter of the hash slot of the lock key
+// rkey under prefix: Prefix + "slot{T}:fence", T the slot's tag.
+func slotCounter(prefix, rkey string) string {
+	return prefix + "slot{" + slotTag(slot(rkey)) + "}" + fenceSuffix
 }
 
 // lock returns the Lock that g granted with fence, its lease counting from

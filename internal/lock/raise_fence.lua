@@ -4,7 +4,7 @@
 -- with this one, hands out a larger token.
 --
 -- KEYS[1]  fence counter key   ARGV[1]  token (decimal digits)
--- ARGV[2]  fence counter TTL in ms
+-- ARGV[2]  fence counter TTL in ms, or 0 to keep the counter without expiry
 --
 -- Sets the counter to max(counter, token) and returns the counter. A
 -- counter already at or above the token is left alone, TTL included.
@@ -13,5 +13,9 @@ local want = tonumber(ARGV[1])
 if cur and cur >= want then
 	return cur
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[2] ~= '0' then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+	redis.call('SET', KEYS[1], ARGV[1])
+end
 return want

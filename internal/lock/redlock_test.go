@@ -140,8 +140,12 @@ func TestRedlockObtainRelease(t *testing.T) {
 		t.Errorf("token on %d nodes, want 5: %q", n, b.values(lk))
 	}
 	// Every node that granted the key now has the quorum's fence.
-	if n := b.count(lk+":fence", fmt.Sprint(l.Fence())); n != 5 {
-		t.Errorf("fence %d on %d counters, want 5: %q", l.Fence(), n, b.values(lk+":fence"))
+	ck := lock.RedlockCounter(b.rl, "erp:7")
+	if n := b.count(ck, fmt.Sprint(l.Fence())); n != 5 {
+		t.Errorf("fence %d on %d counters, want 5: %q", l.Fence(), n, b.values(ck))
+	}
+	if ttl := b.nodes[0].PTTL(ctx, ck).Val(); ttl != -1 {
+		t.Errorf("fence counter %s TTL = %v, want none", ck, ttl)
 	}
 
 	_, err := b.redlock(t, nil).Obtain(ctx, "erp:7", time.Minute, nil)
@@ -380,7 +384,6 @@ func TestRedlockEarlyRestartBreaksExclusion(t *testing.T) {
 func TestRedlockFence(t *testing.T) {
 	b := setupRedlock(t, 5, nil)
 	ctx := context.Background()
-	lk := b.prefix + "{k}"
 	var last int64
 	grant := func(what string) *lock.Lock {
 		t.Helper()
@@ -402,13 +405,14 @@ func TestRedlockFence(t *testing.T) {
 	// takes the largest token and writes it back to the other nodes, so it
 	// survives the loss of that node.
 	ahead := last + 10_000_000_000
-	b.nodes[2].Set(ctx, lk+":fence", ahead, time.Hour)
+	ck := lock.RedlockCounter(b.rl, "k")
+	b.nodes[2].Set(ctx, ck, ahead, time.Hour)
 	l := grant("counter ahead on node 2")
 	if l.Fence() != ahead+1 {
 		t.Fatalf("fence = %d, want the largest counter + 1 = %d", l.Fence(), ahead+1)
 	}
-	if n := b.count(lk+":fence", fmt.Sprint(ahead+1)); n != 5 {
-		t.Errorf("fence written back to %d counters, want 5: %q", n, b.values(lk+":fence"))
+	if n := b.count(ck, fmt.Sprint(ahead+1)); n != 5 {
+		t.Errorf("fence written back to %d counters, want 5: %q", n, b.values(ck))
 	}
 	b.servers[2].kill()
 	grant("node 2 down")
