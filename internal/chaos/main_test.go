@@ -201,6 +201,9 @@ func finish(t *testing.T, r *row, e *proctest.Env, w *proctest.Watcher) {
 	if len(downs) > 0 {
 		t.Errorf("erp_version went down (%d polls): %v", polls, downs)
 	}
+	if polls < 2 {
+		t.Errorf("the version watcher read the table %d times: it proves nothing", polls)
+	}
 	e.Mock.SetFaults(erpmock.Faults{})
 	res, code := e.Verify(context.Background())
 	if code != 0 || !res.OK() {

@@ -80,6 +80,7 @@ func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	}
 	srv := httptest.NewServer(e.Mock)
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { dropKeys(testenv.RedisAddr(), e.Prefix) })
 	e.ERPURL = srv.URL
 	if r := e.Run(context.Background(), "migrate"); r.Code != 0 {
 		t.Fatalf("migrate exit %d: %s", r.Code, r.Out())
