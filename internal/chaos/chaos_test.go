@@ -329,8 +329,7 @@ func TestRedisDownAtStart(t *testing.T) {
 	rd := proctest.StartRedis(t)
 	rd.Kill()
 	w.row.fault("Redis down 1")
-	// go-redis logs its dial failure before erpsync's own line.
-	w.downAtStart(t, "erpsync: redis unavailable", false, "--redis-addr", rd.Addr)
+	w.downAtStart(t, "erpsync: redis unavailable", true, "--redis-addr", rd.Addr)
 	w.settle(t)
 }
 

@@ -178,7 +178,19 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 	default:
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want json or console", s.LogFormat)}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+	log := zerolog.New(w).Level(level).With().Timestamp().Logger()
+	// go-redis prints its pool's dial failures to stderr on its own; they
+	// repeat what erpsync reports in one line (exit 2 at start, or the
+	// lock errors it logs), so they go to the debug level of this log.
+	redis.SetLogger(redisLogger{log.With().Str("component", "go-redis").Logger()})
+	return log, nil
+}
+
+// redisLogger puts go-redis' own messages into erpsync's log, at debug.
+type redisLogger struct{ log zerolog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Msgf(format, v...)
 }
 
 // redisOptions are the options of a client of the Redis at addr: host:port,
