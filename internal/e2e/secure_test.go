@@ -212,19 +212,6 @@ func TestSecureTransportEndToEnd(t *testing.T) {
 		t.Fatalf("run with flags: exit %d\n%s\n%s", r.code, r.stderr, r.report)
 	}
 
-	// Redlock over three TLS masters, given as rediss:// URLs, the password
-	// as a flag.
-	var masters []string
-	for range 3 {
-		m := testenv.StartTLSRedis(t, e.ca, e.redis.User, e.redis.Password, redisACL...)
-		masters = append(masters, "rediss://"+e.redis.User+"@"+m.Addr)
-	}
-	e.mock.Change(20)
-	r = e.run(e.with(map[string]string{"ERPSYNC_REDIS_ADDRS": strings.Join(masters, ",")}), "run", "--overlap", "1h", "--redis-password", e.redis.Password)
-	if r.code != 0 || !bytes.Contains(r.report, []byte(`"status": "succeeded"`)) {
-		t.Fatalf("run with Redlock over TLS: exit %d\n%s\n%s", r.code, r.stderr, r.report)
-	}
-
 	// A run that fails after it connected writes a failed report: no
 	// secret in it either.
 	e.mock.SetFaults(erpmock.Faults{Latency: 300 * time.Millisecond})
