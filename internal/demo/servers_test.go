@@ -36,7 +36,7 @@ func TestEmbeddedRedisRunsLockScripts(t *testing.T) {
 	if now := time.Now().UnixMicro(); l.Fence() < now-60e6 || l.Fence() > now+60e6 {
 		t.Errorf("fence %d, want about %d (TIME in microseconds)", l.Fence(), now)
 	}
-	stored, err := rdb.Get(ctx, "t:{a}:fence").Result()
+	stored, err := rdb.Get(ctx, "t:server:fence").Result()
 	if err != nil || stored != strconv.FormatInt(l.Fence(), 10) {
 		t.Errorf("fence counter %q (%v), want %d", stored, err, l.Fence())
 	}

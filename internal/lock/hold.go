@@ -158,10 +158,12 @@ func (l *Lock) lose(h *holder, err error) {
 		l.mu.Lock()
 		h.lost = true
 		l.mu.Unlock()
-		h.cancel(cause)
+		// Counted before the holder can see it: whoever watches the
+		// context finds the loss already counted and logged.
 		if l.b.hooks().Lost != nil {
 			l.b.hooks().Lost(l.key, cause)
 		}
+		h.cancel(cause)
 	})
 }
 
