@@ -62,13 +62,22 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, pos time.Time, 
 	return nil
 }
 
-// DeleteCheckpoint removes the named checkpoint (a finished backfill's).
-func (s *Store) DeleteCheckpoint(ctx context.Context, name string, fence int64) error {
-	if err := s.db.WithContext(ctx).Exec("DELETE FROM sync_checkpoints WHERE name = ? AND fence_token <= ?", name, fence).Error; err != nil {
-		return fmt.Errorf("delete checkpoint %s: %w", name, err)
+// ResetCheckpoint moves the named checkpoint back to the start of time (a
+// finished backfill's: a new backfill of the window starts from scratch),
+// provided fence is not older than its last writer's. An UPDATE, not a
+// DELETE: the commands that sync need no DELETE grant.
+func (s *Store) ResetCheckpoint(ctx context.Context, name string, fence int64, runID string) error {
+	err := s.db.WithContext(ctx).Exec(`UPDATE sync_checkpoints SET position = ?, run_id = ?, updated_at = UTC_TIMESTAMP(3)
+ WHERE name = ? AND fence_token <= ?`, CheckpointStart, runID, name, fence).Error
+	if err != nil {
+		return fmt.Errorf("reset checkpoint %s: %w", name, err)
 	}
 	return nil
 }
+
+// CheckpointStart is the position of a reset checkpoint: the first instant
+// a DATETIME holds.
+var CheckpointStart = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // AdvanceCheckpoint moves the named checkpoint forward to pos, never back.
 // It serves checkpoints that several writers may share, such as identical

@@ -218,8 +218,8 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	}
 	if status == store.StatusSucceeded && s.cfg.Mode == ModeBackfill {
 		// The window is done: a new backfill of it starts from scratch.
-		if derr := s.store.DeleteCheckpoint(ctx, r.cpName, 0); derr != nil {
-			log.Warn().Err(derr).Msg("delete backfill checkpoint")
+		if derr := s.store.ResetCheckpoint(ctx, r.cpName, 0, rep.RunID); derr != nil {
+			log.Warn().Err(derr).Msg("reset backfill checkpoint")
 		}
 	}
 	r.finish(ctx, status, err)
