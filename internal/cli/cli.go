@@ -80,10 +80,13 @@ var ErrFailed = errFailed
 // Main runs erpsync with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...Command) int {
-	// Every secret a command's settings hold is masked in what it writes
-	// (parse tells the redactor); the code never formats one anyway.
+	// Every secret a command's settings hold is masked in its log lines
+	// and errors (parse tells the redactor); the code never formats one
+	// anyway. Not in stdout: that is the commands' results (tables, JSON,
+	// reports), which carry no setting, and a short secret that happens to
+	// be a word of them ("status", a job name) must not corrupt them.
 	red := new(secret.Redactor)
-	stdout, stderr = red.Writer(stdout), red.Writer(stderr)
+	stderr = red.Writer(stderr)
 	var more strings.Builder
 	for _, c := range extra {
 		fmt.Fprintf(&more, "  %-10s %s\n", c.Name, c.Summary)

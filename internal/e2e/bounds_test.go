@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -62,4 +63,19 @@ func TestMaxDurationEndsARunThatWouldHang(t *testing.T) {
 		t.Fatalf("next run exit %d: %s", code, out)
 	}
 	e.assertTruth()
+}
+
+// TestAShortSecretDoesNotCorruptResults: the output redactor masks secrets
+// in log lines and errors, not in a command's results, so a token that is
+// also a word of them leaves them intact.
+func TestAShortSecretDoesNotCorruptResults(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 50, Seed: 32, Token: "matching"})
+	if out, code := e.run(context.Background(), "run", "--erp-token", "matching"); code != 0 {
+		t.Fatalf("run exit %d: %s", code, out)
+	}
+	out, code := e.run(context.Background(), "verify", "--erp-token", "matching")
+	if code != 0 || !regexp.MustCompile(`matching\s+50\b`).MatchString(out) {
+		t.Fatalf("verify exit %d, want its summary intact (matching 50): %s", code, out)
+	}
 }
