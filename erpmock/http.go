@@ -2,7 +2,6 @@ package erpmock
 
 import (
 	"bufio"
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
 // ServeHTTP serves the API of shared/spec/erp-api.yaml under /api/v1/ and
@@ -40,7 +41,7 @@ func (m *Mock) api(h endpoint) http.HandlerFunc {
 		m.requests.Add(1)
 		f := m.Faults()
 		ctx := r.Context()
-		if f.Latency > 0 && !sleep(ctx, f.Latency) {
+		if f.Latency > 0 && ctxtime.Sleep(ctx, f.Latency) != nil {
 			drop(w)
 			return
 		}
@@ -55,7 +56,7 @@ func (m *Mock) api(h endpoint) http.HandlerFunc {
 		}
 		if m.hit(f.HangRate) {
 			m.hung.Add(1)
-			if !sleep(ctx, f.hang()) {
+			if ctxtime.Sleep(ctx, f.hang()) != nil {
 				drop(w)
 				return
 			}
@@ -180,19 +181,6 @@ func drop(w http.ResponseWriter) {
 func errorBody(msg string) []byte {
 	b, _ := json.Marshal(map[string]string{"error": msg})
 	return append(b, '\n')
-}
-
-// sleep waits d, or less when ctx ends first; it reports whether it waited
-// all of d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (m *Mock) getFaults(w http.ResponseWriter, _ *http.Request) {

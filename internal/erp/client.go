@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
 var (
@@ -294,7 +296,7 @@ func (c *Client) call(ctx context.Context, endpoint, path string, query url.Valu
 		wait := max(c.backoff(attempt), min(ae.retryAfter, c.cfg.MaxRetryAfter))
 		c.retries.Add(1)
 		c.cfg.Hooks.retry(ae.reason, wait)
-		if !sleep(ctx, wait) {
+		if ctxtime.Sleep(ctx, wait) != nil {
 			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", endpoint, ctx.Err(), attempt, err)
 		}
 	}
@@ -454,20 +456,5 @@ func (h *Hooks) request(endpoint string, status int, d time.Duration, err error)
 func (h *Hooks) retry(reason string, wait time.Duration) {
 	if h.Retry != nil {
 		h.Retry(reason, wait)
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether it waited all of d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

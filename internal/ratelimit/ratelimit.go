@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
 //go:embed gcra.lua
@@ -101,12 +103,5 @@ func (l *Limiter) Wait(ctx context.Context) error {
 	if us <= 0 {
 		return nil
 	}
-	t := time.NewTimer(time.Duration(us) * time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxtime.Sleep(ctx, time.Duration(us)*time.Microsecond)
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/ctxtime"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
@@ -30,7 +31,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 	pending := recs
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
-			if time.Now().After(deadline) || sleep(ctx, backoff(round+1)) != nil {
+			if time.Now().After(deadline) || ctxtime.Sleep(ctx, backoff(round+1)) != nil {
 				slow = append(slow, pending...)
 				break
 			}
@@ -202,7 +203,7 @@ func (r *run) processOne(ctx context.Context, rec erp.Record) error {
 	var last error
 	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
 		if attempt > 1 {
-			if err := sleep(ctx, backoff(attempt)); err != nil {
+			if err := ctxtime.Sleep(ctx, backoff(attempt)); err != nil {
 				return fmt.Errorf("%w (last: %v)", err, last)
 			}
 		}
@@ -234,17 +235,6 @@ func (r *run) processOne(ctx context.Context, rec erp.Record) error {
 func backoff(attempt int) time.Duration {
 	d := 10 * time.Millisecond << min(attempt-2, 7)
 	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // writing runs one write statement once a slot of DBWriters is free.
