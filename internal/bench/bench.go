@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/cli"
 	"github.com/erpsync/erpsync/internal/loadtest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
@@ -486,7 +487,7 @@ func (b *bench) backfill(ctx context.Context, name, url string, empty bool) (*Re
 	b.logf("%s: %s %s", name, b.cfg.Bin, strings.Join(args[:3], " ")+" ... "+strings.Join(b.cfg.ChildArgs, " "))
 	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
 	// The DSN in the environment: a command line is public on the machine.
-	cmd.Env = append(childEnv(), "ERPSYNC_MYSQL_DSN="+b.cfg.MySQLDSN)
+	cmd.Env = append(cli.EnvWithoutSettings(), "ERPSYNC_MYSQL_DSN="+b.cfg.MySQLDSN)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Stdout = io.Discard
@@ -563,18 +564,6 @@ func result(name string, n int64, d time.Duration) *Result {
 		r.PerSecond = float64(n) / d.Seconds()
 	}
 	return r
-}
-
-// childEnv is this process's environment without ERPSYNC_ settings: only
-// the flags configure the child.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ERPSYNC_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 func tail(s string, n int) string {

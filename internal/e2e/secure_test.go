@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/cli"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
@@ -117,11 +118,7 @@ func (e *secureEnv) run(env map[string]string, args ...string) result {
 		args = append(args, "--report", report)
 	}
 	c := exec.CommandContext(ctx, bin, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ERPSYNC_") {
-			c.Env = append(c.Env, kv)
-		}
-	}
+	c.Env = cli.EnvWithoutSettings()
 	for k, v := range env {
 		if v != "" {
 			c.Env = append(c.Env, k+"="+v)

@@ -8,11 +8,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/cli"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
 
@@ -51,7 +51,7 @@ const tailLines = 20
 // line, where any user of the machine could read a password.
 func (c *child) start(ctx context.Context, bin, dsn, logPath string, t0 time.Time) error {
 	c.cmd = exec.CommandContext(ctx, bin, c.args...)
-	c.cmd.Env = append(childEnv(), "ERPSYNC_MYSQL_DSN="+dsn)
+	c.cmd.Env = append(cli.EnvWithoutSettings(), "ERPSYNC_MYSQL_DSN="+dsn)
 	// Cancelled: ask for a clean stop first (the syncer writes what it
 	// holds, within its grace), then kill.
 	c.cmd.Cancel = func() error { return c.cmd.Process.Signal(syscall.SIGTERM) }
@@ -92,18 +92,6 @@ func (c *child) start(ctx context.Context, bin, dsn, logPath string, t0 time.Tim
 
 // wait waits until the child ended and its log was read.
 func (c *child) wait() { <-c.done }
-
-// childEnv is the environment of a child: the load test's, without any
-// ERPSYNC_ setting, so that only what the load test gives it configures it.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ERPSYNC_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
 
 // scan reads the child's JSON log lines: progress lines and a tail.
 func (c *child) scan(r io.Reader, t0 time.Time) {
