@@ -38,16 +38,7 @@ func startCluster3(t testing.TB) (*redis.ClusterClient, []*redis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, node := range nodes {
-		for {
-			info, err := node.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("cluster did not come up: %v %q", err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitClusterOK(ctx, t, node)
 	}
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {

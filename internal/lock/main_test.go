@@ -214,16 +214,7 @@ func startCluster(t testing.TB) (*server, *redis.ClusterClient) {
 	if err := node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		t.Fatalf("cluster addslotsrange: %v", err)
 	}
-	for {
-		info, err := node.ClusterInfo(ctx).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("cluster did not come up: %v %q", err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitClusterOK(ctx, t, node)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                 []string{s.addr()},
 		ContextTimeoutEnabled: true,
@@ -292,4 +283,20 @@ func helperProcess() int {
 		}
 	}
 	return 0
+}
+
+// waitClusterOK waits until node reports cluster_state:ok, or fails t when
+// ctx ends first.
+func waitClusterOK(ctx context.Context, t testing.TB, node *redis.Client) {
+	t.Helper()
+	for {
+		info, err := node.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("cluster did not come up: %v %q", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
