@@ -48,14 +48,6 @@ const testNodeTimeout = 500 * time.Millisecond
 func setupRedlock(t testing.TB, n int, opt *lock.Options) *redlockBundle {
 	t.Helper()
 	b := &redlockBundle{prefix: randomPrefix()}
-	var o lock.Options
-	if opt != nil {
-		o = *opt
-	}
-	o.Prefix = b.prefix
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = testNodeTimeout
-	}
 	var nodes []redis.UniversalClient
 	for range n {
 		s := startServer(t)
@@ -64,7 +56,7 @@ func setupRedlock(t testing.TB, n int, opt *lock.Options) *redlockBundle {
 		b.nodes = append(b.nodes, rdb)
 		nodes = append(nodes, rdb)
 	}
-	b.rl = lock.NewRedlock(nodes, &o)
+	b.rl = lock.NewRedlock(nodes, b.options(opt))
 	return b
 }
 
@@ -72,6 +64,16 @@ func setupRedlock(t testing.TB, n int, opt *lock.Options) *redlockBundle {
 // pools of its own: another process, as far as the nodes can tell.
 func (b *redlockBundle) redlock(t testing.TB, opt *lock.Options) *lock.Redlock {
 	t.Helper()
+	var nodes []redis.UniversalClient
+	for _, s := range b.servers {
+		nodes = append(nodes, newNode(t, s.addr()))
+	}
+	return lock.NewRedlock(nodes, b.options(opt))
+}
+
+// options are opt (may be nil) with the bundle's prefix and, unless set,
+// the tests' node timeout.
+func (b *redlockBundle) options(opt *lock.Options) *lock.Options {
 	var o lock.Options
 	if opt != nil {
 		o = *opt
@@ -80,11 +82,7 @@ func (b *redlockBundle) redlock(t testing.TB, opt *lock.Options) *lock.Redlock {
 	if o.NodeTimeout == 0 {
 		o.NodeTimeout = testNodeTimeout
 	}
-	var nodes []redis.UniversalClient
-	for _, s := range b.servers {
-		nodes = append(nodes, newNode(t, s.addr()))
-	}
-	return lock.NewRedlock(nodes, &o)
+	return &o
 }
 
 // values returns the value of key on every node, "" where absent or down.
