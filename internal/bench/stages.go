@@ -189,11 +189,8 @@ func Stages(ctx context.Context, cfg Config, workers, chunk, page int) ([]*Resul
 			_, err = locks.ReleaseMany(ctx, ls)
 			return err
 		}},
-		{"locks, proposed: one fence counter per chunk instead of per record", nil, func(c []store.Membership) error {
-			return lockVariant(ctx, rdb, obtainOneFence, "erpsync-bench:"+b.job+":fence", lockKeys(c))
-		}},
 		{"locks, floor: leases only, no fencing", nil, func(c []store.Membership) error {
-			return lockVariant(ctx, rdb, obtainNoFence, "", lockKeys(c))
+			return leasesOnly(ctx, rdb, lockKeys(c))
 		}},
 		{"versions: SELECT ... IN, empty table", empty, func(c []store.Membership) error {
 			_, err := st.Versions(ctx, erpIDs(c))
@@ -219,20 +216,6 @@ func Stages(ctx context.Context, cfg Config, workers, chunk, page int) ([]*Resul
 			}
 			_, err = locks.ReleaseMany(ctx, ls)
 			return err
-		}},
-		// The store's statements already go through database/sql.
-		{"write path, proposed: one-fence locks, store statements, empty table", empty, func(c []store.Membership) error {
-			rk, ra, err := obtainVariant(ctx, rdb, obtainOneFence, "erpsync-bench:"+b.job+":fence", lockKeys(c))
-			if err != nil {
-				return err
-			}
-			if _, err := st.Versions(ctx, erpIDs(c)); err != nil {
-				return err
-			}
-			if err := st.Insert(ctx, c); err != nil {
-				return err
-			}
-			return releaseVariant(ctx, rdb, rk, ra)
 		}},
 		{"re-run path: lock, versions, release, full table", nil, func(c []store.Membership) error {
 			ls, err := lockChunk(c)
