@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -24,38 +25,13 @@ import (
 // writes a CPU profile of the measured run to cpuProfile. The erpmock
 // serving the feed runs in this process too, and shows in the profile.
 func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile string) (*Result, error) {
-	cfg, err := cfg.withDefaults()
+	ip, err := startInProcess(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBench(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer b.close()
+	defer ip.close()
+	b, st, rdb, e := ip.bench, ip.store, ip.rdb, ip.erp
 	if err := b.empty(ctx); err != nil {
-		return nil, err
-	}
-	mock := erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
-	srv, url, err := serve(mock)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Close()
-
-	// As internal/cli wires a sync command.
-	st, err := store.Open(ctx, cfg.MySQLDSN, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	rdb := redis.NewClient(&redis.Options{
-		Addr: cfg.RedisAddr, DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
-		PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true,
-	})
-	defer rdb.Close()
-	e, err := erp.New(erp.Config{BaseURL: url})
-	if err != nil {
 		return nil, err
 	}
 	sc.Job, sc.Mode, sc.Since = b.job, syncer.ModeBackfill, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -91,4 +67,63 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	r.Report = rep
 	r.Note = fmt.Sprintf("workers %d, chunk %d, page %d; inserted %d, unchanged %d", sy.Config().Workers, sy.Config().ChunkSize, sy.Config().PageSize, rep.Inserted, rep.Unchanged)
 	return r, nil
+}
+
+// inProcess is what the in-process measurements share: the bench, an
+// erpmock serving cfg.Records records from this process, and the store,
+// Redis client and ERP client wired as internal/cli wires a sync command.
+type inProcess struct {
+	bench *bench
+	mock  *erpmock.Mock
+	srv   *http.Server
+	store *store.Store
+	rdb   *redis.Client
+	erp   *erp.Client
+}
+
+func startInProcess(ctx context.Context, cfg Config) (ip *inProcess, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ip = &inProcess{}
+	defer func() {
+		if err != nil {
+			ip.close()
+		}
+	}()
+	if ip.bench, err = newBench(ctx, cfg); err != nil {
+		return nil, err
+	}
+	ip.mock = erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
+	var url string
+	if ip.srv, url, err = serve(ip.mock); err != nil {
+		return nil, err
+	}
+	if ip.store, err = store.Open(ctx, cfg.MySQLDSN, nil); err != nil {
+		return nil, err
+	}
+	ip.rdb = redis.NewClient(&redis.Options{
+		Addr: cfg.RedisAddr, DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
+		PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true,
+	})
+	if ip.erp, err = erp.New(erp.Config{BaseURL: url}); err != nil {
+		return nil, err
+	}
+	return ip, nil
+}
+
+func (ip *inProcess) close() {
+	if ip.rdb != nil {
+		ip.rdb.Close()
+	}
+	if ip.store != nil {
+		ip.store.Close()
+	}
+	if ip.srv != nil {
+		ip.srv.Close()
+	}
+	if ip.bench != nil {
+		ip.bench.close()
+	}
 }

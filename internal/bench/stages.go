@@ -8,9 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
@@ -23,34 +20,14 @@ import (
 // read, the multi-row INSERT, and the four together without the fetch.
 // The slowest stage bounds the backfill.
 func Stages(ctx context.Context, cfg Config, workers, chunk, page int) ([]*Result, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	workers, chunk, page = cmpOr(workers, 16), cmpOr(chunk, 100), cmpOr(page, 500)
-	b, err := newBench(ctx, cfg)
+	ip, err := startInProcess(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer b.close()
-	mock := erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
-	srv, url, err := serve(mock)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Close()
-	st, err := store.Open(ctx, cfg.MySQLDSN, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, PoolSize: 64, ContextTimeoutEnabled: true})
-	defer rdb.Close()
+	defer ip.close()
+	b, mock, st, rdb, e := ip.bench, ip.mock, ip.store, ip.rdb, ip.erp
 	locks := lock.New(rdb, &lock.Options{Prefix: "erpsync-bench:" + b.job + ":"})
-	e, err := erp.New(erp.Config{BaseURL: url})
-	if err != nil {
-		return nil, err
-	}
 
 	truth := mock.Truth()
 	ms := make([]store.Membership, len(truth))
