@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"time"
@@ -206,4 +207,23 @@ func (m *Mock) admit(rate float64, now time.Time) (ok bool, wait time.Duration) 
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / rate * float64(time.Second))
+}
+
+// Flags defines a flag on fs for each fault, writing into f and starting
+// every usage text with usagePrefix; the defaults are f's values (RetryAfter
+// and Hang: their defaults when zero). cmd/erpmock and erpsync loadtest share them.
+func (f *Faults) Flags(fs *flag.FlagSet, usagePrefix string) {
+	u := func(s string) string { return usagePrefix + s }
+	fs.DurationVar(&f.Latency, "latency", f.Latency, u("latency added to every response"))
+	fs.Float64Var(&f.ErrorRate, "error-rate", f.ErrorRate, u("probability of a 500/502/503/504 answer"))
+	fs.Float64Var(&f.RateLimitRate, "rate-limit-rate", f.RateLimitRate, u("probability of a 429 answer"))
+	fs.IntVar(&f.RetryAfter, "retry-after", f.retryAfter(), u("Retry-After `seconds` of 429 and 503 answers"))
+	fs.Float64Var(&f.TruncateRate, "truncate-rate", f.TruncateRate, u("probability of a 200 with half its body"))
+	fs.Float64Var(&f.HangRate, "hang-rate", f.HangRate, u("probability of a hung response"))
+	fs.DurationVar(&f.Hang, "hang", f.hang(), u("how long a hung response is held"))
+	fs.Float64Var(&f.DuplicateRate, "duplicate-rate", f.DuplicateRate, u("probability per page of a record twice"))
+	fs.Float64Var(&f.StaleRate, "stale-rate", f.StaleRate, u("probability per page of an older version after the newest"))
+	fs.Float64Var(&f.InvalidRate, "invalid-rate", f.InvalidRate, u("share of records served invalid"))
+	fs.IntVar(&f.ChangeRate, "change-rate", f.ChangeRate, u("records changed per page request"))
+	fs.Float64Var(&f.MaxRate, "max-rate", f.MaxRate, u("requests per second over all clients (0: unlimited)"))
 }

@@ -86,23 +86,11 @@ var errUsage = errors.New("erpmock: bad usage")
 func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmock.Options, error) {
 	fs := flag.NewFlagSet("erpmock", flag.ContinueOnError)
 	var opt erpmock.Options
-	f := &opt.Faults
 	addr := fs.String("addr", "127.0.0.1:8090", "listen `address`")
 	fs.IntVar(&opt.Records, "records", 10000, "number of records")
 	fs.Int64Var(&opt.Seed, "seed", 1, "seed of the records and of the fault decisions")
 	fs.StringVar(&opt.Token, "token", "", "bearer `token` the API requires (empty: none)")
-	fs.DurationVar(&f.Latency, "latency", 0, "latency added to every response")
-	fs.Float64Var(&f.ErrorRate, "error-rate", 0, "probability of a 500/502/503/504 answer")
-	fs.Float64Var(&f.RateLimitRate, "rate-limit-rate", 0, "probability of a 429 answer")
-	fs.IntVar(&f.RetryAfter, "retry-after", 1, "Retry-After `seconds` of 429 and 503 answers")
-	fs.Float64Var(&f.TruncateRate, "truncate-rate", 0, "probability of a 200 with half its body")
-	fs.Float64Var(&f.HangRate, "hang-rate", 0, "probability of a hung response")
-	fs.DurationVar(&f.Hang, "hang", 30*time.Second, "how long a hung response is held")
-	fs.Float64Var(&f.DuplicateRate, "duplicate-rate", 0, "probability per page of a record twice")
-	fs.Float64Var(&f.StaleRate, "stale-rate", 0, "probability per page of an older version after the newest")
-	fs.Float64Var(&f.InvalidRate, "invalid-rate", 0, "share of records served invalid")
-	fs.IntVar(&f.ChangeRate, "change-rate", 0, "records changed per page request")
-	fs.Float64Var(&f.MaxRate, "max-rate", 0, "requests per second over all clients (0: unlimited)")
+	opt.Faults.Flags(fs, "")
 
 	var envErr error
 	fs.VisitAll(func(fl *flag.Flag) {
@@ -127,5 +115,5 @@ func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmoc
 	if opt.Records < 0 {
 		return "", opt, errors.New("erpmock: --records must be >= 0")
 	}
-	return *addr, opt, f.Validate()
+	return *addr, opt, opt.Faults.Validate()
 }

@@ -97,19 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	fs.StringVar(&cfg.Job, "job", "", "job name of the processes (default loadtest-<random>)")
 	fs.StringVar(&cfg.OutDir, "out", "./loadtest-report", "directory of report.json, report.html and the process logs")
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "give up (stopping the processes) after this long")
-	f := &cfg.Faults
-	fs.DurationVar(&f.Latency, "latency", 0, "erpmock: latency added to every response")
-	fs.Float64Var(&f.ErrorRate, "error-rate", 0, "erpmock: probability of a 500/502/503/504 answer")
-	fs.Float64Var(&f.RateLimitRate, "rate-limit-rate", 0, "erpmock: probability of a 429 answer")
-	fs.IntVar(&f.RetryAfter, "retry-after", 1, "erpmock: Retry-After `seconds` of 429 and 503 answers")
-	fs.Float64Var(&f.TruncateRate, "truncate-rate", 0, "erpmock: probability of a 200 with half its body")
-	fs.Float64Var(&f.HangRate, "hang-rate", 0, "erpmock: probability of a hung response")
-	fs.DurationVar(&f.Hang, "hang", 30*time.Second, "erpmock: how long a hung response is held")
-	fs.Float64Var(&f.DuplicateRate, "duplicate-rate", 0, "erpmock: probability per page of a record twice")
-	fs.Float64Var(&f.StaleRate, "stale-rate", 0, "erpmock: probability per page of an older version after the newest")
-	fs.Float64Var(&f.InvalidRate, "invalid-rate", 0, "erpmock: share of records served invalid")
-	fs.IntVar(&f.ChangeRate, "change-rate", 0, "erpmock: records changed per page request")
-	fs.Float64Var(&f.MaxRate, "max-rate", 0, "erpmock: requests per second over all processes (0: unlimited)")
+	cfg.Faults.Flags(fs, "erpmock: ")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, 0, err
