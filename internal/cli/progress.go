@@ -50,7 +50,7 @@ func progress(ctx context.Context, cfg *syncer.Config, d *deps, stderr io.Writer
 	}
 	cfg.Progress = func(c store.Counters) {
 		el := time.Since(start).Seconds()
-		done := c.Inserted + c.Updated + c.Unchanged + c.Invalid + c.Failed + c.DuplicatesInFeed
+		done := c.Handled()
 		rate := float64(done) / max(el, 0.001)
 		if !tty {
 			ev := log.Info().Int64("fetched", c.Fetched).Int64("done", done).Float64("records_per_second", rate)

@@ -155,8 +155,7 @@ func (c *child) result() (ProcessResult, error) {
 	res.Report = &rep
 	if rep.FinishedAt != nil {
 		if d := rep.FinishedAt.Sub(rep.StartedAt).Seconds(); d > 0 {
-			done := rep.Inserted + rep.Updated + rep.Unchanged + rep.Invalid + rep.Failed + rep.DuplicatesInFeed
-			res.RecordsPerSecond = float64(done) / d
+			res.RecordsPerSecond = float64(rep.Handled()) / d
 		}
 	}
 	if c.runErr != nil && res.ExitCode < 0 {

@@ -428,7 +428,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if r := pr.Report; r != nil {
 			addCounters(&rep.Totals, r.Counters)
-			rep.ProcessedPerSecond += float64(done(r.Counters))
+			rep.ProcessedPerSecond += float64(r.Counters.Handled())
 		}
 		rep.Processes = append(rep.Processes, pr)
 	}
@@ -487,10 +487,6 @@ func (r *Report) finish(dir string) (*Report, error) {
 		}
 	}
 	return r, nil
-}
-
-func done(c store.Counters) int64 {
-	return c.Inserted + c.Updated + c.Unchanged + c.Invalid + c.Failed + c.DuplicatesInFeed
 }
 
 func addCounters(t *store.Counters, c store.Counters) {

@@ -22,6 +22,12 @@ type Counters struct {
 	ERPRetries       int64 `json:"erp_retries" gorm:"column:erp_retries"`
 }
 
+// Handled counts the records a run has finished with, whatever the outcome:
+// written, found current, quarantined, failed, or dropped as a duplicate.
+func (c Counters) Handled() int64 {
+	return c.Inserted + c.Updated + c.Unchanged + c.Invalid + c.Failed + c.DuplicatesInFeed
+}
+
 // Run is one row of the run history, skipped runs included.
 type Run struct {
 	ID          uint64     `json:"-" gorm:"column:id;primaryKey"`
