@@ -22,7 +22,9 @@ import (
 // Profile runs one backfill of cfg.Records records in this process, with
 // the syncer wired as `erpsync backfill` wires it, into an emptied table
 // (or, with rerun, once to fill it and again over the unchanged rows), and
-// writes a CPU profile of the measured run to cpuProfile. The erpmock
+// writes a CPU profile of the measured run to cpuProfile, and the
+// allocations it made (go tool pprof -sample_index=alloc_space) to
+// cpuProfile + ".allocs". The erpmock
 // serving the feed runs in this process too, and shows in the profile.
 func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile string) (*Result, error) {
 	ip, err := startInProcess(ctx, cfg)
@@ -59,6 +61,9 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	if err != nil {
 		return nil, fmt.Errorf("backfill: %w", err)
 	}
+	if err := writeAllocs(cpuProfile + ".allocs"); err != nil {
+		return nil, err
+	}
 	name := "in-process backfill"
 	if rerun {
 		name = "in-process re-run, unchanged"
@@ -67,6 +72,20 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	r.Report = rep
 	r.Note = fmt.Sprintf("workers %d, chunk %d, page %d; inserted %d, unchanged %d", sy.Config().Workers, sy.Config().ChunkSize, sy.Config().PageSize, rep.Inserted, rep.Unchanged)
 	return r, nil
+}
+
+// writeAllocs writes the allocation profile of the process since it began
+// (the fill of a re-run included; the profiles are cumulative).
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write allocation profile: %w", err)
+	}
+	return f.Close()
 }
 
 // inProcess is what the in-process measurements share: the bench, an

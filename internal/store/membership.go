@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -35,21 +34,20 @@ func (s *Store) Versions(ctx context.Context, ids []string) (map[string]Current,
 	if len(ids) == 0 {
 		return out, nil
 	}
-	// The hot path goes to database/sql directly: gorm's statement builder
-	// cost about 2 µs a record in the backfill profile.
-	var b strings.Builder
-	b.Grow(64 + 2*len(ids))
-	b.WriteString("SELECT erp_id, erp_version, fence_token FROM memberships WHERE erp_id IN (")
-	args := make([]any, len(ids))
+	// The hot path goes to database/sql directly, with its values written
+	// in (see literal): gorm's statement builder cost about 2 µs a record in
+	// the backfill profile.
+	l := newLiteral()
+	l.sql("SELECT erp_id, erp_version, fence_token FROM memberships WHERE erp_id IN (")
 	for i, id := range ids {
 		if i > 0 {
-			b.WriteByte(',')
+			l.sql(",")
 		}
-		b.WriteByte('?')
-		args[i] = id
+		l.str(id)
 	}
-	b.WriteByte(')')
-	rows, err := s.sql.QueryContext(ctx, b.String(), args...)
+	l.sql(")")
+	rows, err := s.sql.QueryContext(ctx, l.text())
+	l.free()
 	if err != nil {
 		return nil, fmt.Errorf("read versions: %w", err)
 	}
@@ -68,19 +66,52 @@ func (s *Store) Versions(ctx context.Context, ids []string) (map[string]Current,
 	return out, nil
 }
 
-func appendValues(b *strings.Builder, args []any, ms []Membership) []any {
+// values writes the rows of ms as the VALUES list of an INSERT.
+func (l *literal) values(ms []Membership) error {
 	for i, m := range ms {
 		if i > 0 {
-			b.WriteByte(',')
+			l.sql(",")
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))")
-		var ends any
-		if m.EndsAt != nil {
-			ends = m.EndsAt.UTC()
+		l.sql("(")
+		l.str(m.ErpID)
+		l.sql(",")
+		l.str(m.MemberID)
+		l.sql(",")
+		l.str(m.ProductCode)
+		l.sql(",")
+		l.str(m.Status)
+		l.sql(",")
+		if err := l.time(m.StartsAt); err != nil {
+			return fmt.Errorf("erp_id %q: starts_at: %w", m.ErpID, err)
 		}
-		args = append(args, m.ErpID, m.MemberID, m.ProductCode, m.Status, m.StartsAt.UTC(), ends, m.Version, m.UpdatedAt.UTC(), m.Fence)
+		l.sql(",")
+		if err := l.timeOrNull(m.EndsAt); err != nil {
+			return fmt.Errorf("erp_id %q: ends_at: %w", m.ErpID, err)
+		}
+		l.sql(",")
+		l.int(m.Version)
+		l.sql(",")
+		if err := l.time(m.UpdatedAt); err != nil {
+			return fmt.Errorf("erp_id %q: updated_at: %w", m.ErpID, err)
+		}
+		l.sql(",")
+		l.int(m.Fence)
+		l.sql(",UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))")
 	}
-	return args
+	return nil
+}
+
+// insert runs an INSERT of ms into memberships, followed by tail.
+func (s *Store) insert(ctx context.Context, ms []Membership, tail string) error {
+	l := newLiteral()
+	defer l.free()
+	l.sql("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
+	if err := l.values(ms); err != nil {
+		return err
+	}
+	l.sql(tail)
+	_, err := s.sql.ExecContext(ctx, l.text())
+	return err
 }
 
 // Insert writes rows that were absent, in one multi-row INSERT. When any of
@@ -90,10 +121,7 @@ func (s *Store) Insert(ctx context.Context, ms []Membership) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
-	args := appendValues(&b, make([]any, 0, len(ms)*9), ms)
-	if _, err := s.sql.ExecContext(ctx, b.String(), args...); err != nil {
+	if err := s.insert(ctx, ms, ""); err != nil {
 		if isDuplicate(err) {
 			return ErrDuplicate
 		}
@@ -127,11 +155,7 @@ func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("INSERT INTO memberships (" + membershipColumns + ") VALUES ")
-	args := appendValues(&b, make([]any, 0, len(ms)*9), ms)
-	b.WriteString(upsertSQL)
-	if _, err := s.sql.ExecContext(ctx, b.String(), args...); err != nil {
+	if err := s.insert(ctx, ms, upsertSQL); err != nil {
 		return fmt.Errorf("upsert memberships: %w", err)
 	}
 	return nil

@@ -51,8 +51,11 @@ type batchLocker interface {
 // can reach deterministically. All nil in production.
 type faultHooks struct {
 	// beforeInsert runs between reading the rows and inserting the absent
-	// ones: a test writes a row there to race the UNIQUE index.
+	// ones: a test writes a row there to race the UNIQUE index. Chunks then
+	// always read first, so that the window it races exists.
 	beforeInsert func(ctx context.Context, ms []store.Membership)
+	// readLocked is called for each read of versions under the locks.
+	readLocked func()
 	// failWrite makes the write of an erp_id fail with the returned error.
 	failWrite func(erpID string) error
 	// preRead is called for each read of versions before the locks.
@@ -237,6 +240,9 @@ type run struct {
 
 	writers *semaphore.Weighted // bounds the write statements in flight
 	preRead atomic.Bool         // whether chunks read versions before locking; see learnCurrent
+	// insertFirst is whether a chunk's first round inserts its records
+	// before reading them under their locks; see learnPresent.
+	insertFirst atomic.Bool
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint

@@ -497,3 +497,38 @@ func TestPreReadOnlyWhenItPays(t *testing.T) {
 		t.Error("the re-run never read before locking")
 	}
 }
+
+// A first load inserts each chunk before reading it. A chunk holding a row
+// that exists already (written before, under no lock of this run) is
+// refused whole by the UNIQUE index, takes the read path and ends right,
+// without counting a unique violation; the chunk after it reads once more
+// and goes back to inserting first.
+func TestFirstLoadInsertsBeforeReading(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 2000, Seed: 14})
+	feed := b.mock.Truth()
+	sort.Slice(feed, func(i, j int) bool {
+		if !feed[i].UpdatedAt.Equal(feed[j].UpdatedAt) {
+			return feed[i].UpdatedAt.Before(feed[j].UpdatedAt)
+		}
+		return feed[i].ErpID < feed[j].ErpID
+	})
+	w := feed[len(feed)/2]
+	old := store.Membership{ErpID: w.ErpID, MemberID: "EARLIER", ProductCode: w.ProductCode, Status: w.Status,
+		StartsAt: w.StartsAt, Version: w.Version - 1, UpdatedAt: w.UpdatedAt, Fence: 1}
+	if err := b.store.Insert(context.Background(), []store.Membership{old}); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	s := b.syncer(t, Config{Workers: 1, PageSize: 500, ChunkSize: 100})
+	s.hooks.readLocked = func() { reads.Add(1) }
+	rep := mustRun(t, s)
+	if rep.Inserted != int64(len(feed))-1 || rep.Updated != 1 || rep.UniqueViolations != 0 {
+		t.Fatalf("first load over one earlier row: %+v", rep.Counters)
+	}
+	// The first chunk, the one holding the earlier row, and the one after.
+	if n := reads.Load(); n > 3 {
+		t.Errorf("20 chunks read under their locks %d times, want at most 3", n)
+	}
+	assertTruth(t, b)
+}

@@ -75,7 +75,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 			}
 			hs = append(hs, held{rec: pending[i], lock: l})
 		}
-		again, current, werr := r.write(ctx, hs)
+		again, current, werr := r.write(ctx, hs, round == 0 && r.insertFirst.Load())
 		r.release(ctx, hs)
 		if round == 0 && !preRead && werr == nil {
 			r.learnCurrent(current, len(hs))
@@ -107,6 +107,14 @@ func (r *run) learnCurrent(current, n int) {
 	if n > 0 {
 		r.preRead.Store(current*20 >= n)
 	}
+}
+
+// learnPresent tells the run whether the read under the locks of a chunk
+// found any of its rows: while none are found (a first load, or a feed of
+// new records), the next chunks insert before they read, and the read
+// follows only when the UNIQUE index refuses the insert.
+func (r *run) learnPresent(found int) {
+	r.insertFirst.Store(found == 0)
 }
 
 // skipCurrent drops, as unchanged, the records whose row already holds their
@@ -218,7 +226,7 @@ func (r *run) processOne(ctx context.Context, rec erp.Record) error {
 			}
 			continue
 		}
-		again, _, err := r.write(ctx, []held{{rec: rec, lock: l}})
+		again, _, err := r.write(ctx, []held{{rec: rec, lock: l}}, false)
 		r.release(ctx, []held{{rec: rec, lock: l}})
 		if err != nil {
 			last = err
@@ -261,8 +269,16 @@ func membership(h held) store.Membership {
 // their version is still the newest: they need a fresh lock. An error means
 // nothing can be said of the chunk; every record must be retried.
 //
+// With insertFirst, the records are first inserted in one statement without
+// a read: when none of their rows exists, which is what a first load finds,
+// that is all. When the UNIQUE index refuses it, nothing was written, and
+// the records take the read path. Either way every insert happens under the
+// record's lock, and only an insert refused after the read found its row
+// absent counts as a unique violation: a row found by the read, or by the
+// refused insert before it, may have been written under an earlier lock.
+//
 // current counts the records found at their version or a newer one.
-func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, current int, err error) {
+func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []erp.Record, current int, err error) {
 	if len(hs) == 0 {
 		return nil, 0, nil
 	}
@@ -277,9 +293,29 @@ func (r *run) write(ctx context.Context, hs []held) (again []erp.Record, current
 			}
 		}
 	}
+	if insertFirst && r.s.hooks.beforeInsert == nil {
+		ms := make([]store.Membership, len(hs))
+		for i, h := range hs {
+			ms[i] = membership(h)
+		}
+		err := r.writing(ctx, func() error { return r.s.store.Insert(ctx, ms) })
+		switch {
+		case err == nil:
+			r.c.inserted.Add(int64(len(ms)))
+			return nil, 0, nil
+		case !errors.Is(err, store.ErrDuplicate):
+			return nil, 0, err
+		}
+	}
+	if f := r.s.hooks.readLocked; f != nil {
+		f()
+	}
 	cur, err := r.s.store.Versions(ctx, ids)
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(hs) > 1 {
+		r.learnPresent(len(cur))
 	}
 	var ins, upd []held
 	unchanged := 0

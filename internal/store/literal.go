@@ -1,0 +1,128 @@
+package store
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// literal builds the text of a statement with its values written in as SQL
+// literals, for the multi-row statements of the hot path. Sent without
+// arguments, such a statement costs the client one copy of its text: with
+// placeholders, database/sql would first convert every argument and the
+// driver would then interpolate them into a second copy (together about
+// half of a backfill's allocations, and the garbage collection they cause).
+//
+// A literal means the same whatever the session's sql_mode and character
+// set: a string of printable ASCII other than the backslash is quoted, with
+// a quote doubled (which NO_BACKSLASH_ESCAPES does not change), and any
+// other string is written in hex with a utf8mb4 introducer, so no byte of
+// it can end the literal or be read as an escape.
+type literal struct{ b []byte }
+
+var literals = sync.Pool{New: func() any { return &literal{b: make([]byte, 0, 64<<10)} }}
+
+func newLiteral() *literal {
+	l := literals.Get().(*literal)
+	l.b = l.b[:0]
+	return l
+}
+
+// free returns l to the pool; its text must not be used after.
+func (l *literal) free() {
+	if cap(l.b) <= 4<<20 {
+		literals.Put(l)
+	}
+}
+
+// text is the statement built so far, copied.
+func (l *literal) text() string { return string(l.b) }
+
+func (l *literal) sql(s string) { l.b = append(l.b, s...) }
+
+func (l *literal) str(s string) {
+	if plain(s) {
+		l.b = append(l.b, '\'')
+		for i := 0; i < len(s); i++ {
+			if s[i] == '\'' {
+				l.b = append(l.b, '\'')
+			}
+			l.b = append(l.b, s[i])
+		}
+		l.b = append(l.b, '\'')
+		return
+	}
+	l.b = append(l.b, "_utf8mb4 X'"...)
+	l.b = hex.AppendEncode(l.b, []byte(s))
+	l.b = append(l.b, '\'')
+}
+
+// plain reports whether s is printable ASCII without a backslash.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *literal) int(n int64) { l.b = strconv.AppendInt(l.b, n, 10) }
+
+// time writes t in UTC as 'YYYY-MM-DD hh:mm:ss[.fffffffff]', the form the
+// driver's interpolation sends: the server rounds the fraction to the
+// column's precision as it did before.
+func (l *literal) time(t time.Time) error {
+	t = t.UTC()
+	if y := t.Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("time %s: year is not in the range [1, 9999]", t.Format(time.RFC3339Nano))
+	}
+	year, month, day := t.Date()
+	hour, min, sec := t.Clock()
+	l.b = append(l.b, '\'')
+	l.b = appendDigits(l.b, year, 4)
+	l.b = append(l.b, '-')
+	l.b = appendDigits(l.b, int(month), 2)
+	l.b = append(l.b, '-')
+	l.b = appendDigits(l.b, day, 2)
+	l.b = append(l.b, ' ')
+	l.b = appendDigits(l.b, hour, 2)
+	l.b = append(l.b, ':')
+	l.b = appendDigits(l.b, min, 2)
+	l.b = append(l.b, ':')
+	l.b = appendDigits(l.b, sec, 2)
+	if ns := t.Nanosecond(); ns != 0 {
+		l.b = append(l.b, '.')
+		n := 9
+		for ns%10 == 0 {
+			ns /= 10
+			n--
+		}
+		l.b = appendDigits(l.b, ns, n)
+	}
+	l.b = append(l.b, '\'')
+	return nil
+}
+
+// appendDigits appends v, which is below 10^n, in n digits.
+func appendDigits(b []byte, v, n int) []byte {
+	start := len(b)
+	for range n {
+		b = append(b, '0')
+	}
+	for i := len(b) - 1; i >= start; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
+}
+
+func (l *literal) timeOrNull(t *time.Time) error {
+	if t == nil {
+		l.sql("NULL")
+		return nil
+	}
+	return l.time(*t)
+}
