@@ -260,19 +260,19 @@ func (m *Mock) appendItem(b []byte, idx int32, r rec) []byte {
 	if r.invalid == flawDate {
 		b = append(b, badDates[int(idx)%len(badDates)]...)
 	} else {
-		b = ms(r.startsAt).AppendFormat(b, wireTime)
+		b = appendWireTime(b, r.startsAt)
 	}
 	b = append(b, `","ends_at":`...)
 	switch {
 	case r.invalid == flawEndsBeforeStarts:
 		b = append(b, '"')
-		b = ms(r.startsAt-dayMs).AppendFormat(b, wireTime)
+		b = appendWireTime(b, r.startsAt-dayMs)
 		b = append(b, '"')
 	case r.endsAt == noEnd:
 		b = append(b, "null"...)
 	default:
 		b = append(b, '"')
-		b = ms(r.endsAt).AppendFormat(b, wireTime)
+		b = appendWireTime(b, r.endsAt)
 		b = append(b, '"')
 	}
 	b = append(b, `,"version":`...)
@@ -287,7 +287,7 @@ func (m *Mock) appendItem(b []byte, idx int32, r rec) []byte {
 		b = strconv.AppendInt(b, r.version, 10)
 	}
 	b = append(b, `,"updated_at":"`...)
-	b = ms(r.ua).AppendFormat(b, wireTime)
+	b = appendWireTime(b, r.ua)
 	return append(b, `"}`...)
 }
 

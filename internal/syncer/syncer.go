@@ -439,7 +439,7 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
-	prev := map[string]int64{} // previous page's erp_id -> version, for duplicates across a boundary
+	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
 	for {
 		page, err := r.s.erp.Page(ctx, q)
 		if err != nil {
@@ -528,34 +528,42 @@ func splitUnstorable(recs []erp.Record, invalid []erp.Invalid) ([]erp.Record, []
 // a record the previous page already carried at the same or a higher
 // version, and keeps only this shard's records. It returns the page's
 // erp_id -> version map for the next call.
-func (r *run) dedupe(recs []erp.Record, prev map[string]int64) ([]erp.Record, map[string]int64) {
+func (r *run) dedupe(recs []erp.Record, prev map[string]pageEntry) ([]erp.Record, map[string]pageEntry) {
 	cfg := r.s.cfg
-	seen := make(map[string]int, len(recs))
-	cur := make(map[string]int64, len(recs))
+	cur := make(map[string]pageEntry, len(recs))
 	out := make([]erp.Record, 0, len(recs))
 	for _, rec := range recs {
-		if v, ok := cur[rec.ErpID]; ok {
+		if e, ok := cur[rec.ErpID]; ok {
 			r.c.duplicates.Add(1)
-			if rec.Version > v {
-				cur[rec.ErpID] = rec.Version
-				if i, ok := seen[rec.ErpID]; ok {
-					out[i] = rec
+			if rec.Version > e.version {
+				e.version = rec.Version
+				if e.at >= 0 {
+					out[e.at] = rec
 				}
+				cur[rec.ErpID] = e
 			}
 			continue
 		}
-		cur[rec.ErpID] = rec.Version
-		if v, ok := prev[rec.ErpID]; ok && v >= rec.Version {
+		e := pageEntry{version: rec.Version, at: -1}
+		p, carried := prev[rec.ErpID]
+		switch {
+		case carried && p.version >= rec.Version:
 			r.c.duplicates.Add(1)
-			continue
+		case cfg.Shards > 1 && ShardOf(rec.ErpID, cfg.Shards) != cfg.Shard:
+		default:
+			e.at = len(out)
+			out = append(out, rec)
 		}
-		if cfg.Shards > 1 && ShardOf(rec.ErpID, cfg.Shards) != cfg.Shard {
-			continue
-		}
-		seen[rec.ErpID] = len(out)
-		out = append(out, rec)
+		cur[rec.ErpID] = e
 	}
 	return out, cur
+}
+
+// pageEntry is what dedupe keeps of an erp_id of a page: its highest
+// version, and where the record is in the page's output (-1: dropped).
+type pageEntry struct {
+	version int64
+	at      int
 }
 
 // BackfillCheckpointName names the checkpoint of a backfill window: the
