@@ -55,10 +55,11 @@
 // slot (Prefix + "slot{T}:fence", T a short tag that hashes to the slot,
 // from a table computed once per process), both without expiry: memory
 // stays at one key per server, or at most 16384 per Prefix. A grant then
-// moves a counter that exists (INCR) instead of writing a key of its own
-// with a TTL, and ObtainMany reads and writes one counter per script call
-// instead of one per key, which costs the server less CPU per grant (the
-// README has the figures). Tokens of different keys are
+// rewrites a counter that exists (one SET ... GET, which returns the value
+// it replaced) instead of writing a key of its own with a TTL, and
+// ObtainMany and a coalesced batch (see below) read and write one counter
+// per script call instead of one per key, which costs the server less CPU
+// per grant (the README has the figures). Tokens of different keys are
 // distinct on one server or slot, which nothing relies on. A Redlock's
 // nodes keep one counter per slot too, on every kind of node (see Redlock
 // below). Only a Client over a Ring or another client that may shard the
@@ -78,13 +79,40 @@
 // (a Redlock's grants up to 2 ms, see below). Lua's doubles hold tokens
 // exactly until the year 2255.
 //
+// # Coalescing
+//
+// Concurrent calls to one Client are coalesced, as a database's group
+// commit does: while one Obtain's grant is in flight, the grants of other
+// Obtain calls of the Client queue, and when it returns they go out
+// together, as one call of the batch grant script per group of keys (all
+// of a single server's, one per hash slot on a cluster, pipelined), which
+// reads and writes the fence counter once; Release does the same with its
+// own queue. Each caller still gets its own token, fencing token and lease
+// (callers with different TTLs share the batch, in separate script calls
+// of one pipeline), and its own result: a grant or ErrNotObtained, nil,
+// ErrExpired or ErrTaken. A caller alone, with nothing in flight, sends
+// its call at once, so a single goroutine waits no longer than without
+// coalescing; under concurrency a call waits for at most the one in
+// flight, and the server and the client handle one request and one reply
+// per batch instead of one per call, which is where the throughput of
+// many goroutines comes from. A Redlock coalesces per node.
+//
+// A queued caller still stops at its ctx: when ctx ends before its batch
+// answered, it returns at once (Obtain with ErrNotObtained and ctx's
+// error). A grant still queued is then never sent; one already sent is
+// released when its reply comes back. A batch's call runs under the
+// latest deadline of its callers (ctx's, or Options.Timeout from the
+// moment it queued), and a Redis failure reaches each of them.
+//
 // # Deadlines and failures
 //
 // Every Redis call runs under ctx's deadline, or under Options.Timeout (3 s
 // by default) when ctx has none. Network and server-side unavailability
 // errors match ErrUnavailable; go-redis's own retries on network errors
 // run inside that deadline. A grant whose reply is lost is not reported:
-// Obtain returns an error and the key stays locked until its TTL.
+// Obtain returns an error and the key stays locked until its TTL. (Only a
+// coalesced grant whose caller left before its reply came back is
+// released, see above.)
 //
 // # Errors
 //
@@ -113,9 +141,10 @@
 // only touch keys of one hash slot, so a lock's key is Prefix + "{" + key
 // + "}", the braces making the key its hash tag (which is why a key may not
 // contain a brace), and its fence counter is its slot's, whose name carries
-// a tag of that slot. ObtainMany and ReleaseMany send one script call per
-// slot, all in one pipeline, each with the slot's counter. A cluster fails over like a
-// replicated server: a replica promoted before it received a grant can
+// a tag of that slot. ObtainMany, ReleaseMany and coalesced batches send
+// one script call per slot, all in one pipeline, each with the slot's
+// counter. A cluster fails over like a replicated server: a replica
+// promoted before it received a grant can
 // grant the key again (see above), and the time floor of the tokens keeps
 // fencing right across it.
 //
@@ -126,9 +155,10 @@
 // no single server, failover or restart decides alone. It is the algorithm
 // Salvatore Sanfilippo (antirez) described as Redlock:
 //
-//   - Obtain runs the single-server grant script on every node at once,
-//     each call bounded by Options.NodeTimeout (min(50 ms, ttl/10) by
-//     default), and counts the grants. With a quorum (more than half the
+//   - Obtain runs the single-server grant script on every node at once
+//     (coalesced with the concurrent attempts on that node, see
+//     Coalescing), each call bounded by Options.NodeTimeout (min(50 ms,
+//     ttl/10) by default), and counts the grants. With a quorum (more than half the
 //     nodes) and time left on the lease — ttl less the time the attempt
 //     took, less 1% of ttl and 2 ms for clock drift — the lock is taken.
 //     Otherwise it is released on every node that granted it or did not

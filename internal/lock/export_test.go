@@ -36,3 +36,65 @@ func RunObtain(ctx context.Context, rdb redis.UniversalClient, keys []string, ar
 func RedlockCounter(r *Redlock, key string) string {
 	return slotCounter(r.opt.Prefix, r.opt.Prefix+"{"+key+"}")
 }
+
+// Occupy marks a grant (or, with releases, a release) of c in flight until
+// the returned func is called: calls made meanwhile queue, and go out
+// together when it is.
+func Occupy(c *Client, releases bool) (resume func()) {
+	b := &c.grants
+	if releases {
+		b = &c.releases
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.busy {
+		panic("lock: Occupy: a call is in flight")
+	}
+	b.busy = true
+	return b.leave
+}
+
+// Queued returns how many grants and releases wait in c's queues.
+func Queued(c *Client) (grants, releases int) {
+	c.grants.mu.Lock()
+	grants = len(c.grants.queue)
+	c.grants.mu.Unlock()
+	c.releases.mu.Lock()
+	releases = len(c.releases.queue)
+	c.releases.mu.Unlock()
+	return grants, releases
+}
+
+// Idle reports whether c has no call in flight and none queued.
+func Idle(c *Client) bool {
+	idle := true
+	for _, b := range []*batcher{&c.grants, &c.releases} {
+		b.mu.Lock()
+		idle = idle && !b.busy && len(b.queue) == 0
+		b.mu.Unlock()
+	}
+	return idle
+}
+
+// BatchStats counts the batches c sent and their entries.
+type BatchStats struct{ GrantBatches, Grants, ReleaseBatches, Releases int64 }
+
+// Batches returns what c sent in batches so far.
+func Batches(c *Client) BatchStats {
+	return BatchStats{c.grants.batches.Load(), c.grants.entries.Load(), c.releases.batches.Load(), c.releases.entries.Load()}
+}
+
+// BeforeGrantBatch makes c call f with the keys of each batch of grants
+// before it sends it.
+func BeforeGrantBatch(c *Client, f func(rkeys []string)) {
+	c.grants.beforeSend = func(batch []*pending) {
+		keys := make([]string, len(batch))
+		for i, p := range batch {
+			keys[i] = p.g.keys[0]
+		}
+		f(keys)
+	}
+}
+
+// Nodes returns the Clients of a Redlock's nodes.
+func Nodes(r *Redlock) []*Client { return r.nodes }

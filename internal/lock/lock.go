@@ -193,6 +193,9 @@ type Client struct {
 	group grouping
 	// serverCounter is the fence counter of every key on a single server.
 	serverCounter string
+	// grants and releases coalesce concurrent Obtain and Release calls
+	// (and a Redlock's calls to this node) into batches.
+	grants, releases batcher
 }
 
 // New returns a Client that keeps its locks in rdb. opt may be nil; it is
@@ -201,6 +204,8 @@ func New(rdb redis.UniversalClient, opt *Options) *Client {
 	o, hook := opt.withDefaults()
 	c := &Client{rdb: rdb, opt: o, hook: hook, group: groupingOf(rdb)}
 	c.serverCounter = o.Prefix + serverCounterName
+	c.grants.send = c.sendGrants
+	c.releases.send = c.sendReleases
 	if o.Hooks != nil {
 		c.opt.Hooks = &c.hook
 	}
@@ -269,11 +274,18 @@ func (c *Client) counter(rkey string, ttl time.Duration) (string, time.Duration)
 	}
 }
 
-// grant holds the keys and arguments of the grant script for one Obtain,
-// in one allocation.
+// grant is one key to grant: the keys and arguments of obtain.lua, and
+// its entry in a call of obtain_many.lua.
 type grant struct {
 	keys [2]string // lock key, fence counter key
-	args [3]any    // token, lease TTL in ms, fence counter TTL in ms (0: none)
+	// args are obtain.lua's: token, lease TTL in ms, fence counter TTL in
+	// ms (0: none), and for a Redlock a clock step and a proposed floor in
+	// µs; nargs says how many.
+	args  [5]any
+	nargs int
+	// ttl, counterTTL (ms), step and proposed (µs, 0: none) are the same
+	// as numbers.
+	ttl, counterTTL, step, proposed int64
 }
 
 // newGrant draws a token and returns the call that grants the lock key
@@ -284,11 +296,32 @@ func newGrant(rkey, counterKey string, ttl, counterTTL time.Duration) (*grant, e
 	if err != nil {
 		return nil, err
 	}
-	return &grant{
-		keys: [2]string{rkey, counterKey},
-		args: [3]any{token, ttl.Milliseconds(), counterTTL.Milliseconds()},
-	}, nil
+	return makeGrant(rkey, counterKey, token, ttl.Milliseconds(), counterTTL.Milliseconds()), nil
 }
+
+func makeGrant(rkey, counterKey, token string, ttl, counterTTL int64) *grant {
+	return &grant{
+		keys:  [2]string{rkey, counterKey},
+		args:  [5]any{token, ttl, counterTTL},
+		nargs: 3,
+		ttl:   ttl, counterTTL: counterTTL,
+	}
+}
+
+// withFloor returns a copy of g that rounds the clock up to step and
+// proposes floor (see obtain.lua): one Redlock attempt.
+func (g *grant) withFloor(step, floor int64) *grant {
+	h := *g
+	h.args[3], h.args[4], h.nargs = step, floor, 5
+	h.step, h.proposed = step, floor
+	return &h
+}
+
+// argv returns obtain.lua's arguments.
+func (g *grant) argv() []any { return g.args[:g.nargs] }
+
+// token returns the grant's token.
+func (g *grant) token() string { return g.args[0].(string) }
 
 // slotCounter returns the fence counter of the hash slot of the lock key
 // rkey under prefix: Prefix + "slot{T}:fence", T the slot's tag.
@@ -299,7 +332,7 @@ func slotCounter(prefix, rkey string) string {
 // lock returns the Lock that g granted with fence, its lease counting from
 // sent.
 func (g *grant) lock(b backend, key string, fence int64, ttl time.Duration, sent time.Time) *Lock {
-	return newLock(b, key, g.keys[0], g.args[0].(string), g.args[0], fence, ttl, sent)
+	return newLock(b, key, g.keys[0], g.token(), g.args[0], fence, ttl, sent)
 }
 
 // ObtainOptions tune one Obtain call.
@@ -329,7 +362,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	}
 	return obtain(ctx, &c.hook, key, opt, func() (int64, time.Time, error) {
 		sent := time.Now()
-		fence, err := c.run(ctx, obtainScript, g.keys[:], g.args[:]).Int64()
+		fence, err := c.obtainOne(ctx, g)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, sent, ctx.Err()
@@ -557,7 +590,7 @@ func (c *Client) refresh(ctx context.Context, limit time.Time, l *Lock, ttl time
 }
 
 func (c *Client) release(ctx context.Context, l *Lock) error {
-	n, err := c.run(ctx, releaseScript, l.keys[:], l.args[:]).Int64()
+	n, err := c.releaseOne(ctx, l.keys[:], l.args[:])
 	if err != nil {
 		return translate(ctx, "release", err)
 	}

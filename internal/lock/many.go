@@ -67,6 +67,85 @@ func (c *Client) groupKeys(rkeys []string) [][]int {
 	}
 }
 
+// grantCalls returns the calls of obtain_many.lua that run gs: one per
+// group of keys (see groupKeys) and lease (TTL, counter TTL, step), and
+// the indexes of each call's grants in gs.
+func (c *Client) grantCalls(gs []*grant) ([]scriptCall, [][]int) {
+	rkeys := make([]string, len(gs))
+	for i, g := range gs {
+		rkeys[i] = g.keys[0]
+	}
+	var calls []scriptCall
+	var out [][]int
+	for _, idx := range c.groupKeys(rkeys) {
+		for len(idx) > 0 {
+			// The grants with the first one's lease go in this call, the
+			// others in later ones.
+			first := gs[idx[0]]
+			var same, rest []int
+			for _, i := range idx {
+				if g := gs[i]; g.ttl == first.ttl && g.counterTTL == first.counterTTL && g.step == first.step {
+					same = append(same, i)
+				} else {
+					rest = append(rest, i)
+				}
+			}
+			calls = append(calls, grantCall(gs, same))
+			out = append(out, same)
+			idx = rest
+		}
+	}
+	return calls, out
+}
+
+// grantCall returns the call of obtain_many.lua that runs the grants
+// gs[i] for i in idx, which share their lease.
+func grantCall(gs []*grant, idx []int) scriptCall {
+	first := gs[idx[0]]
+	shared := true
+	for _, i := range idx {
+		shared = shared && gs[i].keys[1] == first.keys[1]
+	}
+	n := len(idx)
+	keys := make([]string, n, 2*n)
+	args := make([]any, 3, 3+2*n)
+	args[0], args[1], args[2] = first.ttl, first.counterTTL, first.step
+	for j, i := range idx {
+		keys[j] = gs[i].keys[0]
+		args = append(args, gs[i].args[0])
+	}
+	if shared {
+		keys = append(keys, first.keys[1])
+	} else {
+		for _, i := range idx {
+			keys = append(keys, gs[i].keys[1])
+		}
+	}
+	if first.step > 0 {
+		for _, i := range idx {
+			args = append(args, gs[i].proposed)
+		}
+	}
+	return scriptCall{keys: keys, args: args}
+}
+
+// releaseCalls returns the calls of release_many.lua that delete rkeys[i]
+// where it carries tokens[i]: one per group of keys (see groupKeys), and
+// the indexes of each call's keys.
+func (c *Client) releaseCalls(rkeys []string, tokens []any) ([]scriptCall, [][]int) {
+	groups := c.groupKeys(rkeys)
+	calls := make([]scriptCall, len(groups))
+	for g, idx := range groups {
+		keys := make([]string, len(idx))
+		args := make([]any, len(idx))
+		for j, i := range idx {
+			keys[j], args[j] = rkeys[i], tokens[i]
+		}
+		calls[g] = scriptCall{keys: keys, args: args}
+	}
+	return calls, groups
+}
+
 // ObtainMany tries once to grant each key for ttl and returns one entry per
 // key: the Lock, or nil where the key is held by another (a key repeated in
 // keys is granted at most once). On a single server all keys go in one
@@ -96,45 +175,32 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 	if err != nil {
 		return nil, err
 	}
-
-	groups := c.groupKeys(rkeys)
-	calls := make([]scriptCall, len(groups))
+	gs := make([]*grant, len(keys))
 	ttlMS := ttl.Milliseconds()
-	for g, idx := range groups {
-		// Every key of a group has the same counter (see counter).
-		ck, cttl := c.counter(rkeys[idx[0]], ttl)
-		sk := make([]string, 0, 1+len(idx))
-		args := make([]any, 0, 2+len(idx))
-		sk = append(sk, ck)
-		args = append(args, ttlMS, cttl.Milliseconds())
-		for _, i := range idx {
-			sk = append(sk, rkeys[i])
-			args = append(args, tokens[i])
-		}
-		calls[g] = scriptCall{keys: sk, args: args}
+	for i, rk := range rkeys {
+		ck, cttl := c.counter(rk, ttl)
+		gs[i] = makeGrant(rk, ck, tokens[i], ttlMS, cttl.Milliseconds())
 	}
+	calls, groups := c.grantCalls(gs)
 
 	start := time.Now()
 	cmds, err := c.runMany(ctx, obtainManyScript, calls)
 
 	locks := make([]*Lock, len(keys))
-	for g, idx := range groups {
-		if cmds[g] == nil {
-			continue // failed, and err says why
-		}
-		fences, ferr := cmds[g].Int64Slice()
-		if ferr == nil && len(fences) != len(idx) {
-			ferr = fmt.Errorf("script returned %d results for %d keys", len(fences), len(idx))
-		}
-		if ferr != nil {
-			err = cmp.Or(err, ferr)
-			continue
-		}
-		for j, i := range idx {
-			if fences[j] > 0 {
-				locks[i] = newLock(c, keys[i], rkeys[i], tokens[i], nil, fences[j], ttl, start)
+	for j, idx := range groups {
+		fences, ferr := results(cmds[j], err, len(idx))
+		for k, i := range idx {
+			if ferr == nil {
+				ferr = fenceError(fences[k], gs[i])
+			}
+			if ferr != nil {
+				break
+			}
+			if fences[k] > 0 {
+				locks[i] = gs[i].lock(c, keys[i], fences[k], ttl, start)
 			}
 		}
+		err = cmp.Or(err, ferr)
 	}
 	if err != nil {
 		err = translate(ctx, "obtain many", err)
@@ -198,31 +264,23 @@ func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, e
 		return 0, nil
 	}
 	rkeys := make([]string, len(held))
+	tokens := make([]any, len(held))
 	for i, l := range held {
-		rkeys[i] = l.rkey
+		rkeys[i], tokens[i] = l.rkey, l.args[0]
 	}
-	groups := c.groupKeys(rkeys)
-	calls := make([]scriptCall, len(groups))
-	for g, idx := range groups {
-		sk := make([]string, len(idx))
-		args := make([]any, len(idx))
-		for j, i := range idx {
-			sk[j], args[j] = rkeys[i], held[i].token
-		}
-		calls[g] = scriptCall{keys: sk, args: args}
-	}
-
+	calls, groups := c.releaseCalls(rkeys, tokens)
 	cmds, err := c.runMany(ctx, releaseManyScript, calls)
-	for g, idx := range groups {
-		if cmds[g] == nil {
-			continue // failed, and err says why
-		}
-		n, rerr := cmds[g].Int64()
+	for j, idx := range groups {
+		ns, rerr := results(cmds[j], err, len(idx))
 		if rerr != nil {
 			err = cmp.Or(err, rerr)
 			continue
 		}
-		notHeld += len(idx) - int(n)
+		for _, n := range ns {
+			if n <= 0 {
+				notHeld++
+			}
+		}
 	}
 	if err != nil {
 		return notHeld, translate(ctx, "release many", err)

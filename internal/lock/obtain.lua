@@ -14,10 +14,12 @@
 -- be one key's own (with a TTL) or shared by many keys (without one, see
 -- Client); either way every token it hands out is larger than the last.
 --
--- INCR and INCRBY move a counter that exists in place, which costs the
--- server less than writing a new string. Lua numbers are doubles, exact up
--- to 2^53 (about the year 2255 in microseconds); string.format('%.0f')
--- stores them without an exponent.
+-- One SET ... GET reads and moves the counter: it writes the clock and
+-- returns the value it replaced, and only a counter at or ahead of the
+-- clock (more than one grant in a microsecond, or a clock stepped back)
+-- costs a second write. Lua numbers are doubles, exact up to 2^53 (about
+-- the year 2255 in microseconds); the clock is written as TIME's digits,
+-- and a computed token with string.format('%.0f'), never with an exponent.
 --
 -- With a step, the clock is rounded up to a multiple of it: a Redlock
 -- passes 1000, so that nodes whose clocks agree within a millisecond hand
@@ -34,31 +36,51 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 
 local t = redis.call('TIME')
-local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local floor, digits
 local step = tonumber(ARGV[4])
 if step and step > 1 then
-	floor = math.ceil(floor / step) * step
+	floor = math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / step) * step
 	local proposed = tonumber(ARGV[5])
 	if proposed and proposed > floor and proposed <= floor + 2 * step then
 		floor = proposed
 	end
+	digits = string.format('%.0f', floor)
+else
+	local us = t[2]
+	if #us < 6 then
+		us = string.rep('0', 6 - #us) .. us
+	end
+	digits = t[1] .. us
+	floor = tonumber(digits)
 end
 
--- A counter that is not an integer (WRONGTYPE, or a foreign value) undoes
--- the grant and fails the call.
-local counted = redis.pcall('INCR', KEYS[2])
-if type(counted) == 'table' then
-	redis.call('DEL', KEYS[1])
-	return counted
-end
-
-local fence = counted
-if floor > fence then
-	fence = floor
-end
+local old
 if ARGV[3] ~= '0' then
-	redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
-elseif fence > counted then
-	redis.call('INCRBY', KEYS[2], string.format('%.0f', fence - counted))
+	old = redis.pcall('SET', KEYS[2], digits, 'PX', ARGV[3], 'GET')
+else
+	old = redis.pcall('SET', KEYS[2], digits, 'GET')
 end
-return fence
+-- A counter that is not a string (WRONGTYPE: nothing was written) or not
+-- an integer undoes the grant and fails the call; a foreign string is put
+-- back.
+if type(old) == 'table' then
+	redis.call('DEL', KEYS[1])
+	return old
+end
+if old then
+	if not string.find(old, '^%d+$') then
+		redis.call('SET', KEYS[2], old)
+		redis.call('DEL', KEYS[1])
+		return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not an integer')
+	end
+	local last = tonumber(old)
+	if last >= floor then
+		floor = last + 1
+		if ARGV[3] ~= '0' then
+			redis.call('SET', KEYS[2], string.format('%.0f', floor), 'PX', ARGV[3])
+		else
+			redis.call('SET', KEYS[2], string.format('%.0f', floor))
+		end
+	end
+end
+return floor

@@ -1,50 +1,87 @@
 -- obtain_many.lua tries once to grant each of several lease locks, like
--- obtain.lua, in one round trip, with one fence counter for all of them.
--- All keys must live in one hash slot when the server is a cluster node.
+-- obtain.lua, in one round trip, reading and writing each fence counter
+-- once per call. All keys must live in one hash slot when the server is a
+-- cluster node.
 --
--- KEYS[1]  fence counter key   KEYS[1+i] lock key i
--- ARGV[1]  lease TTL in ms     ARGV[2]  fence counter TTL in ms, or 0 to
---                                       keep the counter without expiry
--- ARGV[2+i] token of lock i
+-- KEYS[i]    lock key i, for i = 1..n
+-- KEYS[n+1]  the fence counter of every lock, or
+-- KEYS[n+i]  the fence counter of lock i (locks may share one)
+-- ARGV[1]    lease TTL in ms
+-- ARGV[2]    fence counter TTL in ms, or 0 to keep counters without expiry
+-- ARGV[3]    a step in microseconds to round the clock up to, or 0
+-- ARGV[3+i]  token of lock i
+-- ARGV[3+n+i] with a step: the floor proposed for lock i (see obtain.lua)
 --
--- Returns one integer per lock: its fencing token, or 0 when it is held.
--- Tokens granted by one call are distinct and increase in key order: the
--- first is max(counter + 1, server TIME in microseconds), each next one is
--- one more, and the counter is left at the last. The counter is read and
--- written once per call, whatever the number of keys.
+-- Returns one integer per lock: its fencing token, 0 when it is held, or
+-- -1 when its counter is not an integer (nothing is granted on it). Each
+-- token is max(counter + 1, floor), the floor being the server TIME in
+-- microseconds, or with a step as obtain.lua computes it; the counter
+-- moves on with every grant and is written once, at the last token it
+-- handed out. So the tokens of one counter strictly increase in key order,
+-- and a counter shared by all keys of a call is read and written once,
+-- whatever their number.
 
--- Read the counter before writing anything, so that a WRONGTYPE error
--- leaves no lock behind.
-local last = tonumber(redis.call('GET', KEYS[1]))
-
-local out = {}
-local granted = 0
-for i = 2, #KEYS do
-	if redis.call('SET', KEYS[i], ARGV[1 + i], 'NX', 'PX', ARGV[1]) then
-		granted = granted + 1
-		out[i - 1] = granted
-	else
-		out[i - 1] = 0
-	end
+local step = tonumber(ARGV[3])
+local n = #ARGV - 3
+if step > 0 then
+	n = n / 2
 end
-if granted == 0 then
-	return out
-end
+local shared = #KEYS == n + 1
 
 local t = redis.call('TIME')
-local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if last and last >= first then
-	first = last + 1
+local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if step > 0 then
+	clock = math.ceil(clock / step) * step
 end
-for i = 1, #out do
-	if out[i] > 0 then
-		out[i] = first + out[i] - 1
+
+-- Read every counter before writing anything: last[k] is its value (0 for
+-- none), or false when it is not an integer.
+local last = {}
+for i = 1, shared and 1 or n do
+	local k = KEYS[n + i]
+	if last[k] == nil then
+		local v = redis.pcall('GET', k)
+		if type(v) == 'table' or (v and not string.find(v, '^%d+$')) then
+			last[k] = false
+		else
+			last[k] = tonumber(v) or 0
+		end
 	end
 end
-local fence = string.format('%.0f', first + granted - 1)
-if ARGV[2] ~= '0' then
-	redis.call('SET', KEYS[1], fence, 'PX', ARGV[2])
-else
-	redis.call('SET', KEYS[1], fence)
+
+local out = {}
+local moved = {}
+for i = 1, n do
+	local k = shared and KEYS[n + 1] or KEYS[n + i]
+	local cur = last[k]
+	if cur == false then
+		out[i] = -1
+	elseif redis.call('SET', KEYS[i], ARGV[3 + i], 'NX', 'PX', ARGV[1]) then
+		local fence = clock
+		if step > 0 then
+			local p = tonumber(ARGV[3 + n + i])
+			if p > fence and p <= fence + 2 * step then
+				fence = p
+			end
+		end
+		if cur >= fence then
+			fence = cur + 1
+		end
+		if moved[k] == nil then
+			moved[k] = true
+			moved[#moved + 1] = k
+		end
+		last[k] = fence
+		out[i] = fence
+	else
+		out[i] = 0
+	end
+end
+for _, k in ipairs(moved) do
+	if ARGV[2] ~= '0' then
+		redis.call('SET', k, string.format('%.0f', last[k]), 'PX', ARGV[2])
+	else
+		redis.call('SET', k, string.format('%.0f', last[k]))
+	end
 end
 return out

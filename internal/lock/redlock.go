@@ -125,9 +125,9 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int64, time.Time, error) {
 	start := time.Now()
 	nt := r.nodeTimeout(ttl)
-	args := append(g.args[:], clockStep, proposedFloor(start))
-	replies := r.each(ctx, start.Add(nt), nil, func(ctx context.Context, c *Client) *redis.Cmd {
-		return obtainScript.Run(ctx, c.rdb, g.keys[:], args...)
+	ga := g.withFloor(clockStep, proposedFloor(start))
+	replies := r.each(ctx, start.Add(nt), nil, func(ctx context.Context, c *Client) (int64, error) {
+		return c.obtainOne(ctx, ga)
 	})
 	var granted, held int
 	var fence int64
@@ -147,7 +147,7 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 	var err error
 	switch {
 	case granted >= r.quorum:
-		err = r.raise(ctx, g.keys[1], fence, g.args[2], replies, nt)
+		err = r.raise(ctx, g.keys[1], fence, g.counterTTL, replies, nt)
 		if err == nil {
 			took := time.Since(start)
 			if took < validity(ttl) {
@@ -166,8 +166,8 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 	// grant that ctx's end interrupted is a grant all the same.
 	r.each(context.WithoutCancel(ctx), time.Now().Add(nt), func(i int) bool {
 		return replies[i].err != nil || replies[i].n > 0
-	}, func(ctx context.Context, c *Client) *redis.Cmd {
-		return releaseScript.Run(ctx, c.rdb, g.keys[:1], g.args[:1]...)
+	}, func(ctx context.Context, c *Client) (int64, error) {
+		return c.releaseOne(ctx, g.keys[:1], g.args[:1])
 	})
 	return 0, start, err
 }
@@ -175,7 +175,7 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 // raise writes fence back to the counter at fenceKey on the granting nodes
 // that handed out a smaller token, and checks that a quorum of nodes then
 // holds a counter at or above fence.
-func (r *Redlock) raise(ctx context.Context, fenceKey string, fence int64, fenceTTLms any, replies []reply, nt time.Duration) error {
+func (r *Redlock) raise(ctx context.Context, fenceKey string, fence, fenceTTLms int64, replies []reply, nt time.Duration) error {
 	have := 0
 	for _, rep := range replies {
 		if rep.err == nil && rep.n == fence {
@@ -185,8 +185,8 @@ func (r *Redlock) raise(ctx context.Context, fenceKey string, fence int64, fence
 	keys := []string{fenceKey}
 	ups := r.each(ctx, time.Now().Add(nt), func(i int) bool {
 		return replies[i].err == nil && replies[i].n > 0 && replies[i].n < fence
-	}, func(ctx context.Context, c *Client) *redis.Cmd {
-		return raiseFenceScript.Run(ctx, c.rdb, keys, fence, fenceTTLms)
+	}, func(ctx context.Context, c *Client) (int64, error) {
+		return raiseFenceScript.Run(ctx, c.rdb, keys, fence, fenceTTLms).Int64()
 	})
 	var failure error
 	for _, up := range ups {
@@ -233,7 +233,7 @@ type reply struct {
 
 // each calls every node i for which want(i) (every node when want is nil)
 // at once, under deadline and ctx, and returns one reply per node.
-func (r *Redlock) each(ctx context.Context, deadline time.Time, want func(i int) bool, call func(context.Context, *Client) *redis.Cmd) []reply {
+func (r *Redlock) each(ctx context.Context, deadline time.Time, want func(i int) bool, call func(context.Context, *Client) (int64, error)) []reply {
 	replies := make([]reply, len(r.nodes))
 	first := -1
 	var wg sync.WaitGroup
@@ -252,12 +252,12 @@ func (r *Redlock) each(ctx context.Context, deadline time.Time, want func(i int)
 			continue
 		}
 		wg.Go(func() {
-			n, err := call(cctx, r.nodes[i]).Int64()
+			n, err := call(cctx, r.nodes[i])
 			replies[i] = reply{n: n, err: err, asked: true}
 		})
 	}
 	if first >= 0 {
-		n, err := call(cctx, r.nodes[first]).Int64()
+		n, err := call(cctx, r.nodes[first])
 		replies[first] = reply{n: n, err: err, asked: true}
 	}
 	wg.Wait()
@@ -280,8 +280,8 @@ func (r *Redlock) refresh(ctx context.Context, limit time.Time, l *Lock, ttl tim
 	if !limit.IsZero() {
 		deadline = minTime(deadline, limit)
 	}
-	replies := r.each(ctx, deadline, nil, func(ctx context.Context, c *Client) *redis.Cmd {
-		return refreshScript.Run(ctx, c.rdb, l.keys[:], l.token, ttl.Milliseconds())
+	replies := r.each(ctx, deadline, nil, func(ctx context.Context, c *Client) (int64, error) {
+		return refreshScript.Run(ctx, c.rdb, l.keys[:], l.token, ttl.Milliseconds()).Int64()
 	})
 	if err := r.tally(ctx, "refresh", "extended", replies); err != nil {
 		return sent, err
@@ -293,8 +293,8 @@ func (r *Redlock) refresh(ctx context.Context, limit time.Time, l *Lock, ttl tim
 }
 
 func (r *Redlock) release(ctx context.Context, l *Lock) error {
-	replies := r.each(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), nil, func(ctx context.Context, c *Client) *redis.Cmd {
-		return releaseScript.Run(ctx, c.rdb, l.keys[:], l.args[:]...)
+	replies := r.each(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), nil, func(ctx context.Context, c *Client) (int64, error) {
+		return c.releaseOne(ctx, l.keys[:], l.args[:])
 	})
 	return r.tally(ctx, "release", "released", replies)
 }
@@ -334,8 +334,8 @@ func (r *Redlock) tally(ctx context.Context, op, done string, replies []reply) e
 }
 
 func (r *Redlock) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
-	replies := r.each(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), nil, func(ctx context.Context, c *Client) *redis.Cmd {
-		return pttlScript.Run(ctx, c.rdb, l.keys[:], l.args[:]...)
+	replies := r.each(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), nil, func(ctx context.Context, c *Client) (int64, error) {
+		return pttlScript.Run(ctx, c.rdb, l.keys[:], l.args[:]...).Int64()
 	})
 	var ttls []int64
 	var failed int

@@ -2,11 +2,17 @@
 --
 -- KEYS[i]  lock key i          ARGV[i]  token of lock i
 --
--- Returns how many locks were deleted.
-local n = 0
+-- Returns one integer per lock, as release.lua does: 1 when deleted, 0
+-- when the lock carries another token, -1 when the key is gone.
+local out = {}
 for i = 1, #KEYS do
-	if redis.call('GET', KEYS[i]) == ARGV[i] then
-		n = n + redis.call('DEL', KEYS[i])
+	local v = redis.call('GET', KEYS[i])
+	if v == ARGV[i] then
+		out[i] = redis.call('DEL', KEYS[i])
+	elseif v then
+		out[i] = 0
+	else
+		out[i] = -1
 	end
 end
-return n
+return out
