@@ -42,9 +42,10 @@ if step and step > 1 then
 	floor = math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / step) * step
 	local proposed = tonumber(ARGV[5])
 	if proposed and proposed > floor and proposed <= floor + 2 * step then
-		floor = proposed
+		floor, digits = proposed, ARGV[5]
+	else
+		digits = string.format('%.0f', floor)
 	end
-	digits = string.format('%.0f', floor)
 else
 	local us = t[2]
 	if #us < 6 then
