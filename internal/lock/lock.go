@@ -145,10 +145,11 @@ type Options struct {
 	// slot, kept without expiry, and ignore it. Defaults to one hour.
 	FenceTTL time.Duration
 
-	// Timeout bounds every Redis call whose ctx has no deadline. It only
-	// interrupts a call in flight when the go-redis client has
+	// Timeout is the deadline of every Redis call whose ctx has none. It
+	// bounds a call's reads and writes when the go-redis client has
 	// ContextTimeoutEnabled; otherwise its ReadTimeout and WriteTimeout
-	// (3 s by default) do. Defaults to 3 s.
+	// (3 s by default) do, and the client's PoolTimeout bounds the wait for
+	// a connection either way. Defaults to 3 s.
 	Timeout time.Duration
 
 	// NodeTimeout bounds each call of a Redlock to one of its nodes, so
@@ -467,16 +468,33 @@ func (c *Client) runUntil(ctx context.Context, limit time.Time, s script, keys [
 }
 
 // callContext bounds ctx by limit, or by the Client's Timeout when limit is
-// zero and ctx has no deadline.
+// zero and ctx has no deadline. The Timeout is a deadline without a timer
+// (see deadlineOnly): half of a lone Obtain and Release's allocations were
+// the timers of context.WithTimeout.
 func (c *Client) callContext(ctx context.Context, limit time.Time) (context.Context, context.CancelFunc) {
 	if !limit.IsZero() {
 		return context.WithDeadline(ctx, limit)
 	}
 	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+		return ctx, noCancel
 	}
-	return context.WithTimeout(ctx, c.opt.Timeout)
+	return deadlineOnly{ctx, time.Now().Add(c.opt.Timeout)}, noCancel
 }
+
+func noCancel() {}
+
+// deadlineOnly is ctx with a deadline that no timer enforces. go-redis
+// reads a call's deadline for its socket timeouts (with
+// ContextTimeoutEnabled) and nothing else; its wait for a free connection
+// is bounded by the client's PoolTimeout, its reads and writes by
+// ReadTimeout and WriteTimeout.
+type deadlineOnly struct {
+	context.Context
+	d time.Time
+}
+
+// Deadline returns the call's deadline.
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.d, true }
 
 // unavailablePrefixes are Redis error replies that say the server cannot
 // serve now rather than that the request is wrong.
