@@ -179,9 +179,11 @@ func freezeHolding(t *testing.T, e *proctest.Env, rdb *redis.Client, p *proctest
 		// Let the lock calls in flight return: a key exists before its
 		// reply reaches p, and a reply p sleeps through times out when it
 		// wakes (the chunk is then locked again, fresh). p's workers can
-		// take no further locks: the reads before locking wait on the
-		// table too.
+		// take no further locks: each holds a chunk and waits for the one
+		// write slot or the table. Then read the keys again: the workers
+		// that took their locks in that second hold them too.
 		time.Sleep(time.Second)
+		locked = lockedIDs(t, rdb, e.Prefix)
 		p.Signal(syscall.SIGSTOP)
 		if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
 			t.Fatalf("unlock memberships: %v", err)
@@ -223,8 +225,12 @@ func pauseBackfill(t *testing.T, w *world, refusedBy string, meanwhile func()) {
 	t.Helper()
 	rdb := testenv.Redis(t)
 	report := filepath.Join(t.TempDir(), "frozen.json")
+	// One write statement at a time: while the table is locked, one
+	// worker's INSERT waits on it and the other workers wait their turn
+	// holding their chunks' locks, unwritten, as a worker does when a pause
+	// takes it between its grant and its write.
 	frozen := w.Start("backfill", "--since", since, "--page-size", "50", "--chunk-size", "50",
-		"--workers", "4", "--lock-ttl", "2s", "--report", report)
+		"--workers", "4", "--db-writers", "1", "--lock-ttl", "2s", "--report", report)
 	w.WaitRows(300)
 	held := freezeHolding(t, w.Env, rdb, frozen, truthVersions(w.Mock))
 	w.row.fault("SIGSTOP 1 (past a 2s TTL)")

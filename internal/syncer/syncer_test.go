@@ -499,10 +499,11 @@ func TestPreReadOnlyWhenItPays(t *testing.T) {
 }
 
 // A first load inserts each chunk before reading it. A chunk holding a row
-// that exists already (written before, under no lock of this run) is
-// refused whole by the UNIQUE index, takes the read path and ends right,
-// without counting a unique violation; the chunk after it reads once more
-// and goes back to inserting first.
+// that exists already is refused whole by the UNIQUE index, takes the read
+// path and ends right. A row written before under an earlier grant of its
+// lock is no race; one written under a later grant than the chunk's (as
+// when the chunk's lease ran out) counts as a unique violation. The chunk
+// after such a chunk reads once more and goes back to inserting first.
 func TestFirstLoadInsertsBeforeReading(t *testing.T) {
 	t.Parallel()
 	b := setup(t, erpmock.Options{Records: 2000, Seed: 14})
@@ -513,22 +514,28 @@ func TestFirstLoadInsertsBeforeReading(t *testing.T) {
 		}
 		return feed[i].ErpID < feed[j].ErpID
 	})
-	w := feed[len(feed)/2]
-	old := store.Membership{ErpID: w.ErpID, MemberID: "EARLIER", ProductCode: w.ProductCode, Status: w.Status,
-		StartsAt: w.StartsAt, Version: w.Version - 1, UpdatedAt: w.UpdatedAt, Fence: 1}
-	if err := b.store.Insert(context.Background(), []store.Membership{old}); err != nil {
+	// An older version under an earlier grant, and the latest version
+	// under a grant later than any this run will get.
+	w, l := feed[len(feed)/4], feed[3*len(feed)/4]
+	rows := []store.Membership{
+		{ErpID: w.ErpID, MemberID: "EARLIER", ProductCode: w.ProductCode, Status: w.Status,
+			StartsAt: w.StartsAt, Version: w.Version - 1, UpdatedAt: w.UpdatedAt, Fence: 1},
+		{ErpID: l.ErpID, MemberID: l.MemberID, ProductCode: l.ProductCode, Status: l.Status,
+			StartsAt: l.StartsAt, EndsAt: l.EndsAt, Version: l.Version, UpdatedAt: l.UpdatedAt, Fence: 1 << 62},
+	}
+	if err := b.store.Insert(context.Background(), rows); err != nil {
 		t.Fatal(err)
 	}
 	var reads atomic.Int64
 	s := b.syncer(t, Config{Workers: 1, PageSize: 500, ChunkSize: 100})
 	s.hooks.readLocked = func() { reads.Add(1) }
 	rep := mustRun(t, s)
-	if rep.Inserted != int64(len(feed))-1 || rep.Updated != 1 || rep.UniqueViolations != 0 {
-		t.Fatalf("first load over one earlier row: %+v", rep.Counters)
+	if rep.Inserted != int64(len(feed))-2 || rep.Updated != 1 || rep.Unchanged != 1 || rep.UniqueViolations != 1 {
+		t.Fatalf("first load over an earlier and a later row: %+v", rep.Counters)
 	}
-	// The first chunk, the one holding the earlier row, and the one after.
-	if n := reads.Load(); n > 3 {
-		t.Errorf("20 chunks read under their locks %d times, want at most 3", n)
+	// The first chunk, each chunk holding a row, and the one after each.
+	if n := reads.Load(); n > 5 {
+		t.Errorf("20 chunks read under their locks %d times, want at most 5", n)
 	}
 	assertTruth(t, b)
 }

@@ -273,9 +273,11 @@ func membership(h held) store.Membership {
 // a read: when none of their rows exists, which is what a first load finds,
 // that is all. When the UNIQUE index refuses it, nothing was written, and
 // the records take the read path. Either way every insert happens under the
-// record's lock, and only an insert refused after the read found its row
-// absent counts as a unique violation: a row found by the read, or by the
-// refused insert before it, may have been written under an earlier lock.
+// record's lock. An insert refused after the read found its row absent
+// counts as a unique violation, and so does a refused insert-first whose
+// row the read then finds written under a later grant of the record's lock
+// than ours (our lease ran out); a row written under an earlier grant was
+// there before ours, which is no race.
 //
 // current counts the records found at their version or a newer one.
 func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []erp.Record, current int, err error) {
@@ -293,6 +295,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			}
 		}
 	}
+	refused := false // the insert-first statement hit the UNIQUE index
 	if insertFirst && r.s.hooks.beforeInsert == nil {
 		ms := make([]store.Membership, len(hs))
 		for i, h := range hs {
@@ -306,6 +309,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		case !errors.Is(err, store.ErrDuplicate):
 			return nil, 0, err
 		}
+		refused = true
 	}
 	if f := r.s.hooks.readLocked; f != nil {
 		f()
@@ -321,6 +325,12 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	unchanged := 0
 	for _, h := range hs {
 		c, ok := cur[h.rec.ErpID]
+		if refused && ok && c.Fence > h.lock.Fence() {
+			// The row was written under a later grant of the record's lock
+			// than ours: our lease ran out (a pause) and the insert raced
+			// the next holder's.
+			r.c.uniqueViolations.Add(1)
+		}
 		switch {
 		case !ok:
 			ins = append(ins, h)
