@@ -86,17 +86,8 @@ func TestEmbeddedRedisRunsLockScripts(t *testing.T) {
 // fails, its connection sees the other connections' commits again, and the
 // UNIQUE index still holds (see serialHandler.rollback).
 func TestEmbeddedMySQLFailedStatementLeavesNoStaleSession(t *testing.T) {
-	m := StartMySQLForTest(t)
 	ctx := context.Background()
-	dsn := m.DSN("erpsync_failed")
-	if _, err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embeddedStore(t, "erpsync_failed")
 	db, err := st.DB().DB()
 	if err != nil {
 		t.Fatal(err)
@@ -133,4 +124,48 @@ func TestEmbeddedMySQLFailedStatementLeavesNoStaleSession(t *testing.T) {
 	if err := c2.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT erp_id) FROM memberships").Scan(&rows, &distinct); err != nil || rows != 2 || distinct != 2 {
 		t.Errorf("%d rows, %d erp_ids (%v); want 2 and 2", rows, distinct, err)
 	}
+}
+
+// TestEmbeddedMySQLTakesTheStoreLiterals: the store writes its values into
+// the statement text (hex with a utf8mb4 introducer for anything but plain
+// ASCII); the embedded server reads them back as they were.
+func TestEmbeddedMySQLTakesTheStoreLiterals(t *testing.T) {
+	ctx := context.Background()
+	st := embeddedStore(t, "erpsync_literals")
+	at := time.Date(2025, 3, 4, 5, 6, 7, 123e6, time.UTC)
+	names := []string{"plain", "it's", `back\slash`, "ünïcødé 日本", "emoji 🎉"}
+	var ms []store.Membership
+	for i, s := range names {
+		ms = append(ms, store.Membership{ErpID: "E" + strconv.Itoa(i), MemberID: s, ProductCode: "P", Status: "active",
+			StartsAt: at, Version: 1, UpdatedAt: at, Fence: 1})
+	}
+	if err := st.Insert(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		var got string
+		if err := st.DB().Raw("SELECT member_id FROM memberships WHERE erp_id = ?", m.ErpID).Row().Scan(&got); err != nil || got != m.MemberID {
+			t.Errorf("%s: member_id %q (%v), want %q", m.ErpID, got, err, m.MemberID)
+		}
+	}
+	if err := st.Insert(ctx, ms[:1]); !errors.Is(err, store.ErrDuplicate) {
+		t.Errorf("second insert: %v, want ErrDuplicate", err)
+	}
+}
+
+// embeddedStore returns a store on a migrated database of an embedded
+// MySQL server of the test's own.
+func embeddedStore(t *testing.T, name string) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	dsn := StartMySQLForTest(t).DSN(name)
+	if _, err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
