@@ -56,6 +56,8 @@ type faultHooks struct {
 	beforeInsert func(ctx context.Context, ms []store.Membership)
 	// readLocked is called for each read of versions under the locks.
 	readLocked func()
+	// refused is called for each insert-first the UNIQUE index refused.
+	refused func()
 	// failWrite makes the write of an erp_id fail with the returned error.
 	failWrite func(erpID string) error
 	// preRead is called for each read of versions before the locks.
@@ -118,6 +120,7 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("mode", s.cfg.Mode).Logger()
 	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
 	r.preRead.Store(true)
+	r.cleanNeeded.Store(1)
 
 	var since, until time.Time
 	workCtx := ctx
@@ -243,6 +246,8 @@ type run struct {
 	// insertFirst is whether a chunk's first round inserts its records
 	// before reading them under their locks; see learnPresent.
 	insertFirst atomic.Bool
+	cleanReads  atomic.Int64 // reads under locks in a row that found no row
+	cleanNeeded atomic.Int64 // clean reads that turn insertFirst on; see insertRefused
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint

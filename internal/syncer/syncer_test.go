@@ -502,24 +502,18 @@ func TestPreReadOnlyWhenItPays(t *testing.T) {
 // that exists already is refused whole by the UNIQUE index, takes the read
 // path and ends right. A row written before under an earlier grant of its
 // lock is no race; one written under a later grant than the chunk's (as
-// when the chunk's lease ran out) counts as a unique violation. The chunk
-// after such a chunk reads once more and goes back to inserting first.
+// when the chunk's lease ran out) counts as a unique violation. After a
+// refused chunk the next ones read, twice as many after each refusal,
+// before inserting first again.
 func TestFirstLoadInsertsBeforeReading(t *testing.T) {
 	t.Parallel()
 	b := setup(t, erpmock.Options{Records: 2000, Seed: 14})
-	feed := b.mock.Truth()
-	sort.Slice(feed, func(i, j int) bool {
-		if !feed[i].UpdatedAt.Equal(feed[j].UpdatedAt) {
-			return feed[i].UpdatedAt.Before(feed[j].UpdatedAt)
-		}
-		return feed[i].ErpID < feed[j].ErpID
-	})
+	feed := feedOrder(b.mock)
 	// An older version under an earlier grant, and the latest version
 	// under a grant later than any this run will get.
 	w, l := feed[len(feed)/4], feed[3*len(feed)/4]
 	rows := []store.Membership{
-		{ErpID: w.ErpID, MemberID: "EARLIER", ProductCode: w.ProductCode, Status: w.Status,
-			StartsAt: w.StartsAt, Version: w.Version - 1, UpdatedAt: w.UpdatedAt, Fence: 1},
+		earlierRow(w),
 		{ErpID: l.ErpID, MemberID: l.MemberID, ProductCode: l.ProductCode, Status: l.Status,
 			StartsAt: l.StartsAt, EndsAt: l.EndsAt, Version: l.Version, UpdatedAt: l.UpdatedAt, Fence: 1 << 62},
 	}
@@ -533,9 +527,58 @@ func TestFirstLoadInsertsBeforeReading(t *testing.T) {
 	if rep.Inserted != int64(len(feed))-2 || rep.Updated != 1 || rep.Unchanged != 1 || rep.UniqueViolations != 1 {
 		t.Fatalf("first load over an earlier and a later row: %+v", rep.Counters)
 	}
-	// The first chunk, each chunk holding a row, and the one after each.
-	if n := reads.Load(); n > 5 {
-		t.Errorf("20 chunks read under their locks %d times, want at most 5", n)
+	// The first chunk; the chunk of the earlier row and the 2 after it;
+	// the chunk of the later row and the 4 after it.
+	if n := reads.Load(); n != 9 {
+		t.Errorf("20 chunks read under their locks %d times, want 9", n)
 	}
 	assertTruth(t, b)
+}
+
+// New records with a row that exists in every fourth chunk: each refused
+// insert-first doubles the clean reads before the next try, so few chunks
+// pay for an insert that is rolled back.
+func TestInsertFirstBacksOffWhenChunksHoldRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 4000, Seed: 15})
+	feed := feedOrder(b.mock)
+	var rows []store.Membership
+	for i := 350; i < len(feed); i += 400 {
+		rows = append(rows, earlierRow(feed[i]))
+	}
+	if err := b.store.Insert(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int64
+	s := b.syncer(t, Config{Workers: 1, PageSize: 500, ChunkSize: 100})
+	s.hooks.refused = func() { refused.Add(1) }
+	rep := mustRun(t, s)
+	if rep.Updated != int64(len(rows)) || rep.Inserted != int64(len(feed)-len(rows)) {
+		t.Fatalf("%+v", rep.Counters)
+	}
+	// Refusals at the first two rows (chunks 3 and 7, after 1 and 2 clean
+	// reads); the next try waits for 4 clean reads in a row, which rows 4
+	// chunks apart never leave. Without the back-off all 10 refuse.
+	if n := refused.Load(); n != 2 {
+		t.Errorf("%d of %d rows refused an insert-first, want 2", n, len(rows))
+	}
+	assertTruth(t, b)
+}
+
+// feedOrder returns the mock's records in the order the feed serves them.
+func feedOrder(m *erpmock.Mock) []erpmock.Record {
+	feed := m.Truth()
+	sort.Slice(feed, func(i, j int) bool {
+		if !feed[i].UpdatedAt.Equal(feed[j].UpdatedAt) {
+			return feed[i].UpdatedAt.Before(feed[j].UpdatedAt)
+		}
+		return feed[i].ErpID < feed[j].ErpID
+	})
+	return feed
+}
+
+// earlierRow is w's row one version back, written under the oldest grant.
+func earlierRow(w erpmock.Record) store.Membership {
+	return store.Membership{ErpID: w.ErpID, MemberID: "EARLIER", ProductCode: w.ProductCode, Status: w.Status,
+		StartsAt: w.StartsAt, Version: w.Version - 1, UpdatedAt: w.UpdatedAt, Fence: 1}
 }

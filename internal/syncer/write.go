@@ -109,12 +109,33 @@ func (r *run) learnCurrent(current, n int) {
 	}
 }
 
-// learnPresent tells the run whether the read under the locks of a chunk
-// found any of its rows: while none are found (a first load, or a feed of
-// new records), the next chunks insert before they read, and the read
-// follows only when the UNIQUE index refuses the insert.
+// learnPresent tells the run how many rows the read under the locks of a
+// chunk found. Once enough reads in a row found none (a first load, or a
+// feed of new records), the next chunks insert first, and read only when
+// the UNIQUE index refuses the insert; a read that finds a row turns that
+// off again.
 func (r *run) learnPresent(found int) {
-	r.insertFirst.Store(found == 0)
+	if found > 0 {
+		r.cleanReads.Store(0)
+		r.insertFirst.Store(false)
+		return
+	}
+	if r.cleanReads.Add(1) >= r.cleanNeeded.Load() {
+		r.insertFirst.Store(true)
+	}
+}
+
+// insertRefused tells the run that the UNIQUE index refused an
+// insert-first, which cost the server the rows it inserted before the
+// refusal and their rollback. Each refusal doubles the clean reads the next
+// try waits for, up to 64, so that a feed whose chunks now and then hold a
+// row that exists (new records with a few changed ones) soon stops trying.
+func (r *run) insertRefused() {
+	if f := r.s.hooks.refused; f != nil {
+		f()
+	}
+	r.cleanNeeded.Store(min(2*r.cleanNeeded.Load(), 64))
+	r.cleanReads.Store(0)
 }
 
 // skipCurrent drops, as unchanged, the records whose row already holds their
@@ -310,6 +331,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			return nil, 0, err
 		}
 		refused = true
+		r.insertRefused()
 	}
 	if f := r.s.hooks.readLocked; f != nil {
 		f()
