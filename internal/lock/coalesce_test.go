@@ -394,6 +394,7 @@ func TestCoalescedRedlock(t *testing.T) {
 	}
 	wg.Wait()
 	for _, l := range locks {
+		lock.Settle(l)
 		if got := b.count(b.prefix+"{"+l.Key()+"}", l.Token()); got != 0 {
 			t.Errorf("%s still held on %d nodes", l, got)
 		}
@@ -412,6 +413,7 @@ func TestCoalescedRedlockNodeTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lock.Settle(l) // the stuck node's call ends at NodeTimeout
 	resume()
 	waitFor(t, "the node to idle", func() bool { return lock.Idle(stuck) })
 	if got := b.values(b.prefix + "{k}"); got[0] != "" || b.count(b.prefix+"{k}", l.Token()) != 2 {
@@ -438,5 +440,32 @@ func TestCoalescedMutualExclusion(t *testing.T) {
 	})
 	if s := lock.Batches(b.client); s.GrantBatches == 0 {
 		t.Logf("no batch formed: %+v", s)
+	}
+}
+
+// Obtain returns once a quorum granted, while the grant to a slow node is
+// still queued; a Release right after waits for that grant before it
+// releases on that node, so no grant lands after its release and outlives
+// the lock.
+func TestRedlockReleaseFollowsASlowGrant(t *testing.T) {
+	b := setupRedlock(t, 3, &lock.Options{NodeTimeout: 5 * time.Second})
+	ctx := context.Background()
+	slow := lock.Nodes(b.rl)[0]
+	resume := lock.Occupy(slow, false)
+	l, err := b.rl.Obtain(ctx, "k", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := lock.Queued(slow); g != 1 {
+		t.Fatalf("grants queued on the slow node: %d, want 1 (Obtain returned at the quorum)", g)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	resume()
+	lock.Settle(l)
+	waitFor(t, "the slow node's release", func() bool { return lock.Idle(slow) && b.count(b.prefix+"{k}", l.Token()) == 0 })
+	if got := b.values(b.prefix + "{k}"); got[0] != "" {
+		t.Errorf("values %q after the release, want none", got)
 	}
 }

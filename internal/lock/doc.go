@@ -158,24 +158,30 @@
 //   - Obtain runs the single-server grant script on every node at once
 //     (coalesced with the concurrent attempts on that node, see
 //     Coalescing), each call bounded by Options.NodeTimeout (min(50 ms,
-//     ttl/10) by default), and counts the grants. With a quorum (more than half the
-//     nodes) and time left on the lease — ttl less the time the attempt
-//     took, less 1% of ttl and 2 ms for clock drift — the lock is taken.
-//     Otherwise it is released on every node that granted it or did not
-//     answer, and Obtain retries as told (contention) or fails (too few
-//     nodes answered: ErrUnavailable, at once).
+//     ttl/10) by default), and counts the grants. With a quorum (more
+//     than half the nodes) and time left on the lease — ttl less the time
+//     the attempt took, less 1% of ttl and 2 ms for clock drift — the lock
+//     is taken, as soon as the quorum answered: the calls to slower nodes
+//     run on, so one slow or hung node costs no attempt its NodeTimeout.
+//     Otherwise, once every node answered, it is released on every node
+//     that granted it or did not answer, and Obtain retries as told
+//     (contention) or fails (too few nodes answered: ErrUnavailable, at
+//     once).
 //   - Refresh and the Hold watchdog extend the lease on every node, and
 //     need a quorum; Release deletes it on every node that still has it,
-//     and succeeds when a quorum had it; TTL is the time a quorum still
-//     holds it.
+//     and succeeds when a quorum had it. Both return as soon as a quorum
+//     acted, and a call to a node waits until the lock's previous call to
+//     that node returned, so a release never overtakes a slow node's grant
+//     and leaves it behind. TTL is the time a quorum still holds it.
 //
 // Fencing tokens stay strictly increasing across quorums. Each node hands
 // out a token as a single server would (its slot's counter and its clock),
-// and the lock's token is the largest of its quorum's. Before
-// Obtain returns, that token is written back (max(counter, token)) to the
-// fence counter of every granting node that handed out less, and at least
-// a quorum of nodes must then hold it: any later quorum shares a node with
-// this one, and that node hands out more. That argument needs nothing of
+// and the lock's token is the largest of its quorum's (the first nodes to
+// grant). Before Obtain returns, that token is written back (max(counter,
+// token)) to the fence counter of every node of the quorum that handed out
+// less, and at least a quorum of nodes must then hold it: any later quorum
+// shares a node with this one, and that node hands out more. The nodes
+// slower than the quorum get the write-back when they answer. That argument needs nothing of
 // the clocks; they matter only when counters are gone (see "Tokens across
 // restarts").
 //

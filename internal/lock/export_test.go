@@ -98,3 +98,17 @@ func BeforeGrantBatch(c *Client, f func(rkeys []string)) {
 
 // Nodes returns the Clients of a Redlock's nodes.
 func Nodes(r *Redlock) []*Client { return r.nodes }
+
+// Settle waits until every last call of a Redlock lock to its nodes
+// returned (the grant's, a renewal's or the release's), those to nodes
+// slower than the quorum included, and a grant's fence was written back to
+// them. Obtain, Refresh and Release return at the quorum: tests that look
+// at every node call it first.
+func Settle(l *Lock) {
+	l.mu.Lock()
+	calls := l.calls
+	l.mu.Unlock()
+	if calls != nil {
+		calls.settle()
+	}
+}

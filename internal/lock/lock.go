@@ -638,6 +638,10 @@ type Lock struct {
 	// Release deleted the key.
 	released, deleted bool
 	hold              *holder
+	// calls are a Redlock lock's last calls to its nodes (the grant's, a
+	// renewal's, the release's), those to nodes slower than the quorum
+	// perhaps still in flight; nil for a Client's lock.
+	calls *fanout
 }
 
 // newLock returns the Lock of a grant. tokenArg is token as an any, or

@@ -77,14 +77,15 @@ func (r *Redlock) Quorum() int { return r.quorum }
 // Obtain tries to grant key to the caller for ttl on a quorum of nodes.
 //
 // Each attempt runs the grant script on every node at once, each call
-// bounded by Options.NodeTimeout. The attempt succeeds when a quorum
-// granted the key and, counting from the moment the attempt began, the
-// lease still has time left after the drift margin (1% of ttl and 2 ms).
-// The lock's fencing token is then the largest of the tokens the granting
-// nodes handed out, and Obtain writes it back to the fence counters of the
-// granting nodes that handed out less, before it returns: a quorum of nodes
-// must then hold a counter at or above it. A failed attempt releases the
-// key on every node that granted it or did not answer.
+// bounded by Options.NodeTimeout. The attempt succeeds as soon as a quorum
+// granted the key, when, counting from the moment the attempt began, the
+// lease still has time left after the drift margin (1% of ttl and 2 ms);
+// the calls to slower nodes run on. The lock's fencing token is then the
+// largest of the tokens the quorum handed out, and Obtain writes it back
+// to the fence counters of the quorum's nodes that handed out less, before
+// it returns: a quorum of nodes must then hold a counter at or above it
+// (slower nodes get it when they answer). A failed attempt releases the
+// key on every node that granted it or did not answer, once all answered.
 //
 // When the nodes that refused the key because another holds it leave no
 // quorum possible, Obtain retries as opt.Retry says and then returns
@@ -114,21 +115,30 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	return obtain(ctx, &r.hook, key, opt, func() (int64, time.Time, error) {
-		return r.attempt(ctx, g, ttl)
-	}, func(fence int64, sent time.Time) *Lock { return g.lock(r, key, fence, ttl, sent) })
+	var grants *fanout
+	return obtain(ctx, &r.hook, key, opt, func() (fence int64, sent time.Time, err error) {
+		fence, sent, grants, err = r.attempt(ctx, g, ttl)
+		return fence, sent, err
+	}, func(fence int64, sent time.Time) *Lock {
+		l := g.lock(r, key, fence, ttl, sent)
+		l.calls = grants
+		return l
+	})
 }
 
 // attempt makes one attempt to run g on a quorum, and returns the fencing
-// token and the time the lease counts from. It fails with errContended, or
-// with an error that says why no lock was granted.
-func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int64, time.Time, error) {
+// token, the time the lease counts from, and the grant's calls, those to
+// the nodes slower than the quorum perhaps still in flight. It fails with
+// errContended, or with an error that says why no lock was granted.
+func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int64, time.Time, *fanout, error) {
 	start := time.Now()
 	nt := r.nodeTimeout(ttl)
 	ga := g.withFloor(clockStep, proposedFloor(start))
-	replies := r.each(ctx, start.Add(nt), nil, func(ctx context.Context, c *Client) (int64, error) {
+	calls := r.fan(ctx, start.Add(nt), nil, nil, func(ctx context.Context, c *Client) (int64, error) {
 		return c.obtainOne(ctx, ga)
 	})
+	// Decide as soon as a quorum granted; else on every answer.
+	replies := calls.until(func(rs []reply) bool { return count(rs, acted) >= r.quorum })
 	var granted, held int
 	var fence int64
 	var failure error
@@ -151,7 +161,16 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 		if err == nil {
 			took := time.Since(start)
 			if took < validity(ttl) {
-				return fence, start, nil
+				if calls.read == calls.asked {
+					return fence, start, calls, nil // raise saw every node
+				}
+				calls.followUp(func(all []reply) {
+					// The slower nodes that granted a smaller token get
+					// the fence too, as the quorum did, so that it
+					// survives the loss of more nodes than a minority.
+					_ = r.raise(context.WithoutCancel(ctx), g.keys[1], fence, g.counterTTL, all, nt)
+				})
+				return fence, start, calls, nil
 			}
 			err = fmt.Errorf("%w: redlock: the quorum took %v, past the validity of a %v lease", ErrUnavailable, took, ttl)
 		}
@@ -162,14 +181,16 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 			ErrUnavailable, granted+held, len(r.nodes), granted, held, r.quorum, failure)
 	}
 
-	// Undo: release wherever the key may be ours. It outlives ctx, for a
-	// grant that ctx's end interrupted is a grant all the same.
+	// Undo: release wherever the key may be ours, once every node answered.
+	// It outlives ctx, for a grant that ctx's end interrupted is a grant
+	// all the same.
+	replies = calls.until(nil)
 	r.each(context.WithoutCancel(ctx), time.Now().Add(nt), func(i int) bool {
 		return replies[i].err != nil || replies[i].n > 0
 	}, func(ctx context.Context, c *Client) (int64, error) {
 		return c.releaseOne(ctx, g.keys[:1], g.args[:1])
 	})
-	return 0, start, err
+	return 0, start, nil, err
 }
 
 // raise writes fence back to the counter at fenceKey on the granting nodes
@@ -232,37 +253,140 @@ type reply struct {
 }
 
 // each calls every node i for which want(i) (every node when want is nil)
-// at once, under deadline and ctx, and returns one reply per node.
+// at once, under deadline and ctx, and returns one reply per node once all
+// answered.
 func (r *Redlock) each(ctx context.Context, deadline time.Time, want func(i int) bool, call func(context.Context, *Client) (int64, error)) []reply {
-	replies := make([]reply, len(r.nodes))
-	first := -1
-	var wg sync.WaitGroup
-	var cctx context.Context
+	return r.fan(ctx, deadline, want, nil, call).until(nil)
+}
+
+// fanout is one call to each of several nodes, made at once, whose
+// replies can be read as they arrive: a Redlock decides as soon as a
+// quorum answered alike, and the calls to slower nodes run on.
+type fanout struct {
+	mu      sync.Mutex
+	replies []reply
+	done    []chan struct{} // done[i] is closed once node i's call returned; nil if not called
+	arrived chan int        // the nodes, as their calls return
+	asked   int             // calls made
+	read    int             // arrivals taken by until
+	settled chan struct{}   // closed once every call returned and followUp's work is done
+}
+
+// fan calls every node i for which want(i) (every node when want is nil),
+// each from a goroutine of its own, under deadline and ctx. With after,
+// the call to a node waits until after's call to that node returned (or
+// the deadline passed): a release or renewal never overtakes, on a slow
+// node, the grant or renewal it follows.
+func (r *Redlock) fan(ctx context.Context, deadline time.Time, want func(i int) bool, after *fanout, call func(context.Context, *Client) (int64, error)) *fanout {
+	f := &fanout{replies: make([]reply, len(r.nodes)), done: make([]chan struct{}, len(r.nodes))}
 	for i := range r.nodes {
-		if want != nil && !want(i) {
-			continue
+		if want == nil || want(i) {
+			f.done[i] = make(chan struct{})
+			f.asked++
 		}
-		if cctx == nil {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-		if first < 0 {
-			first = i // called from this goroutine, below
+	}
+	if f.asked == 0 {
+		return f
+	}
+	f.arrived = make(chan int, f.asked)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	var wg sync.WaitGroup
+	for i := range r.nodes {
+		if f.done[i] == nil {
 			continue
 		}
 		wg.Go(func() {
+			if after != nil {
+				after.wait(cctx, i)
+			}
 			n, err := call(cctx, r.nodes[i])
-			replies[i] = reply{n: n, err: err, asked: true}
+			f.mu.Lock()
+			f.replies[i] = reply{n: n, err: err, asked: true}
+			f.mu.Unlock()
+			close(f.done[i])
+			f.arrived <- i
 		})
 	}
-	if first >= 0 {
-		n, err := call(cctx, r.nodes[first])
-		replies[first] = reply{n: n, err: err, asked: true}
-	}
-	wg.Wait()
-	return replies
+	go func() {
+		wg.Wait()
+		cancel()
+	}()
+	return f
 }
+
+// until waits for replies until enough says the ones in suffice (never,
+// when enough is nil) or every call returned, and returns a copy of them;
+// a node that has not answered yet has a zero reply. Calls to until take
+// turns: each goes on from the arrivals the one before took.
+func (f *fanout) until(enough func([]reply) bool) []reply {
+	for ; f.read < f.asked; f.read++ {
+		if enough != nil && f.suffice(enough) {
+			break
+		}
+		<-f.arrived
+	}
+	return f.snapshot()
+}
+
+func (f *fanout) suffice(enough func([]reply) bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return enough(f.replies)
+}
+
+func (f *fanout) snapshot() []reply {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.replies)
+}
+
+// followUp runs then, from a goroutine of its own, with every reply once
+// all calls returned. The caller must not call until after it.
+func (f *fanout) followUp(then func(all []reply)) {
+	f.settled = make(chan struct{})
+	go func() {
+		defer close(f.settled)
+		then(f.until(nil))
+	}()
+}
+
+// settle waits until every call returned and followUp's work is done.
+func (f *fanout) settle() {
+	if f.settled != nil {
+		<-f.settled
+		return
+	}
+	for _, d := range f.done {
+		if d != nil {
+			<-d
+		}
+	}
+}
+
+// wait waits until the call to node i returned, or ctx ended.
+func (f *fanout) wait(ctx context.Context, i int) {
+	if f.done[i] == nil {
+		return
+	}
+	select {
+	case <-f.done[i]:
+	case <-ctx.Done():
+	}
+}
+
+// count returns how many of rs are is.
+func count(rs []reply, is func(reply) bool) int {
+	n := 0
+	for _, r := range rs {
+		if is(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// acted reports whether a node granted, released or extended the lock.
+func acted(r reply) bool { return r.err == nil && r.n > 0 }
 
 func (r *Redlock) hooks() *Hooks          { return &r.hook }
 func (r *Redlock) timeout() time.Duration { return r.opt.Timeout }
@@ -280,9 +404,9 @@ func (r *Redlock) refresh(ctx context.Context, limit time.Time, l *Lock, ttl tim
 	if !limit.IsZero() {
 		deadline = minTime(deadline, limit)
 	}
-	replies := r.each(ctx, deadline, nil, func(ctx context.Context, c *Client) (int64, error) {
+	replies := r.next(ctx, deadline, l, func(ctx context.Context, c *Client) (int64, error) {
 		return refreshScript.Run(ctx, c.rdb, l.keys[:], l.token, ttl.Milliseconds()).Int64()
-	})
+	}).until(r.quorumDid)
 	if err := r.tally(ctx, "refresh", "extended", replies); err != nil {
 		return sent, err
 	}
@@ -293,11 +417,25 @@ func (r *Redlock) refresh(ctx context.Context, limit time.Time, l *Lock, ttl tim
 }
 
 func (r *Redlock) release(ctx context.Context, l *Lock) error {
-	replies := r.each(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), nil, func(ctx context.Context, c *Client) (int64, error) {
+	replies := r.next(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), l, func(ctx context.Context, c *Client) (int64, error) {
 		return c.releaseOne(ctx, l.keys[:], l.args[:])
-	})
+	}).until(r.quorumDid)
 	return r.tally(ctx, "release", "released", replies)
 }
+
+// next calls every node for l, each call after l's last call to that node
+// returned, and makes these l's last calls.
+func (r *Redlock) next(ctx context.Context, deadline time.Time, l *Lock, call func(context.Context, *Client) (int64, error)) *fanout {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = r.fan(ctx, deadline, nil, l.calls, call)
+	return l.calls
+}
+
+// quorumDid reports whether a quorum of the replies of release.lua or
+// refresh.lua acted: the rest cannot change what tally says. The calls to
+// the other nodes run on.
+func (r *Redlock) quorumDid(rs []reply) bool { return count(rs, acted) >= r.quorum }
 
 // tally judges the replies of release.lua or refresh.lua from every node:
 // nil when a quorum acted; an error matching ErrUnavailable when the nodes
