@@ -3,7 +3,9 @@
 // after the other:
 //
 //   - the ceiling: multi-row INSERT IGNORE of 1,000 rows a statement on 4
-//     connections, no locks, into an empty table;
+//     connections, no locks, into an empty table, measured with the values
+//     as placeholders and as literals (as the sync sends them), the faster
+//     kept;
 //   - the seed pipeline, the naive sync: per record SETNX, SELECT EXISTS, a
 //     single-row INSERT and DEL, with 16 goroutines;
 //   - a full backfill into an empty table, by an `erpsync backfill` child

@@ -109,3 +109,27 @@ func TestLiteralRefusesYearsOutOfRange(t *testing.T) {
 		t.Fatalf("insert of year 10000: %v", err)
 	}
 }
+
+// InsertIgnore, the bench's ceiling, writes the absent rows and leaves the
+// present ones alone.
+func TestInsertIgnoreSkipsPresentRows(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	row := func(id, member string) store.Membership {
+		return store.Membership{ErpID: id, MemberID: member, ProductCode: "P", Status: "active", StartsAt: at, Version: 1, UpdatedAt: at, Fence: 1}
+	}
+	if err := st.Insert(ctx, []store.Membership{row("a", "first")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertIgnore(ctx, []store.Membership{row("a", "second"), row("b", "new")}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"a": "first", "b": "new"} {
+		var got string
+		if err := st.DB().Raw("SELECT member_id FROM memberships WHERE erp_id = ?", id).Row().Scan(&got); err != nil || got != want {
+			t.Errorf("%s: member_id %q (%v), want %q", id, got, err, want)
+		}
+	}
+}
