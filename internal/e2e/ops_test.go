@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -19,19 +18,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // scrape fetches /metrics and parses it with Prometheus' own text parser.
 func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
@@ -91,7 +81,7 @@ func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
 	e := setup(t, erpmock.Options{Records: 800, Seed: 31})
 	e.mock.SetFaults(erpmock.Faults{ChangeRate: 2})
 	ctx := context.Background()
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{proctest.FreeAddr(t), proctest.FreeAddr(t)}
 	procs := make([]*exec.Cmd, 2)
 	outs := make([]*bytes.Buffer, 2)
 	for i := range procs {

@@ -3,47 +3,21 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/proctest"
 )
-
-// startRedis starts a redis-server without persistence on a free port and
-// returns its address and a function that kills it.
-func startRedis(t *testing.T) (string, func()) {
-	t.Helper()
-	addr := freeAddr(t)
-	port := addr[strings.LastIndex(addr, ":")+1:]
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	kill := func() { cmd.Process.Kill(); cmd.Wait() }
-	t.Cleanup(kill)
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	for i := 0; rdb.Ping(context.Background()).Err() != nil; i++ {
-		if i > 200 {
-			t.Fatalf("redis-server on %s never answered", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return addr, kill
-}
 
 func TestRedlockAcrossThreeMasters(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 1500, Seed: 41})
 	var addrs []string
-	var kills []func()
+	var masters []*proctest.Redis
 	for i := 0; i < 3; i++ {
-		a, k := startRedis(t)
-		addrs, kills = append(addrs, a), append(kills, k)
+		r := proctest.StartRedis(t)
+		addrs, masters = append(addrs, r.Addr), append(masters, r)
 	}
 	ctx := context.Background()
 	list := strings.Join(addrs, ",")
@@ -62,14 +36,14 @@ func TestRedlockAcrossThreeMasters(t *testing.T) {
 	}
 	e.assertTruth()
 	// One master down: the quorum (2 of 3) still locks.
-	kills[0]()
+	masters[0].Kill()
 	e.mock.Change(40)
 	if out, code := e.run(ctx, "run", "--redis-addrs", list); code != 0 {
 		t.Fatalf("run with 2 of 3 masters: exit %d %s", code, out)
 	}
 	e.assertTruth()
 	// Two down: no quorum, a clear error at start, exit 2.
-	kills[1]()
+	masters[1].Kill()
 	out, code := e.run(ctx, "run", "--redis-addrs", list)
 	if code != 2 || !strings.Contains(out, "1 of 3 Redlock masters answer") {
 		t.Fatalf("run with 1 of 3 masters: exit %d %s", code, out)

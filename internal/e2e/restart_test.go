@@ -4,33 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/proctest"
 )
-
-// restartRedisEmpty starts a redis-server without persistence on addr.
-func restartRedisEmpty(t *testing.T, addr string) {
-	t.Helper()
-	port := addr[strings.LastIndex(addr, ":")+1:]
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("restart redis-server: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	for i := 0; rdb.Ping(context.Background()).Err() != nil; i++ {
-		if i > 300 {
-			t.Fatalf("restarted redis-server on %s never answered", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // Redis restarted empty under a run: the run ends with a clear exit code,
 // no row's version ever goes down, fencing tokens keep rising (the next run
@@ -39,7 +18,8 @@ func TestRedisRestartedEmptyMidRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 3000, Seed: 43, Faults: erpmock.Faults{Latency: 40 * time.Millisecond}})
 	e.mock.SetFaults(erpmock.Faults{Latency: 40 * time.Millisecond, ChangeRate: 3})
-	addr, kill := startRedis(t)
+	rs := proctest.StartRedis(t)
+	addr := rs.Addr
 	stop := make(chan struct{})
 	watch := e.watchVersions(stop)
 	ctx := context.Background()
@@ -50,9 +30,9 @@ func TestRedisRestartedEmptyMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitRows(500)
-	kill()
+	rs.Kill()
 	time.Sleep(300 * time.Millisecond)
-	restartRedisEmpty(t, addr)
+	rs.Start()
 	err := c.Wait()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
