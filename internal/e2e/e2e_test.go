@@ -24,17 +24,14 @@ import (
 var bin string // path of the erpsync binary built for these tests
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "erpsync-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if bin, err = testenv.Build(dir, "./cmd/erpsync"); err != nil {
+	var remove func()
+	var err error
+	if bin, remove, err = testenv.BuildTemp("./cmd/erpsync"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
