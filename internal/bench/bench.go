@@ -342,6 +342,13 @@ func rowArgs(args []any, r erpmock.Record) []any {
 	return append(args, r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt.UTC(), ends, r.Version, r.UpdatedAt.UTC(), int64(1))
 }
 
+// membershipOf is r as a row written under fencing token 1, as the
+// measurements without locks write it.
+func membershipOf(r erpmock.Record) store.Membership {
+	return store.Membership{ErpID: r.ErpID, MemberID: r.MemberID, ProductCode: r.ProductCode, Status: r.Status,
+		StartsAt: r.StartsAt, EndsAt: r.EndsAt, Version: r.Version, UpdatedAt: r.UpdatedAt, Fence: 1}
+}
+
 const rowPlaceholders = "(?,?,?,?,?,?,?,?,?,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))"
 
 // ceiling writes recs into an empty table with multi-row INSERT IGNORE
@@ -375,8 +382,7 @@ func (b *bench) ceiling(ctx context.Context, recs []erpmock.Record, literal bool
 				if literal {
 					ms = ms[:0]
 					for _, r := range rs {
-						ms = append(ms, store.Membership{ErpID: r.ErpID, MemberID: r.MemberID, ProductCode: r.ProductCode, Status: r.Status,
-							StartsAt: r.StartsAt, EndsAt: r.EndsAt, Version: r.Version, UpdatedAt: r.UpdatedAt, Fence: 1})
+						ms = append(ms, membershipOf(r))
 					}
 					if err := b.st.InsertIgnore(ctx, ms); err != nil {
 						errc <- fmt.Errorf("ceiling insert: %w", err)

@@ -32,8 +32,7 @@ func Stages(ctx context.Context, cfg Config, workers, chunk, page int) ([]*Resul
 	truth := mock.Truth()
 	ms := make([]store.Membership, len(truth))
 	for i, r := range truth {
-		ms[i] = store.Membership{ErpID: r.ErpID, MemberID: r.MemberID, ProductCode: r.ProductCode, Status: r.Status,
-			StartsAt: r.StartsAt, EndsAt: r.EndsAt, Version: r.Version, UpdatedAt: r.UpdatedAt, Fence: 1}
+		ms[i] = membershipOf(r)
 	}
 	var chunks [][]store.Membership
 	for i := 0; i < len(ms); i += chunk {
