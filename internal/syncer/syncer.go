@@ -243,11 +243,11 @@ type run struct {
 
 	writers *semaphore.Weighted // bounds the write statements in flight
 	preRead atomic.Bool         // whether chunks read versions before locking; see learnCurrent
-	// insertFirst is whether a chunk's first round inserts its records
-	// before reading them under their locks; see learnPresent.
-	insertFirst atomic.Bool
-	cleanReads  atomic.Int64 // reads under locks in a row that found no row
-	cleanNeeded atomic.Int64 // clean reads that turn insertFirst on; see insertRefused
+	// cleanReads counts the reads under the locks in a row that found none
+	// of their chunk's rows; once it reaches cleanNeeded, chunks insert
+	// before they read (see insertFirst and insertRefused).
+	cleanReads  atomic.Int64
+	cleanNeeded atomic.Int64
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint

@@ -75,7 +75,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 			}
 			hs = append(hs, held{rec: pending[i], lock: l})
 		}
-		again, current, werr := r.write(ctx, hs, round == 0 && r.insertFirst.Load())
+		again, current, werr := r.write(ctx, hs, round == 0 && r.insertFirst())
 		r.release(ctx, hs)
 		if round == 0 && !preRead && werr == nil {
 			r.learnCurrent(current, len(hs))
@@ -117,13 +117,14 @@ func (r *run) learnCurrent(current, n int) {
 func (r *run) learnPresent(found int) {
 	if found > 0 {
 		r.cleanReads.Store(0)
-		r.insertFirst.Store(false)
 		return
 	}
-	if r.cleanReads.Add(1) >= r.cleanNeeded.Load() {
-		r.insertFirst.Store(true)
-	}
+	r.cleanReads.Add(1)
 }
+
+// insertFirst reports whether a chunk's first round inserts before it
+// reads: whether enough reads in a row found no row.
+func (r *run) insertFirst() bool { return r.cleanReads.Load() >= r.cleanNeeded.Load() }
 
 // insertRefused tells the run that the UNIQUE index refused an
 // insert-first, which cost the server the rows it inserted before the
