@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
@@ -144,7 +145,7 @@ func lockedIDs(t *testing.T, rdb *redis.Client, prefix string) []string {
 	}
 	var ids []string
 	for _, k := range keys {
-		if !strings.HasSuffix(k, ":fence") {
+		if !lock.IsCounter(k) {
 			ids = append(ids, strings.TrimPrefix(strings.Trim(strings.TrimPrefix(k, prefix), "{}"), "rec:"))
 		}
 	}

@@ -36,9 +36,15 @@ func TestEmbeddedRedisRunsLockScripts(t *testing.T) {
 	if now := time.Now().UnixMicro(); l.Fence() < now-60e6 || l.Fence() > now+60e6 {
 		t.Errorf("fence %d, want about %d (TIME in microseconds)", l.Fence(), now)
 	}
-	stored, err := rdb.Get(ctx, "t:server:fence").Result()
+	// The epoch counter holds it; the counter, the bound of the epoch,
+	// the multiple of 500 at or above it (see internal/lock's obtain.lua).
+	stored, err := rdb.Get(ctx, "t:server:fence:epoch").Result()
 	if err != nil || stored != strconv.FormatInt(l.Fence(), 10) {
-		t.Errorf("fence counter %q (%v), want %d", stored, err, l.Fence())
+		t.Errorf("epoch counter %q (%v), want %d", stored, err, l.Fence())
+	}
+	bound, err := rdb.Get(ctx, "t:server:fence").Int64()
+	if err != nil || bound%500 != 0 || bound < l.Fence() || bound >= l.Fence()+500 {
+		t.Errorf("fence counter %d (%v), want the multiple of 500 at or above %d", bound, err, l.Fence())
 	}
 	if _, err := locks.Obtain(ctx, "a", time.Minute, nil); !errors.Is(err, lock.ErrNotObtained) {
 		t.Errorf("second Obtain = %v, want ErrNotObtained", err)

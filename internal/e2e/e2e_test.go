@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
@@ -244,7 +246,13 @@ func TestSkippedRunExitsZero(t *testing.T) {
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	// The second run starts once the first holds the job lock (its run
+	// takes 20 pages of 100 ms), not after a fixed sleep that a loaded
+	// machine can outrun.
+	jobLock, rdb := e.prefix+"{"+syncer.JobLockKey(e.job)+"}", testenv.Redis(t)
+	if !proctest.Eventually(time.Minute, func() bool { return rdb.Exists(ctx, jobLock).Val() == 1 }) {
+		t.Fatalf("the first run never took the job lock %s", jobLock)
+	}
 	out, code := e.run(ctx, "run", "--report", filepath.Join(dir, "skip.json"))
 	if code != 0 {
 		t.Fatalf("second run exit %d: %s", code, out)

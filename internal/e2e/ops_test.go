@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -208,7 +209,7 @@ func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if !strings.HasSuffix(k, ":fence") {
+		if !lock.IsCounter(k) {
 			t.Fatalf("lock key %s left after SIGTERM", k)
 		}
 	}

@@ -24,7 +24,15 @@ var SlotTag = slotTag
 // Counter returns the fence counter that c uses for key, and its TTL (0:
 // none).
 func Counter(c *Client, key string) (string, time.Duration) {
-	return c.counter(c.lockKey(key), time.Minute)
+	ck, _, ttl := c.counter(c.lockKey(key), time.Minute)
+	return ck, ttl
+}
+
+// EpochCounter returns the epoch counter of the fence counter that c uses
+// for key, "" for none.
+func EpochCounter(c *Client, key string) string {
+	_, ek, _ := c.counter(c.lockKey(key), time.Minute)
+	return ek
 }
 
 // RunObtain runs the grant script (obtain.lua) as is.

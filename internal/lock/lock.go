@@ -192,8 +192,9 @@ type Client struct {
 	// calls, and which fence counter a key uses; see groupKeys and
 	// counter.
 	group grouping
-	// serverCounter is the fence counter of every key on a single server.
-	serverCounter string
+	// serverCounter is the fence counter of every key on a single server,
+	// and serverEpoch its epoch counter.
+	serverCounter, serverEpoch string
 	// grants and releases coalesce concurrent Obtain and Release calls
 	// (and a Redlock's calls to this node) into batches.
 	grants, releases batcher
@@ -205,6 +206,7 @@ func New(rdb redis.UniversalClient, opt *Options) *Client {
 	o, hook := opt.withDefaults()
 	c := &Client{rdb: rdb, opt: o, hook: hook, group: groupingOf(rdb)}
 	c.serverCounter = o.Prefix + serverCounterName
+	c.serverEpoch = c.serverCounter + epochSuffix
 	c.grants.send = c.sendGrants
 	c.releases.send = c.sendReleases
 	if o.Hooks != nil {
@@ -246,11 +248,20 @@ const (
 	fenceSuffix = ":fence"
 	// serverCounterName is the one counter of a single server.
 	serverCounterName = "server" + fenceSuffix
+	// epochSuffix follows a shared counter's name in its epoch counter's.
+	epochSuffix = ":epoch"
 )
 
-// counter returns the fence counter of the lock key rkey and its TTL, 0 for
-// none. A key's grants all go through the same counter, so that its tokens
-// strictly increase:
+// IsCounter reports whether the Redis key k is one of the fence counters
+// that a Client or a Redlock keeps beside its locks (a shared counter, its
+// epoch counter, or a key's own), rather than a lock key.
+func IsCounter(k string) bool {
+	return strings.HasSuffix(k, fenceSuffix) || strings.HasSuffix(k, fenceSuffix+epochSuffix)
+}
+
+// counter returns the fence counter of the lock key rkey, its epoch
+// counter ("" for none) and its TTL, 0 for none. A key's grants all go
+// through the same counter, so that its tokens strictly increase:
 //
 //   - a single server (*redis.Client, Sentinel included) has one counter,
 //     Prefix + "server:fence", shared by all keys and kept without expiry;
@@ -263,22 +274,29 @@ const (
 //
 // A shared counter lets ObtainMany read and write one counter per script
 // call instead of one per key, and a single Obtain move a counter that
-// exists instead of writing a new key with a TTL.
-func (c *Client) counter(rkey string, ttl time.Duration) (string, time.Duration) {
+// exists instead of writing a new key with a TTL. A shared counter also has
+// an epoch counter, its name + ":epoch", from which grants take their
+// tokens with one INCR, reading the clock and writing the shared counter
+// only when an epoch ends (see obtain.lua).
+func (c *Client) counter(rkey string, ttl time.Duration) (counter, epoch string, counterTTL time.Duration) {
 	switch c.group {
 	case oneGroup:
-		return c.serverCounter, 0
+		return c.serverCounter, c.serverEpoch, 0
 	case bySlot:
-		return slotCounter(c.opt.Prefix, rkey), 0
+		ck := slotCounter(c.opt.Prefix, rkey)
+		return ck, ck + epochSuffix, 0
 	default:
-		return rkey + fenceSuffix, c.fenceTTL(ttl)
+		return rkey + fenceSuffix, "", c.fenceTTL(ttl)
 	}
 }
 
 // grant is one key to grant: the keys and arguments of obtain.lua, and
 // its entry in a call of obtain_many.lua.
 type grant struct {
-	keys [2]string // lock key, fence counter key
+	// keys are obtain.lua's: lock key, fence counter key, and its epoch
+	// counter key; nkeys says how many (2 without an epoch counter).
+	keys  [3]string
+	nkeys int
 	// args are obtain.lua's: token, lease TTL in ms, fence counter TTL in
 	// ms (0: none), and for a Redlock a clock step and a proposed floor in
 	// µs; nargs says how many.
@@ -291,22 +309,28 @@ type grant struct {
 
 // newGrant draws a token and returns the call that grants the lock key
 // rkey for ttl, with the fence counter counterKey kept for counterTTL
-// after the grant, or without expiry when it is 0.
-func newGrant(rkey, counterKey string, ttl, counterTTL time.Duration) (*grant, error) {
+// after the grant, or without expiry when it is 0, and its epoch counter
+// epochKey ("" for none).
+func newGrant(rkey, counterKey, epochKey string, ttl, counterTTL time.Duration) (*grant, error) {
 	token, err := newToken()
 	if err != nil {
 		return nil, err
 	}
-	return makeGrant(rkey, counterKey, token, ttl.Milliseconds(), counterTTL.Milliseconds()), nil
+	return makeGrant(rkey, counterKey, epochKey, token, ttl.Milliseconds(), counterTTL.Milliseconds()), nil
 }
 
-func makeGrant(rkey, counterKey, token string, ttl, counterTTL int64) *grant {
-	return &grant{
-		keys:  [2]string{rkey, counterKey},
+func makeGrant(rkey, counterKey, epochKey, token string, ttl, counterTTL int64) *grant {
+	g := &grant{
+		keys:  [3]string{rkey, counterKey, epochKey},
+		nkeys: 2,
 		args:  [5]any{token, ttl, counterTTL},
 		nargs: 3,
 		ttl:   ttl, counterTTL: counterTTL,
 	}
+	if epochKey != "" {
+		g.nkeys = 3
+	}
+	return g
 }
 
 // withFloor returns a copy of g that rounds the clock up to step and
@@ -314,6 +338,7 @@ func makeGrant(rkey, counterKey, token string, ttl, counterTTL int64) *grant {
 func (g *grant) withFloor(step, floor int64) *grant {
 	h := *g
 	h.args[3], h.args[4], h.nargs = step, floor, 5
+	h.keys[2], h.nkeys = "", 2
 	h.step, h.proposed = step, floor
 	return &h
 }
@@ -356,8 +381,8 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 		return nil, err
 	}
 	rkey := c.lockKey(key)
-	ck, cttl := c.counter(rkey, ttl)
-	g, err := newGrant(rkey, ck, ttl, cttl)
+	ck, ek, cttl := c.counter(rkey, ttl)
+	g, err := newGrant(rkey, ck, ek, ttl, cttl)
 	if err != nil {
 		return nil, err
 	}

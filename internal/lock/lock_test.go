@@ -41,13 +41,7 @@ func TestObtainRelease(t *testing.T) {
 		t.Errorf("Redis key %s = %q, want the token", lockKey, got)
 	}
 	// One server has one fence counter, kept without expiry.
-	counter := b.prefix + "server:fence"
-	if got, _ := b.rdb.Get(ctx, counter).Int64(); got != l.Fence() {
-		t.Errorf("fence counter = %d, want %d", got, l.Fence())
-	}
-	if ttl := b.rdb.PTTL(ctx, counter).Val(); ttl != -1 {
-		t.Errorf("fence counter TTL = %v, want none", ttl)
-	}
+	checkBound(t, b.rdb, b.prefix+"server:fence", l.Fence())
 
 	if _, err := b.client.Obtain(ctx, "erp:4711.a-b_c", time.Minute, nil); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("second obtain: err = %v, want ErrNotObtained", err)
@@ -186,41 +180,165 @@ func TestFenceIncreasesSequentially(t *testing.T) {
 	}
 }
 
-// A counter ahead of the clock keeps counting; once gone, the clock floor
-// is still above every earlier token. On one server the counter is shared
-// by every key and kept without expiry; over a Ring it is per key and
-// expires FenceTTL after its last grant.
+// checkBound checks a shared fence counter (the bound of its epochs, see
+// obtain.lua) after grants whose largest token is top: kept without
+// expiry, a multiple of 500, at or above top and less than 500 above it.
+func checkBound(t *testing.T, rdb redis.UniversalClient, counter string, top int64) {
+	t.Helper()
+	ctx := context.Background()
+	bound, err := rdb.Get(ctx, counter).Int64()
+	if err != nil || bound%500 != 0 || bound < top || bound >= top+500 {
+		t.Errorf("fence counter %s = %d, %v; want the multiple of 500 at or just above the largest token %d", counter, bound, err, top)
+	}
+	if ttl := rdb.PTTL(ctx, counter).Val(); ttl != -1 {
+		t.Errorf("fence counter TTL = %v, want none", ttl)
+	}
+}
+
+// A shared counter hands out tokens from its epoch counter, one INCR each,
+// until the epoch counter is gone or would pass the bound; a new epoch
+// starts above the bound and the clock. The test drives each case by
+// writing the two counters itself.
+func TestEpochFence(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	bound, epoch := b.prefix+"server:fence", b.prefix+"server:fence:epoch"
+	if got := lock.EpochCounter(b.client, "k"); got != epoch {
+		t.Fatalf("epoch counter = %q, want %q", got, epoch)
+	}
+	grant := func() int64 {
+		t.Helper()
+		l := mustObtain(t, b.client, "k", time.Minute)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return l.Fence()
+	}
+	grantMany := func(n int) []int64 {
+		t.Helper()
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprint("m", i)
+		}
+		locks, err := b.client.ObtainMany(ctx, keys, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fences := make([]int64, n)
+		for i, l := range locks {
+			fences[i] = l.Fence()
+		}
+		if _, err := b.client.ReleaseMany(ctx, locks); err != nil {
+			t.Fatal(err)
+		}
+		return fences
+	}
+	// setEpoch writes the epoch counter with a lease long enough for the
+	// next grants to find it.
+	setEpoch := func(v int64) { b.rdb.Set(ctx, epoch, v, time.Minute) }
+
+	// The first token comes from the clock (TIME in microseconds).
+	now, err := b.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := grant()
+	if d := first - now.UnixMicro(); d < 0 || d > 10e6 {
+		t.Errorf("first fence %d is %d µs from the server clock", first, d)
+	}
+	checkBound(t, b.rdb, bound, first)
+	// Its epoch lasts 2 ms.
+	if ttl := b.rdb.PTTL(ctx, epoch).Val(); ttl > 2*time.Millisecond || ttl == -1 {
+		t.Errorf("epoch counter TTL = %v, want at most 2ms", ttl)
+	}
+
+	// Within an epoch, a grant is the epoch counter's INCR: the bound is
+	// not read, nor the clock.
+	// far, a multiple of 500 about three hours ahead of the clock, would
+	// win over it.
+	far := (first + 10_000_000_000) / 500 * 500
+	e, _ := b.rdb.Get(ctx, bound).Int64()
+	b.rdb.Set(ctx, bound, far, 0)
+	setEpoch(e - 100)
+	if got := grant(); got != e-99 {
+		t.Errorf("fence within an epoch = %d, want %d", got, e-99)
+	}
+	if fs := grantMany(5); fs[0] != e-98 || fs[4] != e-94 {
+		t.Errorf("ObtainMany within an epoch: %v, want %d..%d", fs, e-98, e-94)
+	}
+
+	// A bound far ahead of the clock (as after the clock stepped back)
+	// wins once the epoch ends: by its counter reaching the bound, ...
+	setEpoch(far - 1)
+	if got := grant(); got != far {
+		t.Errorf("fence at the bound = %d, want %d", got, far)
+	}
+	if got := grant(); got != far+1 {
+		t.Errorf("fence past the bound = %d, want %d (a new epoch above it)", got, far+1)
+	}
+	checkBound(t, b.rdb, bound, far+1)
+	// ... by its counter expiring or being lost, ...
+	b.rdb.Del(ctx, epoch)
+	if got := grant(); got != far+501 {
+		t.Errorf("fence after the epoch counter went = %d, want %d", got, far+501)
+	}
+	// ... or, for a batch, by any of its tokens passing the bound.
+	setEpoch(far + 998)
+	if fs := grantMany(5); fs[0] != far+1001 || fs[4] != far+1005 {
+		t.Errorf("ObtainMany across the bound: %v, want %d..%d", fs, far+1001, far+1005)
+	}
+	checkBound(t, b.rdb, bound, far+1005)
+
+	// An epoch counter that is not an integer is replaced by a new epoch.
+	for _, junk := range []func(){
+		func() { b.rdb.Set(ctx, epoch, "x", time.Minute) },
+		func() { b.rdb.Del(ctx, epoch); b.rdb.RPush(ctx, epoch, "x") },
+	} {
+		junk()
+		before := b.rdb.Get(ctx, bound).Val()
+		got := grant()
+		if want, _ := strconv.ParseInt(before, 10, 64); got != want+1 {
+			t.Errorf("fence after a bad epoch counter = %d, want %d", got, want+1)
+		}
+		if v, err := b.rdb.Get(ctx, epoch).Int64(); err != nil && err != redis.Nil || err == nil && v != got {
+			t.Errorf("epoch counter = %d, %v after the grant %d", v, err, got)
+		}
+	}
+
+	// Both counters lost (an empty restart): the clock again.
+	b.rdb.Del(ctx, epoch, bound)
+	if got := grant(); got <= first || got >= far {
+		t.Errorf("fence after both counters went = %d, want from the clock, above %d", got, first)
+	}
+}
+
+// A per-key counter (over a Ring) ahead of the clock keeps counting; once
+// gone, the clock floor is still above every earlier token. It expires
+// FenceTTL after its last grant.
 func TestFenceCounterAheadOfClockAndExpired(t *testing.T) {
-	t.Run("server", func(t *testing.T) {
-		b := setup(t, &lock.Options{FenceTTL: 30 * time.Millisecond})
-		testFenceCounter(t, b.rdb, b.client, b.prefix+"server:fence", 0)
+	ring := redis.NewRing(&redis.RingOptions{
+		Addrs:                 map[string]string{"one": redisAddr},
+		ContextTimeoutEnabled: true,
 	})
-	t.Run("ring", func(t *testing.T) {
-		ring := redis.NewRing(&redis.RingOptions{
-			Addrs:                 map[string]string{"one": redisAddr},
-			ContextTimeoutEnabled: true,
-		})
-		t.Cleanup(func() { _ = ring.Close() })
-		prefix := randomPrefix()
-		c := lock.New(ring, &lock.Options{Prefix: prefix, FenceTTL: 30 * time.Millisecond})
-		testFenceCounter(t, newRedis(t, redisAddr), c, prefix+"{k}:fence", 30*time.Millisecond)
-	})
+	t.Cleanup(func() { _ = ring.Close() })
+	prefix := randomPrefix()
+	c := lock.New(ring, &lock.Options{Prefix: prefix, FenceTTL: 30 * time.Millisecond})
+	testFenceCounter(t, newRedis(t, redisAddr), c, prefix+"{k}:fence", 30*time.Millisecond)
 }
 
 // testFenceCounter runs grants of key "k" from c against its counter, which
-// rdb reads; fenceTTL is the counter's TTL after a short lease, 0 for none.
+// rdb reads; fenceTTL is the counter's TTL after a short lease.
 func testFenceCounter(t *testing.T, rdb *redis.Client, c *lock.Client, counter string, fenceTTL time.Duration) {
 	ctx := context.Background()
 	if got, _ := lock.Counter(c, "k"); got != counter {
 		t.Fatalf("counter of k = %q, want %q", got, counter)
 	}
+	if e := lock.EpochCounter(c, "k"); e != "" {
+		t.Fatalf("a per-key counter with an epoch counter %q", e)
+	}
 
 	first := mustObtain(t, c, "k", time.Millisecond*5)
-	ttl := rdb.PTTL(ctx, counter).Val()
-	switch {
-	case fenceTTL == 0 && ttl != -1:
-		t.Errorf("fence counter TTL = %v, want none", ttl)
-	case fenceTTL > 0 && (ttl <= 0 || ttl > fenceTTL):
+	if ttl := rdb.PTTL(ctx, counter).Val(); ttl <= 0 || ttl > fenceTTL {
 		t.Errorf("fence counter TTL = %v, want FenceTTL", ttl)
 	}
 	// The 5 ms lease may run out before Release on a loaded machine.
@@ -237,14 +355,12 @@ func testFenceCounter(t *testing.T, rdb *redis.Client, c *lock.Client, counter s
 	}
 	_ = l.Release(ctx)
 
-	if fenceTTL > 0 {
-		// A lease longer than FenceTTL keeps its counter as long.
-		l = mustObtain(t, c, "k", 2*time.Second)
-		if ttl := rdb.PTTL(ctx, counter).Val(); ttl < time.Second {
-			t.Errorf("fence counter TTL = %v, want at least the lease", ttl)
-		}
-		_ = l.Release(ctx)
+	// A lease longer than FenceTTL keeps its counter as long.
+	l = mustObtain(t, c, "k", 2*time.Second)
+	if ttl := rdb.PTTL(ctx, counter).Val(); ttl < time.Second {
+		t.Errorf("fence counter TTL = %v, want at least the lease", ttl)
 	}
+	_ = l.Release(ctx)
 
 	rdb.Del(ctx, counter) // as if expired, or lost
 	l = mustObtain(t, c, "k", time.Second)

@@ -114,9 +114,14 @@ func grantCall(gs []*grant, idx []int) scriptCall {
 		keys[j] = gs[i].keys[0]
 		args = append(args, gs[i].args[0])
 	}
-	if shared {
+	switch {
+	case shared && first.nkeys == 3:
+		// One counter and its epoch counter (see obtain_many.lua).
+		keys = append(keys, first.keys[1], first.keys[2])
+		args[1] = -1
+	case shared:
 		keys = append(keys, first.keys[1])
-	} else {
+	default:
 		for _, i := range idx {
 			keys = append(keys, gs[i].keys[1])
 		}
@@ -178,8 +183,8 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 	gs := make([]*grant, len(keys))
 	ttlMS := ttl.Milliseconds()
 	for i, rk := range rkeys {
-		ck, cttl := c.counter(rk, ttl)
-		gs[i] = makeGrant(rk, ck, tokens[i], ttlMS, cttl.Milliseconds())
+		ck, ek, cttl := c.counter(rk, ttl)
+		gs[i] = makeGrant(rk, ck, ek, tokens[i], ttlMS, cttl.Milliseconds())
 	}
 	calls, groups := c.grantCalls(gs)
 

@@ -111,7 +111,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	// sees another grant in the same millisecond only when two keys of one
 	// slot are granted together. It needs no TTL, unlike a key's own.
 	rkey := r.opt.Prefix + "{" + key + "}"
-	g, err := newGrant(rkey, slotCounter(r.opt.Prefix, rkey), ttl, 0)
+	g, err := newGrant(rkey, slotCounter(r.opt.Prefix, rkey), "", ttl, 0)
 	if err != nil {
 		return nil, err
 	}
