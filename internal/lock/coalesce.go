@@ -106,6 +106,7 @@ func (b *batcher) take() []*pending {
 
 // drain sends batch, then every batch that queued meanwhile.
 func (b *batcher) drain(batch []*pending) {
+	growStack()
 	for batch != nil {
 		live := batch[:0]
 		for _, p := range batch {

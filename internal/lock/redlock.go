@@ -296,6 +296,7 @@ func (r *Redlock) fan(ctx context.Context, deadline time.Time, want func(i int) 
 			continue
 		}
 		wg.Go(func() {
+			growStack()
 			if after != nil {
 				after.wait(cctx, i)
 			}
