@@ -12,7 +12,7 @@
 //
 // Usage:
 //
-//	go run . [-redis ADDR] [-d 500ms] [-rounds 11] [-nodes 5] [-run REGEXP] [-cpuprofile FILE]
+//	go run . [-redis ADDR] [-d 500ms] [-rounds 21] [-nodes 5] [-run REGEXP] [-cpuprofile FILE]
 //
 // The implementations of one row take turns in slices of -d (after a
 // warm-up of d/4 each), in an order that alternates from round to round,
@@ -108,7 +108,7 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis of the single-server rows (default: a redis-server of its own)")
 	dur := fs.Duration("d", 500*time.Millisecond, "measuring time of one implementation in one round")
-	rounds := fs.Int("rounds", 11, "rounds; the table shows the median")
+	rounds := fs.Int("rounds", 21, "rounds; the table shows the median")
 	nodes := fs.Int("nodes", 5, "redis-server processes of the Redlock rows")
 	filter := fs.String("run", "", "only rows/implementations matching this regexp (row/impl)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
