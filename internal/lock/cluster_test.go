@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redistest"
 )
 
 // startCluster3 starts a Redis Cluster of three masters on loopback, the
@@ -26,10 +27,10 @@ func startCluster3(t testing.TB) (*redis.ClusterClient, []*redis.Client) {
 	args := []string{"--cluster", "create"}
 	var nodes []*redis.Client
 	for range 3 {
-		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		s := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000")
-		args = append(args, s.addr())
-		nodes = append(nodes, newRedis(t, s.addr()))
+		args = append(args, s.Addr)
+		nodes = append(nodes, newRedis(t, s.Addr))
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redistest"
 )
 
 // waitFor polls cond until it holds, or fails t after a generous while.
@@ -256,8 +257,8 @@ func TestCoalescedContextEndsInFlight(t *testing.T) {
 // A Redis failure reaches every caller of the batch, as an error matching
 // ErrUnavailable.
 func TestCoalescedUnavailable(t *testing.T) {
-	s := startServer(t)
-	c := lock.New(newRedis(t, s.addr()), &lock.Options{Prefix: randomPrefix(), Timeout: time.Second})
+	s := redistest.Start(t)
+	c := lock.New(newRedis(t, s.Addr), &lock.Options{Prefix: randomPrefix(), Timeout: time.Second})
 	resume := lock.Occupy(c, false)
 	errs := make(chan error, 3)
 	for i := range 3 {
@@ -267,7 +268,7 @@ func TestCoalescedUnavailable(t *testing.T) {
 		}()
 	}
 	waitFor(t, "the grants to queue", func() bool { g, _ := lock.Queued(c); return g == 3 })
-	s.kill()
+	s.Kill()
 	resume()
 	for range 3 {
 		if err := <-errs; !errors.Is(err, lock.ErrUnavailable) {

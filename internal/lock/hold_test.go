@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redistest"
 )
 
 // hookLog records Lost and RenewFailed calls.
@@ -104,15 +105,15 @@ func TestHoldLostWhenKeyDeleted(t *testing.T) {
 
 func TestHoldLostWhenServerKilled(t *testing.T) {
 	var hl hookLog
-	s := startServer(t)
-	c := lock.New(newRedis(t, s.addr()), &lock.Options{Hooks: hl.hooks()})
+	s := redistest.Start(t)
+	c := lock.New(newRedis(t, s.Addr), &lock.Options{Hooks: hl.hooks()})
 	const ttl = 300 * time.Millisecond
 	obtained := time.Now()
 	l := mustObtain(t, c, "job", ttl)
 	hctx := l.Hold(context.Background())
 
 	time.Sleep(ttl / 2) // one renewal done
-	s.kill()
+	s.Kill()
 	killed := time.Now()
 	waitDone(t, hctx, 2*ttl)
 	d := time.Since(killed)
@@ -142,15 +143,15 @@ func TestHoldLostWhenServerKilled(t *testing.T) {
 // A server that stops answering leaves the renewal hanging: the context
 // still ends when the lease runs out, not when the call gives up.
 func TestHoldLostWhenServerHangs(t *testing.T) {
-	s := startServer(t)
-	c := lock.New(newRedis(t, s.addr()), &lock.Options{Timeout: 10 * time.Second})
+	s := redistest.Start(t)
+	c := lock.New(newRedis(t, s.Addr), &lock.Options{Timeout: 10 * time.Second})
 	const ttl = 200 * time.Millisecond
 	l := mustObtain(t, c, "job", ttl)
 	start := time.Now()
 	hctx := l.Hold(context.Background())
 	time.Sleep(ttl / 4)
-	s.pause()
-	defer s.resume()
+	s.Pause()
+	defer s.Resume()
 	waitDone(t, hctx, 2*ttl)
 	if d := time.Since(start); d > ttl+150*time.Millisecond {
 		t.Errorf("lost after %v, want by the end of the lease (%v)", d, ttl)
@@ -158,7 +159,7 @@ func TestHoldLostWhenServerHangs(t *testing.T) {
 	if cause := context.Cause(hctx); !errors.Is(cause, lock.ErrLost) {
 		t.Errorf("cause = %v, want ErrLost", cause)
 	}
-	s.resume()
+	s.Resume()
 	_ = l.Release(context.Background())
 }
 

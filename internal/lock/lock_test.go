@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redistest"
 )
 
 func TestObtainRelease(t *testing.T) {
@@ -374,8 +375,8 @@ func testFenceCounter(t *testing.T, rdb *redis.Client, c *lock.Client, counter s
 }
 
 func TestFenceIncreasesAcrossEmptyRestart(t *testing.T) {
-	s := startServer(t)
-	rdb := newRedis(t, s.addr())
+	s := redistest.Start(t)
+	rdb := newRedis(t, s.Addr)
 	c := lock.New(rdb, nil)
 	ctx := context.Background()
 
@@ -388,8 +389,8 @@ func TestFenceIncreasesAcrossEmptyRestart(t *testing.T) {
 	held := mustObtain(t, c, "erp-42", time.Minute) // lost in the restart
 	before = held.Fence()
 
-	s.kill()
-	s.start()
+	s.Kill()
+	s.Start()
 	if n := rdb.DBSize(ctx).Val(); n != 0 {
 		t.Fatalf("restarted server has %d keys, want none", n)
 	}
@@ -509,13 +510,13 @@ func TestUnavailable(t *testing.T) {
 // A server that stops answering (SIGSTOP) is bounded by Options.Timeout
 // when ctx has no deadline, and by ctx's deadline otherwise.
 func TestCallDeadline(t *testing.T) {
-	s := startServer(t)
-	rdb := newRedis(t, s.addr())
+	s := redistest.Start(t)
+	rdb := newRedis(t, s.Addr)
 	c := lock.New(rdb, &lock.Options{Timeout: 150 * time.Millisecond})
 	l := mustObtain(t, c, "k", time.Minute)
 
-	s.pause()
-	defer s.resume()
+	s.Pause()
+	defer s.Resume()
 	start := time.Now()
 	_, err := c.Obtain(context.Background(), "other", time.Second, nil)
 	// The Timeout is the socket's deadline: the error is the network's.
@@ -699,14 +700,14 @@ func TestNotHeldReasons(t *testing.T) {
 
 // A Release that failed on the network can be tried again.
 func TestReleaseRetryAfterFailure(t *testing.T) {
-	s := startServer(t)
-	c := lock.New(newRedis(t, s.addr()), nil)
+	s := redistest.Start(t)
+	c := lock.New(newRedis(t, s.Addr), nil)
 	l := mustObtain(t, c, "k", time.Minute)
-	s.pause()
+	s.Pause()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := l.Release(ctx)
-	s.resume()
+	s.Resume()
 	if err == nil || errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release against a paused server: err = %v, want a failure", err)
 	}

@@ -5,13 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redistest"
 )
 
 // redisAddr is the shared test Redis; REDIS_ADDR overrides it.
@@ -125,89 +123,13 @@ func deletePrefix(rdb redis.UniversalClient, prefix string) error {
 	return nil
 }
 
-// server is a redis-server of the test's own, without persistence, so that
-// it can be killed, paused and restarted empty.
-type server struct {
-	t    testing.TB
-	port int
-	dir  string
-	args []string
-	cmd  *exec.Cmd
-}
-
-// startServer starts redis-server on a free port with extra args, and
-// kills it at the end of the test.
-func startServer(t testing.TB, args ...string) *server {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server is needed in PATH for this test: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &server{t: t, port: port, dir: t.TempDir(), args: args}
-	s.start()
-	t.Cleanup(s.kill)
-	return s
-}
-
-func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-
-// start starts the server, empty, and waits until it answers.
-func (s *server) start() {
-	s.t.Helper()
-	args := append([]string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-	}, s.args...)
-	s.cmd = exec.Command("redis-server", args...)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
-	defer func() { _ = rdb.Close() }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.kill()
-			s.t.Fatalf("redis-server on %s did not answer: %v", s.addr(), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill kills the server (SIGKILL: it saves nothing) and waits for it.
-func (s *server) kill() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // in case it was paused
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
-
-// pause stops the server process (SIGSTOP) until resume: it keeps its
-// connections open and answers nothing.
-func (s *server) pause()  { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
-func (s *server) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
-
 // startCluster starts a one-node Redis Cluster that serves every slot, and
 // returns a cluster client of it. A one-node cluster still refuses a script
 // whose keys span slots, which is what the batch calls must respect.
-func startCluster(t testing.TB) (*server, *redis.ClusterClient) {
+func startCluster(t testing.TB) (*redistest.Server, *redis.ClusterClient) {
 	t.Helper()
-	s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-	node := redis.NewClient(&redis.Options{Addr: s.addr()})
+	s := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	node := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer func() { _ = node.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -216,7 +138,7 @@ func startCluster(t testing.TB) (*server, *redis.ClusterClient) {
 	}
 	waitClusterOK(ctx, t, node)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                 []string{s.addr()},
+		Addrs:                 []string{s.Addr},
 		ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { _ = rdb.Close() })

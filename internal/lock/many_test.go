@@ -138,7 +138,7 @@ func TestObtainManyRepeatedKey(t *testing.T) {
 // in one script call that the cluster accepts.
 func TestClusterSlots(t *testing.T) {
 	s, rdb := startCluster(t)
-	node := newRedis(t, s.addr())
+	node := newRedis(t, s.Addr)
 	ctx := context.Background()
 	prefix := randomPrefix()
 	c := lock.New(rdb, &lock.Options{Prefix: prefix})

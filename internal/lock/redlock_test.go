@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redistest"
 )
 
 // newNode returns a client of one Redlock node, set up as NewRedlock
@@ -33,7 +34,7 @@ func newNode(t testing.TB, addr string) *redis.Client {
 // redlockBundle is a Redlock over servers of the test's own, with a
 // direct client of each node to look at its keys.
 type redlockBundle struct {
-	servers []*server
+	servers []*redistest.Server
 	nodes   []*redis.Client
 	rl      *lock.Redlock
 	prefix  string
@@ -51,8 +52,8 @@ func setupRedlock(t testing.TB, n int, opt *lock.Options) *redlockBundle {
 	b := &redlockBundle{prefix: randomPrefix()}
 	var nodes []redis.UniversalClient
 	for range n {
-		s := startServer(t)
-		rdb := newNode(t, s.addr())
+		s := redistest.Start(t)
+		rdb := newNode(t, s.Addr)
 		b.servers = append(b.servers, s)
 		b.nodes = append(b.nodes, rdb)
 		nodes = append(nodes, rdb)
@@ -67,7 +68,7 @@ func (b *redlockBundle) redlock(t testing.TB, opt *lock.Options) *lock.Redlock {
 	t.Helper()
 	var nodes []redis.UniversalClient
 	for _, s := range b.servers {
-		nodes = append(nodes, newNode(t, s.addr()))
+		nodes = append(nodes, newNode(t, s.Addr))
 	}
 	return lock.NewRedlock(nodes, b.options(opt))
 }
@@ -238,8 +239,8 @@ func TestRedlockMinorityDown(t *testing.T) {
 	ctx := context.Background()
 	before := mustObtainRedlock(t, b.rl, "job", time.Minute)
 	_ = before.Release(ctx)
-	b.servers[1].kill()
-	b.servers[3].kill()
+	b.servers[1].Kill()
+	b.servers[3].Kill()
 
 	l := mustObtainRedlock(t, b.rl, "job", time.Minute)
 	if l.Fence() <= before.Fence() {
@@ -266,7 +267,7 @@ func TestRedlockMajorityDown(t *testing.T) {
 	ctx := context.Background()
 	held := mustObtainRedlock(t, b.rl, "held", time.Minute)
 	for _, i := range []int{0, 2, 4} {
-		b.servers[i].kill()
+		b.servers[i].Kill()
 	}
 
 	start := time.Now()
@@ -303,8 +304,8 @@ func TestRedlockNodeTimeout(t *testing.T) {
 	warm := mustObtainRedlock(t, b.rl, "warm", time.Minute) // dial every node
 	_ = warm.Release(ctx)
 
-	b.servers[0].pause()
-	defer b.servers[0].resume()
+	b.servers[0].Pause()
+	defer b.servers[0].Resume()
 	start := time.Now()
 	l := mustObtainRedlock(t, b.rl, "a", 10*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
@@ -312,10 +313,10 @@ func TestRedlockNodeTimeout(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 
-	b.servers[1].pause()
-	defer b.servers[1].resume()
-	b.servers[2].pause()
-	defer b.servers[2].resume()
+	b.servers[1].Pause()
+	defer b.servers[1].Resume()
+	b.servers[2].Pause()
+	defer b.servers[2].Resume()
 	start = time.Now()
 	_, err := b.rl.Obtain(ctx, "b", 10*time.Second, nil)
 	if !errors.Is(err, lock.ErrUnavailable) || !strings.Contains(err.Error(), "2 of 5 nodes answered") {
@@ -333,8 +334,8 @@ func TestRedlockRestartedMinorityKeepsExclusion(t *testing.T) {
 	ctx := context.Background()
 	l := mustObtainRedlock(t, b.rl, "rec", time.Minute)
 	for _, i := range []int{0, 3} {
-		b.servers[i].kill()
-		b.servers[i].start()
+		b.servers[i].Kill()
+		b.servers[i].Start()
 	}
 	lk := b.prefix + "{rec}"
 	if n := b.count(lk, l.Token()); n != 3 {
@@ -374,13 +375,13 @@ func TestRedlockRestartedMinorityKeepsExclusion(t *testing.T) {
 // two holders (one machine, one clock), which is why storage checks them.
 func TestRedlockEarlyRestartBreaksExclusion(t *testing.T) {
 	b := setupRedlock(t, 5, nil)
-	b.servers[3].kill()
-	b.servers[4].kill()
+	b.servers[3].Kill()
+	b.servers[4].Kill()
 	first := mustObtainRedlock(t, b.rl, "rec", time.Minute)
-	b.servers[3].start()
-	b.servers[4].start()
-	b.servers[2].kill()
-	b.servers[2].start()
+	b.servers[3].Start()
+	b.servers[4].Start()
+	b.servers[2].Kill()
+	b.servers[2].Start()
 
 	second, err := b.redlock(t, nil).Obtain(context.Background(), "rec", time.Minute, nil)
 	if err != nil {
@@ -418,8 +419,8 @@ func TestRedlockFence(t *testing.T) {
 	ahead := last + 10_000_000_000
 	ck := lock.RedlockCounter(b.rl, "k")
 	b.nodes[2].Set(ctx, ck, ahead, time.Hour)
-	b.servers[3].kill()
-	b.servers[4].kill()
+	b.servers[3].Kill()
+	b.servers[4].Kill()
 	l := grant("counter ahead on node 2")
 	if l.Fence() != ahead+1 {
 		t.Fatalf("fence = %d, want the largest counter + 1 = %d", l.Fence(), ahead+1)
@@ -427,18 +428,18 @@ func TestRedlockFence(t *testing.T) {
 	if n := b.count(ck, fmt.Sprint(ahead+1)); n != 3 {
 		t.Errorf("fence written back to %d counters, want the 3 nodes up: %q", n, b.values(ck))
 	}
-	b.servers[3].start()
-	b.servers[4].start()
-	b.servers[2].kill()
+	b.servers[3].Start()
+	b.servers[4].Start()
+	b.servers[2].Kill()
 	grant("node 2 down, two nodes back empty")
-	b.servers[2].start()
+	b.servers[2].Start()
 	grant("node 2 back empty")
 
 	// A minority restarted empty: the others still carry the counter.
-	b.servers[0].kill()
-	b.servers[4].kill()
-	b.servers[0].start()
-	b.servers[4].start()
+	b.servers[0].Kill()
+	b.servers[4].Kill()
+	b.servers[0].Start()
+	b.servers[4].Start()
 	grant("two nodes restarted empty")
 	for i := range 20 {
 		grant(fmt.Sprint("after the restarts ", i))
@@ -476,15 +477,15 @@ func TestRedlockHold(t *testing.T) {
 	var hl hookLog
 	b := setupRedlock(t, 5, &lock.Options{Hooks: hl.hooks()})
 	const ttl = 600 * time.Millisecond
-	b.servers[4].kill()
+	b.servers[4].Kill()
 	l := mustObtainRedlock(t, b.rl, "job", ttl)
 	hctx := l.Hold(context.Background())
 	time.Sleep(2 * ttl)
 	if hctx.Err() != nil {
 		t.Fatalf("hold context ended with 4 of 5 nodes up: %v", context.Cause(hctx))
 	}
-	b.servers[3].kill()
-	b.servers[2].kill()
+	b.servers[3].Kill()
+	b.servers[2].Kill()
 	killed := time.Now()
 	waitDone(t, hctx, 3*ttl)
 	if d := time.Since(killed); d > ttl+200*time.Millisecond {

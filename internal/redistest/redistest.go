@@ -1,0 +1,97 @@
+// Package redistest starts redis-server processes for tests that kill,
+// pause or restart their Redis: each without persistence, on a free
+// loopback port of its own, and killed when the test ends. It needs
+// redis-server in PATH and nothing of erpsync, so that internal/lock's
+// tests can use it as well as the process harness (internal/proctest).
+package redistest
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server (--save "" --appendonly no) that a test can
+// kill, pause, and start again empty on the same address.
+type Server struct {
+	// Addr is the server's host:port.
+	Addr string
+	t    testing.TB
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// Start starts a redis-server with extra args on a free port and waits
+// until it answers; it is killed when the test ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is needed in PATH for this test: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	s := &Server{Addr: addr, t: t, dir: t.TempDir(), args: args}
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Start starts the server on s.Addr, empty, and waits until it answers.
+func (s *Server) Start() {
+	s.t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := append([]string{
+		"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+	}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.Up() {
+		if time.Now().After(deadline) {
+			s.Kill()
+			s.t.Fatalf("redis-server on %s never answered", s.Addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Up reports whether the server answers PING within 200 ms.
+func (s *Server) Up() bool {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	return c.Ping(ctx).Err() == nil
+}
+
+// Kill kills the server with SIGKILL (it forgets every key; a paused one
+// too) and waits for it to exit.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Pause stops the server (SIGSTOP) until Resume: it keeps its connections
+// open and answers nothing.
+func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
