@@ -109,7 +109,11 @@
 // from before could hand out a token again. Restarts and failovers take far
 // longer (Sentinel waits down-after-milliseconds, 30 s by default, before
 // it even starts one). A per-key counter (over a Ring) and a Redlock's
-// counters keep the way above, without epochs.
+// counters keep the way above, without epochs. A grant by a build without
+// epochs, sharing the counter, moves it without ending the epoch, so for
+// up to 2 ms a later grant of the same key by this build can carry a
+// smaller token: do not run the two builds against one Redis and Prefix
+// at once.
 //
 // # Coalescing
 //
