@@ -138,7 +138,7 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 		return c.obtainOne(ctx, ga)
 	})
 	// Decide as soon as a quorum granted; else on every answer.
-	replies := calls.until(func(rs []reply) bool { return count(rs, acted) >= r.quorum })
+	replies := calls.until(r.quorumDid)
 	var granted, held int
 	var fence int64
 	var failure error
@@ -433,9 +433,10 @@ func (r *Redlock) next(ctx context.Context, deadline time.Time, l *Lock, call fu
 	return l.calls
 }
 
-// quorumDid reports whether a quorum of the replies of release.lua or
-// refresh.lua acted: the rest cannot change what tally says. The calls to
-// the other nodes run on.
+// quorumDid reports whether a quorum of the replies acted (granted,
+// extended or released): for a release or renewal the rest cannot change
+// what tally says, and a grant is decided. The calls to the other nodes
+// run on.
 func (r *Redlock) quorumDid(rs []reply) bool { return count(rs, acted) >= r.quorum }
 
 // tally judges the replies of release.lua or refresh.lua from every node:
