@@ -180,7 +180,7 @@ func (c *Client) deadline(ctx context.Context) time.Time {
 // fencing token, 0 when the key is held, or the error as Redis or go-redis
 // gave it.
 func (c *Client) obtainOne(ctx context.Context, g *grant) (int64, error) {
-	return c.grants.do(ctx, c, obtainScript, g.keys[:g.nkeys], g.argv(), g)
+	return c.grants.do(ctx, c, obtainScript, g.keyList(), g.argv(), g)
 }
 
 // sendGrants runs a batch of grants and delivers their results; the

@@ -294,14 +294,12 @@ func (c *Client) counter(rkey string, ttl time.Duration) (counter, epoch string,
 // its entry in a call of obtain_many.lua.
 type grant struct {
 	// keys are obtain.lua's: lock key, fence counter key, and its epoch
-	// counter key; nkeys says how many (2 without an epoch counter).
-	keys  [3]string
-	nkeys int
+	// counter key ("" for none; see keyList).
+	keys [3]string
 	// args are obtain.lua's: token, lease TTL in ms, fence counter TTL in
-	// ms (0: none), and for a Redlock a clock step and a proposed floor in
-	// µs; nargs says how many.
-	args  [5]any
-	nargs int
+	// ms (0: none), and for a Redlock (step > 0) a clock step and a
+	// proposed floor in µs (see argv).
+	args [5]any
 	// ttl, counterTTL (ms), step and proposed (µs, 0: none) are the same
 	// as numbers.
 	ttl, counterTTL, step, proposed int64
@@ -320,31 +318,40 @@ func newGrant(rkey, counterKey, epochKey string, ttl, counterTTL time.Duration) 
 }
 
 func makeGrant(rkey, counterKey, epochKey, token string, ttl, counterTTL int64) *grant {
-	g := &grant{
-		keys:  [3]string{rkey, counterKey, epochKey},
-		nkeys: 2,
-		args:  [5]any{token, ttl, counterTTL},
-		nargs: 3,
-		ttl:   ttl, counterTTL: counterTTL,
+	return &grant{
+		keys: [3]string{rkey, counterKey, epochKey},
+		args: [5]any{token, ttl, counterTTL},
+		ttl:  ttl, counterTTL: counterTTL,
 	}
-	if epochKey != "" {
-		g.nkeys = 3
-	}
-	return g
 }
 
 // withFloor returns a copy of g that rounds the clock up to step and
 // proposes floor (see obtain.lua): one Redlock attempt.
 func (g *grant) withFloor(step, floor int64) *grant {
 	h := *g
-	h.args[3], h.args[4], h.nargs = step, floor, 5
-	h.keys[2], h.nkeys = "", 2
+	h.args[3], h.args[4] = step, floor
+	h.keys[2] = "" // a Redlock's counters have no epochs
 	h.step, h.proposed = step, floor
 	return &h
 }
 
-// argv returns obtain.lua's arguments.
-func (g *grant) argv() []any { return g.args[:g.nargs] }
+// keyList returns obtain.lua's keys: the epoch counter's only if there is
+// one.
+func (g *grant) keyList() []string {
+	if g.keys[2] == "" {
+		return g.keys[:2]
+	}
+	return g.keys[:]
+}
+
+// argv returns obtain.lua's arguments: the step and floor only with a
+// step.
+func (g *grant) argv() []any {
+	if g.step > 0 {
+		return g.args[:]
+	}
+	return g.args[:3]
+}
 
 // token returns the grant's token.
 func (g *grant) token() string { return g.args[0].(string) }

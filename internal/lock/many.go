@@ -115,7 +115,7 @@ func grantCall(gs []*grant, idx []int) scriptCall {
 		args = append(args, gs[i].args[0])
 	}
 	switch {
-	case shared && first.nkeys == 3:
+	case shared && first.keys[2] != "":
 		// One counter and its epoch counter (see obtain_many.lua).
 		keys = append(keys, first.keys[1], first.keys[2])
 		args[1] = -1
