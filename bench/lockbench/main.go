@@ -12,17 +12,21 @@
 //
 // Usage:
 //
-//	go run . [-redis ADDR] [-d 500ms] [-rounds 21] [-nodes 5] [-run REGEXP] [-cpuprofile FILE]
+//	go run . [-redis ADDR] [-d 2ms] [-rounds 1000] [-nodes 5] [-run REGEXP] [-cpuprofile FILE]
 //
-// The implementations of one row take turns in slices of -d (after a
-// warm-up of d/4 each), in an order that alternates from round to round,
-// so that load from other processes on the machine falls on all of them
-// alike; the table shows the median of the rounds, with the CPU time per
-// pair of this process and of the Redis servers of the row (INFO cpu, user
-// and system, summed over the Redlock nodes; with -redis, whatever else
-// that server serves counts too). Without -redis the
-// single-server rows use a redis-server of their own, started like the
-// Redlock nodes (no persistence, loopback, a free port).
+// The implementations of one row take turns in short phases (-d with one
+// goroutine, 100 times that with 64), all goroutines on the same one, in
+// an order that rotates from round to round (see runRow): on a machine
+// whose speed wanders over seconds, as these shared ones do, a run of
+// half a second each let the ratio of one row swing by a third between
+// runs. The table gives each implementation's rate over all its phases,
+// its ratio to the faster peer's, the least and the largest of that ratio
+// over 10 blocks of rounds, and the CPU time per pair of this process and
+// of the Redis servers of the row (INFO cpu, user and system, summed over
+// the Redlock nodes; with -redis, whatever else that server serves counts
+// too). Without -redis the single-server rows use a redis-server of their
+// own, started like the Redlock nodes (no persistence, loopback, a free
+// port).
 package main
 
 import (
@@ -88,32 +92,51 @@ type row struct {
 	servers []*redis.Client
 }
 
+// result is what one implementation of one row did, summed over the
+// phases it ran, and per block of rounds (see blocks).
 type result struct {
 	row, impl string
-	ops       []float64 // per round
-	cpu       []float64 // client CPU µs per pair, per round
-	srvCPU    []float64 // Redis CPU µs per pair (all the row's servers), per round
-	allocs    []float64 // heap allocations per pair, per round
+	ops       int64
+	wall      time.Duration // of its phases
+	cpu       time.Duration // of this process during its phases
+	srvCPU    time.Duration // of the row's Redis servers during its phases
+	allocs    uint64
+	// blockOps and blockWall are ops and wall per block of rounds.
+	blockOps  []int64
+	blockWall []time.Duration
 }
 
-func (r *result) median() float64 { return median(r.ops) }
+// rate returns pairs per second.
+func (r *result) rate() float64 { return rate(r.ops, r.wall) }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
+func rate(ops int64, wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return float64(ops) / wall.Seconds()
+}
+
+// perPair returns d per pair in µs.
+func (r *result) perPair(d time.Duration) float64 {
+	if r.ops == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(r.ops)
 }
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
 	addr := fs.String("redis", "", "Redis of the single-server rows (default: a redis-server of its own)")
-	dur := fs.Duration("d", 500*time.Millisecond, "measuring time of one implementation in one round")
-	rounds := fs.Int("rounds", 21, "rounds; the table shows the median")
+	dur := fs.Duration("d", 2*time.Millisecond, "phase of one implementation in a round of the one-goroutine rows (100 times that with 64)")
+	rounds := fs.Int("rounds", 1000, "rounds of the one-goroutine rows (a twentieth of that with 64)")
 	nodes := fs.Int("nodes", 5, "redis-server processes of the Redlock rows")
 	filter := fs.String("run", "", "only rows/implementations matching this regexp (row/impl)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if _, r := manyPhase(*dur, *rounds); r < blocks || *dur <= 0 {
+		return fmt.Errorf("-rounds must be at least %d and -d positive", *rounds*blocks/max(r, 1))
 	}
 	re, err := regexp.Compile(*filter)
 	if err != nil {
@@ -236,30 +259,19 @@ func run(args []string, out io.Writer) error {
 		return errors.New("no row matches -run")
 	}
 	for _, rw := range rows {
-		for round := range *rounds {
-			// Alternate the order of the implementations from round to
-			// round, so that none always runs first on a cold server.
-			impls := slices.Clone(rw.impls)
-			if round%2 == 1 {
-				slices.Reverse(impls)
+		var impls []impl
+		var res []*result
+		for _, im := range rw.impls {
+			if r := find(results, rw.name, im.name); r != nil {
+				impls = append(impls, im)
+				res = append(res, r)
 			}
-			for _, im := range impls {
-				res := find(results, rw.name, im.name)
-				if res == nil {
-					continue
-				}
-				keyPrefix := fmt.Sprintf("%d:", round)
-				m, err := measure(ctx, im.pair, rw.workers, keyPrefix, *dur, rw.servers)
-				if err != nil {
-					return fmt.Errorf("%s / %s: %w", rw.name, im.name, err)
-				}
-				res.ops = append(res.ops, m.ops)
-				res.cpu = append(res.cpu, m.cpu)
-				res.srvCPU = append(res.srvCPU, m.srvCPU)
-				res.allocs = append(res.allocs, m.allocs)
-				fmt.Fprintf(os.Stderr, "round %d  %-32s %-14s %9.0f ops/s %6.1f µs CPU/pair %6.1f µs Redis CPU/pair %5.0f allocs/pair\n",
-					round+1, rw.name, im.name, m.ops, m.cpu, m.srvCPU, m.allocs)
-			}
+		}
+		if len(impls) == 0 {
+			continue
+		}
+		if err := runRow(ctx, rw, impls, res, *dur, *rounds); err != nil {
+			return fmt.Errorf("%s: %w", rw.name, err)
 		}
 	}
 	printTable(out, results, *dur, *rounds)
@@ -275,68 +287,152 @@ func find(rs []*result, row, impl string) *result {
 	return nil
 }
 
-// measurement is what measure found.
-type measurement struct {
-	ops    float64 // lock+unlock pairs per second
-	cpu    float64 // CPU time of this process per pair, in µs
-	srvCPU float64 // CPU time of the Redis servers per pair, in µs
-	allocs float64 // heap allocations per pair
+// blocks is how many blocks the rounds of a row are cut into for the
+// spread of its ratios.
+const blocks = 10
+
+// manyPhase returns the phase and the rounds of a row of many goroutines
+// from those of one goroutine: a phase must be long against one pair,
+// which there takes as long as 64 goroutines' turns at the server (see
+// runRow), and the row about as long as a row of one goroutine.
+func manyPhase(d time.Duration, rounds int) (time.Duration, int) {
+	return 100 * d, rounds / 20
 }
 
-// measure runs pair from workers goroutines on distinct keys for d after a
-// warm-up of d/4, and reads the CPU time of servers around the measured
-// part.
-func measure(ctx context.Context, pair pairFunc, workers int, keyPrefix string, d time.Duration, servers []*redis.Client) (measurement, error) {
-	var (
-		next     atomic.Int64
-		counting atomic.Bool
-		done     atomic.Bool
-		count    atomic.Int64
-		firstErr error
-		errOnce  sync.Once
-		wg       sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			n := int64(0)
-			for !done.Load() {
-				key := keyPrefix + strconv.FormatInt(next.Add(1)%keySpace, 10)
-				if err := pair(ctx, key); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					done.Store(true)
-					return
-				}
-				if counting.Load() {
-					n++
-				}
+// runRow measures the implementations of rw, which res holds the results
+// of, in phases: all rw.workers goroutines run one implementation's pair
+// for one phase, then the next implementation's, and so on; a round is one
+// phase of each, in an order that rotates from round to round. Phases are
+// short (d with one goroutine, see manyPhase with more), so that whatever
+// else the machine does over milliseconds falls on every implementation
+// alike; the sums over all rounds give the rates. A phase ends when every
+// goroutine finished the pair it was in at its end, and counts those
+// pairs: with one goroutine its time is exactly that of its pairs; with
+// many, the last pairs run with fewer goroutines, which costs each
+// implementation about half of one of its pairs' time per phase. Each
+// implementation first runs one phase of 10 times the row's as a warm-up.
+func runRow(ctx context.Context, rw row, impls []impl, res []*result, d time.Duration, rounds int) error {
+	phase := d
+	if rw.workers > 1 {
+		phase, rounds = manyPhase(d, rounds)
+	}
+	for _, r := range res {
+		r.blockOps = make([]int64, blocks)
+		r.blockWall = make([]time.Duration, blocks)
+	}
+	pool := newWorkers(ctx, rw.workers)
+	defer pool.stop()
+	for i, im := range impls {
+		if _, err := pool.run(im.pair, fmt.Sprintf("w%d:", i), 10*phase); err != nil {
+			return fmt.Errorf("%s: warm-up: %w", im.name, err)
+		}
+	}
+	for round := range rounds {
+		block := round * blocks / rounds
+		for j := range impls {
+			i := (round + j) % len(impls)
+			r := res[i]
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			srv0 := serverCPU(ctx, rw.servers)
+			cpu0 := cpuTime()
+			start := time.Now()
+			n, err := pool.run(impls[i].pair, fmt.Sprintf("%d:", round), phase)
+			wall := time.Since(start)
+			cpu1 := cpuTime()
+			srv1 := serverCPU(ctx, rw.servers)
+			runtime.ReadMemStats(&ms1)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.impl, err)
 			}
-			count.Add(n)
-		})
+			r.ops += n
+			r.wall += wall
+			r.cpu += cpu1 - cpu0
+			r.srvCPU += srv1 - srv0
+			r.allocs += ms1.Mallocs - ms0.Mallocs
+			r.blockOps[block] += n
+			r.blockWall[block] += wall
+		}
+		if (round+1)%(rounds/blocks) == 0 {
+			fmt.Fprintf(os.Stderr, "%-32s round %4d/%d", rw.name, round+1, rounds)
+			for _, r := range res {
+				fmt.Fprintf(os.Stderr, "  %s %.0f/s", r.impl, rate(r.blockOps[block], r.blockWall[block]))
+			}
+			fmt.Fprintln(os.Stderr)
+		}
 	}
-	time.Sleep(d / 4)
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	srv0 := serverCPU(ctx, servers)
-	cpu0 := cpuTime()
-	counting.Store(true)
-	start := time.Now()
-	time.Sleep(d)
-	done.Store(true)
-	elapsed := time.Since(start)
-	cpu1 := cpuTime()
-	srv1 := serverCPU(ctx, servers)
-	runtime.ReadMemStats(&ms1)
-	wg.Wait()
-	if firstErr != nil {
-		return measurement{}, firstErr
+	return nil
+}
+
+// workers are the goroutines of a row, kept across its phases.
+type workers struct {
+	ctx   context.Context
+	start []chan phaseSpec
+	done  chan phaseDone
+}
+
+// phaseSpec is one phase of one implementation.
+type phaseSpec struct {
+	pair      pairFunc
+	keyPrefix string
+	until     time.Time
+	next      *atomic.Int64
+}
+
+// phaseDone is what one goroutine did in a phase.
+type phaseDone struct {
+	n   int64
+	err error
+}
+
+func newWorkers(ctx context.Context, n int) *workers {
+	w := &workers{ctx: ctx, start: make([]chan phaseSpec, n), done: make(chan phaseDone, n)}
+	for i := range w.start {
+		w.start[i] = make(chan phaseSpec)
+		go w.loop(w.start[i])
 	}
-	n := float64(count.Load())
-	return measurement{
-		ops:    n / elapsed.Seconds(),
-		cpu:    float64((cpu1 - cpu0).Microseconds()) / n,
-		allocs: float64(ms1.Mallocs-ms0.Mallocs) / n,
-		srvCPU: float64((srv1 - srv0).Microseconds()) / n,
-	}, nil
+	return w
+}
+
+// loop runs one goroutine's phases: pairs on distinct keys until the
+// phase's end.
+func (w *workers) loop(start chan phaseSpec) {
+	for p := range start {
+		var n int64
+		var err error
+		for time.Now().Before(p.until) {
+			key := p.keyPrefix + strconv.FormatInt(p.next.Add(1)%keySpace, 10)
+			if err = p.pair(w.ctx, key); err != nil {
+				break
+			}
+			n++
+		}
+		w.done <- phaseDone{n, err}
+	}
+}
+
+// run runs pair on every goroutine for d and returns the pairs done.
+func (w *workers) run(pair pairFunc, keyPrefix string, d time.Duration) (int64, error) {
+	p := phaseSpec{pair: pair, keyPrefix: keyPrefix, until: time.Now().Add(d), next: new(atomic.Int64)}
+	for _, c := range w.start {
+		c <- p
+	}
+	var n int64
+	var err error
+	for range w.start {
+		r := <-w.done
+		n += r.n
+		if err == nil {
+			err = r.err
+		}
+	}
+	return n, err
+}
+
+func (w *workers) stop() {
+	for _, c := range w.start {
+		close(c)
+	}
 }
 
 // serverCPU returns the CPU time (user and system, from INFO cpu) that the
@@ -430,23 +526,48 @@ func redsyncPair(nodes []*redis.Client, prefix string) pairFunc {
 }
 
 func printTable(w io.Writer, results []*result, d time.Duration, rounds int) {
-	fmt.Fprintf(w, "lock+unlock pairs per second, median of %d rounds of %v; GOMAXPROCS=%d, %s\n\n",
-		rounds, d, runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Fprintln(w, "| row | implementation | ops/s | ratio vs the faster peer | client CPU µs/pair | Redis CPU µs/pair | allocs/pair |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+	mp, mr := manyPhase(d, rounds)
+	fmt.Fprintf(w, "lock+unlock pairs per second; one goroutine: %d rounds of phases of %v, 64 goroutines: %d rounds of %v; GOMAXPROCS=%d, %s\n\n",
+		rounds, d, mr, mp, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(w, "| row | implementation | ops/s | ratio vs the faster peer | ratio in %d blocks of rounds (min-max) | client CPU µs/pair | Redis CPU µs/pair | allocs/pair |\n", blocks)
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		best := 0.0
-		for _, p := range results {
-			if p.row == r.row && p.impl != "erpsync" {
-				best = max(best, p.median())
-			}
+		ratio, spread := "n/a", "n/a"
+		if p := fasterPeer(r, results); p != nil {
+			lo, hi := blockRange(r, p)
+			ratio = fmt.Sprintf("%.2f", r.rate()/p.rate())
+			spread = fmt.Sprintf("%.2f-%.2f", lo, hi)
 		}
-		ratio := "n/a"
-		if best > 0 {
-			ratio = fmt.Sprintf("%.2f", r.median()/best)
-		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %.1f | %.1f | %.0f |\n", r.row, r.impl, r.median(), ratio, median(r.cpu), median(r.srvCPU), median(r.allocs))
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.1f | %.1f | %.0f |\n", r.row, r.impl, r.rate(), ratio, spread,
+			r.perPair(r.cpu), r.perPair(r.srvCPU), float64(r.allocs)/float64(max(r.ops, 1)))
 	}
+}
+
+// fasterPeer returns the peer of r's row with the higher rate, nil when
+// the row has none.
+func fasterPeer(r *result, results []*result) *result {
+	var best *result
+	for _, p := range results {
+		if p.row == r.row && p.impl != "erpsync" && (best == nil || p.rate() > best.rate()) {
+			best = p
+		}
+	}
+	return best
+}
+
+// blockRange returns the smallest and the largest ratio of a's rate to
+// b's over the blocks of rounds.
+func blockRange(a, b *result) (lo, hi float64) {
+	for i := range a.blockOps {
+		q := rate(a.blockOps[i], a.blockWall[i]) / rate(b.blockOps[i], b.blockWall[i])
+		if i == 0 || q < lo {
+			lo = q
+		}
+		if i == 0 || q > hi {
+			hi = q
+		}
+	}
+	return lo, hi
 }
 
 // deletePrefix deletes the keys under prefix.
