@@ -152,6 +152,28 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("FenceOnDemand", func(t *testing.T) {
+		for _, k := range keys[30:60] {
+			l := obtainOnDemand(t, c, k, time.Minute)
+			f, err := l.FetchFence(ctx)
+			if err != nil {
+				t.Fatalf("%s: FetchFence: %v", k, err)
+			}
+			if f <= fences[k] {
+				t.Fatalf("%s: fetched token %d after %d", k, f, fences[k])
+			}
+			fences[k] = f
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("%s: Release: %v", k, err)
+			}
+			if next := mustObtain(t, c, k, time.Minute); next.Fence() <= f {
+				t.Fatalf("%s: next grant's token %d after the fetched %d", k, next.Fence(), f)
+			} else if err := next.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
 	t.Run("Hold", func(t *testing.T) {
 		const ttl = 300 * time.Millisecond
 		var locks []*lock.Lock

@@ -36,6 +36,16 @@
 // loses, however long it slept. The lock is an optimisation that keeps
 // holders from wasting work; the token is what keeps data correct.
 //
+// A caller that needs the token only on some paths can obtain with
+// ObtainOptions.FenceOnDemand: the grant is then a plain SET NX PX, the
+// cheapest there is, and Lock.FetchFence gets the token later, in one
+// more round trip, from the same counter and by the same script as a
+// grant — which hands it out only while the key still carries the
+// caller's lock token. Holds of one key never overlap, so tokens fetched
+// while holding follow the order of the holds as tokens made by the grant
+// do, and a holder that lost its lock gets ErrExpired or ErrTaken instead
+// of a token. A Redlock always makes the token with the grant.
+//
 // # Tokens across restarts
 //
 // The acquire script computes the token in the same step as the grant:

@@ -16,10 +16,22 @@ type obtainer interface {
 	Obtain(ctx context.Context, key string, ttl time.Duration, opt *lock.ObtainOptions) (*lock.Lock, error)
 }
 
+// onDemandLocker obtains its locks with FenceOnDemand.
+type onDemandLocker struct{ c *lock.Client }
+
+func (o onDemandLocker) Obtain(ctx context.Context, key string, ttl time.Duration, opt *lock.ObtainOptions) (*lock.Lock, error) {
+	var od lock.ObtainOptions
+	if opt != nil {
+		od = *opt
+	}
+	od.FenceOnDemand = true
+	return o.c.Obtain(ctx, key, ttl, &od)
+}
+
 // checkMutualExclusion runs one goroutine per locker; each takes the key
 // "shared" rounds times (retrying as retry() says), holds it for hold and
-// releases it. Holders never overlap, fences rise, and every round is
-// granted within timeout.
+// releases it. Holders never overlap, fences (fetched while holding, for
+// an onDemandLocker's) rise, and every round is granted within timeout.
 func checkMutualExclusion(t *testing.T, lockers []obtainer, rounds int, timeout, hold time.Duration, retry func() lock.RetryStrategy) {
 	t.Helper()
 	var (
@@ -42,8 +54,13 @@ func checkMutualExclusion(t *testing.T, lockers []obtainer, rounds int, timeout,
 				if n := inside.Add(1); n != 1 {
 					errs <- fmt.Errorf("%d holders at once", n)
 				}
-				if prev := lastFence.Swap(l.Fence()); l.Fence() <= prev {
-					errs <- fmt.Errorf("fence %d after %d", l.Fence(), prev)
+				fence, err := l.FetchFence(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if prev := lastFence.Swap(fence); fence <= prev {
+					errs <- fmt.Errorf("fence %d after %d", fence, prev)
 				}
 				grants.Add(1)
 				time.Sleep(hold)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -372,6 +373,15 @@ type ObtainOptions struct {
 	// Retry says how long to wait between attempts while the lock is held
 	// by another. nil tries once.
 	Retry RetryStrategy
+
+	// FenceOnDemand grants the lock without its fencing token: one plain
+	// SET NX PX instead of a script that also makes the token, and not
+	// coalesced with other grants. Lock.Fence then returns 0 until
+	// Lock.FetchFence got a token, which it hands out only while the lock
+	// is still held: as safe as a token made with the grant, at one round
+	// trip more for a caller that needs it, and none for one that does
+	// not. A Redlock ignores it: its grants always carry their token.
+	FenceOnDemand bool
 }
 
 // Obtain tries to grant key to the caller for ttl. It returns ErrNotObtained
@@ -387,6 +397,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 		return nil, err
 	}
 	rkey := c.lockKey(key)
+	if opt != nil && opt.FenceOnDemand {
+		return c.obtainPlain(ctx, key, rkey, ttl, opt)
+	}
 	ck, ek, cttl := c.counter(rkey, ttl)
 	g, err := newGrant(rkey, ck, ek, ttl, cttl)
 	if err != nil {
@@ -405,6 +418,29 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 		}
 		return fence, sent, nil
 	}, func(fence int64, sent time.Time) *Lock { return g.lock(c, key, fence, ttl, sent) })
+}
+
+// obtainPlain is Obtain with FenceOnDemand: the grant is a SET NX PX.
+func (c *Client) obtainPlain(ctx context.Context, key, rkey string, ttl time.Duration, opt *ObtainOptions) (*Lock, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	return obtain(ctx, &c.hook, key, opt, func() (int64, time.Time, error) {
+		sent := time.Now()
+		cctx, cancel := c.callContext(ctx, time.Time{})
+		ok, err := c.rdb.SetNX(cctx, rkey, token, ttl).Result()
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return 0, sent, ctx.Err()
+		case err != nil:
+			return 0, sent, translate(ctx, "obtain", err)
+		case !ok:
+			return 0, sent, errContended
+		}
+		return 0, sent, nil
+	}, func(_ int64, sent time.Time) *Lock { return newLock(c, key, rkey, token, nil, 0, ttl, sent) })
 }
 
 // obtain runs attempt until it grants the lock, opt's retry strategy gives
@@ -605,6 +641,9 @@ type backend interface {
 	release(ctx context.Context, l *Lock) error
 	// pttl returns the time left on l's lease, 0 when not held.
 	pttl(ctx context.Context, l *Lock) (time.Duration, error)
+	// fence returns a fencing token for l, granted without one, if l
+	// still holds its key; else ErrExpired or ErrTaken.
+	fence(ctx context.Context, l *Lock) (int64, error)
 	// hooks returns the hooks to call; never nil.
 	hooks() *Hooks
 	// timeout is Options.Timeout.
@@ -642,13 +681,33 @@ func (c *Client) release(ctx context.Context, l *Lock) error {
 	return notHeld(n)
 }
 
+// fence hands l, granted without a fencing token, one while it still holds
+// its key: obtain.lua with a lease TTL of 0.
+func (c *Client) fence(ctx context.Context, l *Lock) (int64, error) {
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	ck, ek, cttl := c.counter(l.rkey, ttl)
+	g := makeGrant(l.rkey, ck, ek, l.token, 0, cttl.Milliseconds())
+	n, err := c.run(ctx, obtainScript, g.keyList(), g.argv()).Int64()
+	if err != nil {
+		return 0, translate(ctx, "fence", err)
+	}
+	if n <= 0 {
+		return 0, notHeld(n)
+	}
+	return n, nil
+}
+
 // Lock is one grant of a key. Its methods are safe for concurrent use.
 type Lock struct {
 	b     backend
 	key   string
 	rkey  string
 	token string
-	fence int64
+	// fence is the grant's fencing token; 0 until FetchFence got one for a
+	// grant made with FenceOnDemand.
+	fence atomic.Int64
 	// keys and args are rkey and token as the release, refresh and TTL
 	// scripts take them, made once.
 	keys [1]string
@@ -677,11 +736,13 @@ func newLock(b backend, key, rkey, token string, tokenArg any, fence int64, ttl 
 	if tokenArg == nil {
 		tokenArg = token
 	}
-	return &Lock{
-		b: b, key: key, rkey: rkey, token: token, fence: fence,
+	l := &Lock{
+		b: b, key: key, rkey: rkey, token: token,
 		keys: [1]string{rkey}, args: [1]any{tokenArg},
 		ttl: ttl, validUntil: sent.Add(validity(ttl)),
 	}
+	l.fence.Store(fence)
+	return l
 }
 
 // validity is how long a lease of ttl surely runs after its request was
@@ -699,12 +760,46 @@ func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token of this grant. Tokens of one key strictly
 // increase from grant to grant; storage should refuse a write that carries
-// a smaller token than one it has already seen.
-func (l *Lock) Fence() int64 { return l.fence }
+// a smaller token than one it has already seen. A lock obtained with
+// FenceOnDemand has 0 until FetchFence got its token.
+func (l *Lock) Fence() int64 { return l.fence.Load() }
+
+// FetchFence returns the fencing token of this grant: Fence, or for a lock
+// obtained with FenceOnDemand and no token yet, a token that Redis hands
+// out only while the lock still carries this lock's token. Every holder of
+// the key after this one gets a larger token, as with tokens made by the
+// grant. When the lock is no longer held it returns ErrExpired or ErrTaken
+// (and a running Hold context is cancelled with ErrLost), after Release
+// an error matching ErrNotHeld, and on a Redis failure an error matching
+// ErrUnavailable; FetchFence may then be called again.
+func (l *Lock) FetchFence(ctx context.Context) (int64, error) {
+	if f := l.fence.Load(); f > 0 {
+		return f, nil
+	}
+	l.mu.Lock()
+	released, h := l.released, l.hold
+	l.mu.Unlock()
+	if released {
+		return 0, errReleased
+	}
+	f, err := l.b.fence(ctx, l)
+	if err != nil {
+		if h != nil && errors.Is(err, ErrNotHeld) {
+			l.lose(h, err)
+		}
+		return 0, err
+	}
+	// Of two calls at once, the first token stored stands: each is
+	// smaller than any later holder's.
+	if !l.fence.CompareAndSwap(0, f) {
+		f = l.fence.Load()
+	}
+	return f, nil
+}
 
 // String returns key and fence, for logs.
 func (l *Lock) String() string {
-	return l.key + "#" + strconv.FormatInt(l.fence, 10)
+	return l.key + "#" + strconv.FormatInt(l.Fence(), 10)
 }
 
 // TTL returns the time left on the lease, or 0 when the lock is no longer

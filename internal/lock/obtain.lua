@@ -2,12 +2,19 @@
 --
 -- KEYS[1]  lock key            KEYS[2]  fence counter key (same hash slot)
 -- KEYS[3]  optional: the epoch counter of KEYS[2] (same hash slot)
--- ARGV[1]  token               ARGV[2]  lease TTL in ms
+-- ARGV[1]  token               ARGV[2]  lease TTL in ms, or 0 (below)
 -- ARGV[3]  fence counter TTL in ms, or 0 to keep the counter without expiry
 -- ARGV[4]  optional: a step in microseconds to round the clock up to
 -- ARGV[5]  optional, with ARGV[4]: a floor the caller proposes
 --
 -- Returns the fencing token of the grant, or 0 when the lock is held.
+--
+-- With a lease TTL of 0 it grants nothing: it hands out a fencing token to
+-- a lock granted without one (Lock.FetchFence), only while KEYS[1] still
+-- carries the token ARGV[1], and returns 0 when another token holds it, -1
+-- when it is gone. Tokens are handed out in the order of the holds, then,
+-- since holds of one key do not overlap: a holder that lost its lock can
+-- no longer get one. A failure then leaves the lock as it was.
 --
 -- With an epoch counter (a Client's counter shared by all keys of a server
 -- or a slot): the token is one INCR of the epoch counter, which lives
@@ -50,8 +57,16 @@
 -- calls, and a token stays less than two steps ahead of the clock of each
 -- node that hands it out (or less than three when the two clocks differ).
 
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	return 0
+local granting = ARGV[2] ~= '0'
+if granting then
+	if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+		return 0
+	end
+else
+	local v = redis.call('GET', KEYS[1])
+	if v ~= ARGV[1] then
+		return v and 0 or -1
+	end
 end
 
 if KEYS[3] then
@@ -63,11 +78,11 @@ if KEYS[3] then
 	local t = redis.call('TIME')
 	local b = redis.pcall('GET', KEYS[2])
 	if type(b) == 'table' then
-		redis.call('DEL', KEYS[1])
+		if granting then redis.call('DEL', KEYS[1]) end
 		return b
 	end
 	if b and not string.find(b, '^%d+$') then
-		redis.call('DEL', KEYS[1])
+		if granting then redis.call('DEL', KEYS[1]) end
 		return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not an integer')
 	end
 	local fence = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), tonumber(b) or 0) + 1
@@ -106,13 +121,13 @@ end
 -- an integer undoes the grant and fails the call; a foreign string is put
 -- back.
 if type(old) == 'table' then
-	redis.call('DEL', KEYS[1])
+	if granting then redis.call('DEL', KEYS[1]) end
 	return old
 end
 if old then
 	if not string.find(old, '^%d+$') then
 		redis.call('SET', KEYS[2], old)
-		redis.call('DEL', KEYS[1])
+		if granting then redis.call('DEL', KEYS[1]) end
 		return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not an integer')
 	end
 	local last = tonumber(old)

@@ -473,6 +473,12 @@ func (r *Redlock) tally(ctx context.Context, op, done string, replies []reply) e
 	}
 }
 
+// fence is never needed: a Redlock grant carries its token (Obtain
+// ignores FenceOnDemand).
+func (r *Redlock) fence(context.Context, *Lock) (int64, error) {
+	return 0, errors.New("lock: a Redlock lock without a fencing token")
+}
+
 func (r *Redlock) pttl(ctx context.Context, l *Lock) (time.Duration, error) {
 	replies := r.each(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), nil, func(ctx context.Context, c *Client) (int64, error) {
 		return pttlScript.Run(ctx, c.rdb, l.keys[:], l.args[:]...).Int64()
