@@ -146,3 +146,33 @@ func ExampleClient_ObtainMany() {
 	// write erp:3
 	// 0 <nil>
 }
+
+// A lock obtained with FenceOnDemand costs a plain SET; the holder fetches
+// its fencing token only on the path that writes. A holder paused past
+// its lease gets no token at all, so it never writes.
+func ExampleLock_FetchFence() {
+	client, closeRedis := exampleClient()
+	defer closeRedis()
+	ctx := context.Background()
+	db := &store{fence: map[string]int64{}, value: map[string]string{}}
+	onDemand := &lock.ObtainOptions{FenceOnDemand: true}
+
+	slow, _ := client.Obtain(ctx, "erp:1", 50*time.Millisecond, onDemand)
+	fmt.Println("token at the grant:", slow.Fence())
+	time.Sleep(100 * time.Millisecond) // paused past the lease
+
+	fast, _ := client.Obtain(ctx, "erp:1", time.Second, onDemand)
+	if fence, err := fast.FetchFence(ctx); err == nil {
+		fmt.Println("fast writes:", db.Write("erp:1", fence, "v2"))
+	}
+	if _, err := slow.FetchFence(ctx); err != nil {
+		fmt.Println("slow:", err)
+	}
+	fmt.Println("stored:", db.value["erp:1"])
+	_ = fast.Release(ctx)
+	// Output:
+	// token at the grant: 0
+	// fast writes: <nil>
+	// slow: lock: not held: taken by another holder
+	// stored: v2
+}
