@@ -418,19 +418,22 @@ func TestMutualExclusionGoroutines(t *testing.T) {
 
 // Several OS processes contend for one key and log their critical
 // sections to one file: the sections never interleave, and fences rise.
+// Every other process obtains with FenceOnDemand and fetches its token
+// while it holds the lock.
 func TestMutualExclusionProcesses(t *testing.T) {
 	b := setup(t, nil)
 	logPath := filepath.Join(t.TempDir(), "log")
 	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const procs, rounds = 3, 40
+	const procs, rounds = 4, 30
 	cmds := make([]*exec.Cmd, procs)
 	for i := range cmds {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(),
 			helperEnv+"=1", "LOCK_TEST_PREFIX="+b.prefix, "LOCK_TEST_KEY=proc",
-			"LOCK_TEST_LOG="+logPath, fmt.Sprintf("LOCK_TEST_N=%d", rounds))
+			"LOCK_TEST_LOG="+logPath, fmt.Sprintf("LOCK_TEST_N=%d", rounds),
+			fmt.Sprintf("LOCK_TEST_ON_DEMAND=%t", i%2 == 1))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

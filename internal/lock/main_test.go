@@ -176,6 +176,7 @@ const helperEnv = "LOCK_TEST_HELPER"
 func helperProcess() int {
 	prefix, key, logPath := os.Getenv("LOCK_TEST_PREFIX"), os.Getenv("LOCK_TEST_KEY"), os.Getenv("LOCK_TEST_LOG")
 	n, _ := strconv.Atoi(os.Getenv("LOCK_TEST_N"))
+	onDemand := os.Getenv("LOCK_TEST_ON_DEMAND") == "true"
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer func() { _ = rdb.Close() }()
 	c := lock.New(rdb, &lock.Options{Prefix: prefix})
@@ -190,15 +191,21 @@ func helperProcess() int {
 	pid := os.Getpid()
 	for range n {
 		l, err := c.Obtain(ctx, key, 5*time.Second, &lock.ObtainOptions{
-			Retry: lock.ExponentialBackoff(200*time.Microsecond, 5*time.Millisecond),
+			Retry:         lock.ExponentialBackoff(200*time.Microsecond, 5*time.Millisecond),
+			FenceOnDemand: onDemand,
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "obtain:", err)
 			return 1
 		}
-		fmt.Fprintf(f, "enter %d %d\n", pid, l.Fence())
+		fence, err := l.FetchFence(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fetch fence:", err)
+			return 1
+		}
+		fmt.Fprintf(f, "enter %d %d\n", pid, fence)
 		time.Sleep(100 * time.Microsecond)
-		fmt.Fprintf(f, "exit %d %d\n", pid, l.Fence())
+		fmt.Fprintf(f, "exit %d %d\n", pid, fence)
 		if err := l.Release(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "release:", err)
 			return 1
