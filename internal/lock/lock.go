@@ -538,7 +538,7 @@ func (c *Client) runUntil(ctx context.Context, limit time.Time, s script, keys [
 // zero and ctx has no deadline.
 //
 // The Timeout is a real timer (context.WithTimeout), not only a deadline
-// for go-redis to read: from 463938c to this change it was the latter, which
+// for go-redis to read: from 463938c to aa7785a it was the latter, which
 // saved 2 of a lone Obtain and Release's allocations but made a pair slower
 // on these machines. Arming a timer wakes the Go runtime's network poller
 // thread (runtime.wakeNetPoller), and a reply that finds that thread awake
