@@ -24,43 +24,40 @@ func TestMaxDurationEndsARunThatWouldHang(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	report := filepath.Join(t.TempDir(), "report.json")
-	c := e.cmd(ctx, "run", "--max-duration", "2s", "--grace", "1s", "--erp-timeout", "1h", "--page-size", "10", "--report", report)
-	var out strings.Builder
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var once sync.Once
-	hang := func() { e.mock.SetFaults(erpmock.Faults{HangRate: 1, Hang: 10 * time.Minute}) }
+	hang := func() { e.Mock.SetFaults(erpmock.Faults{HangRate: 1, Hang: 10 * time.Minute}) }
 	// Hang as soon as the run has started (its run history row exists).
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	polled := make(chan struct{})
 	go func() {
-		for ctx.Err() == nil {
-			var n int64
-			e.store.DB().Raw("SELECT COUNT(*) FROM sync_runs").Scan(&n)
-			if n > 0 {
+		defer close(polled)
+		for pollCtx.Err() == nil {
+			if e.Count("SELECT COUNT(*) FROM %s", "sync_runs") > 0 {
 				once.Do(hang)
 				return
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	err := c.Wait()
+	r := e.Run(ctx, "run", "--max-duration", "2s", "--grace", "1s", "--erp-timeout", "1h", "--page-size", "10", "--report", report)
+	stopPolling()
+	<-polled
 	once.Do(hang) // for the assertions below, whatever the race
 	if ctx.Err() != nil {
-		t.Fatalf("the run did not end by itself: %s", out.String())
+		t.Fatalf("the run did not end by itself: %s", r.Out())
 	}
-	if code := c.ProcessState.ExitCode(); code != 1 {
-		t.Fatalf("exit %d (%v), want 1: %s", code, err, out.String())
+	if r.Code != 1 {
+		t.Fatalf("exit %d, want 1: %s", r.Code, r.Out())
 	}
-	if !strings.Contains(out.String(), "max duration") {
-		t.Errorf("no line says why the run ended: %s", out.String())
+	if !strings.Contains(r.Out(), "max duration") {
+		t.Errorf("no line says why the run ended: %s", r.Out())
 	}
-	if rep := readReport(t, report); rep["status"] != "failed" {
+	if rep := e.report(report); rep["status"] != "failed" {
 		t.Errorf("report status %v, want failed", rep["status"])
 	}
-	e.mock.SetFaults(erpmock.Faults{})
-	if out, code := e.run(context.Background(), "run"); code != 0 {
-		t.Fatalf("next run exit %d: %s", code, out)
+	e.Mock.SetFaults(erpmock.Faults{})
+	if r := e.Run(context.Background(), "run"); r.Code != 0 {
+		t.Fatalf("next run exit %d: %s", r.Code, r.Out())
 	}
 	e.assertTruth()
 }
@@ -71,11 +68,11 @@ func TestMaxDurationEndsARunThatWouldHang(t *testing.T) {
 func TestAShortSecretDoesNotCorruptResults(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 50, Seed: 32, Token: "matching"})
-	if out, code := e.run(context.Background(), "run", "--erp-token", "matching"); code != 0 {
-		t.Fatalf("run exit %d: %s", code, out)
+	if r := e.Run(context.Background(), "run", "--erp-token", "matching"); r.Code != 0 {
+		t.Fatalf("run exit %d: %s", r.Code, r.Out())
 	}
-	out, code := e.run(context.Background(), "verify", "--erp-token", "matching")
-	if code != 0 || !regexp.MustCompile(`matching\s+50\b`).MatchString(out) {
-		t.Fatalf("verify exit %d, want its summary intact (matching 50): %s", code, out)
+	r := e.Run(context.Background(), "verify", "--erp-token", "matching")
+	if r.Code != 0 || !regexp.MustCompile(`matching\s+50\b`).MatchString(r.Out()) {
+		t.Fatalf("verify exit %d, want its summary intact (matching 50): %s", r.Code, r.Out())
 	}
 }

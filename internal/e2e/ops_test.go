@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -80,18 +77,11 @@ next:
 func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 800, Seed: 31})
-	e.mock.SetFaults(erpmock.Faults{ChangeRate: 2})
-	ctx := context.Background()
+	e.Mock.SetFaults(erpmock.Faults{ChangeRate: 2})
 	addrs := []string{proctest.FreeAddr(t), proctest.FreeAddr(t)}
-	procs := make([]*exec.Cmd, 2)
-	outs := make([]*bytes.Buffer, 2)
+	procs := make([]*proctest.Proc, 2)
 	for i := range procs {
-		procs[i] = e.cmd(ctx, "schedule", "--every", "1s", "--overlap", "1ms", "--http-addr", addrs[i])
-		outs[i] = &bytes.Buffer{}
-		procs[i].Stdout, procs[i].Stderr = outs[i], outs[i]
-		if err := procs[i].Start(); err != nil {
-			t.Fatal(err)
-		}
+		procs[i] = e.Start("schedule", "--every", "1s", "--overlap", "1ms", "--http-addr", addrs[i])
 	}
 	time.Sleep(8 * time.Second)
 	for _, a := range addrs {
@@ -104,16 +94,15 @@ func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
 	}
 	// Scrape, then stop both, then compare the metrics with the history.
 	fams := []map[string]*dto.MetricFamily{scrape(t, addrs[0]), scrape(t, addrs[1])}
+	outs := make([]string, 2)
 	for i, p := range procs {
-		p.Process.Signal(syscall.SIGTERM)
-		if err := p.Wait(); err != nil {
-			t.Fatalf("replica %d after SIGTERM: %v\n%s", i, err, outs[i])
+		p.Signal(syscall.SIGTERM)
+		r := p.Wait()
+		if outs[i] = r.Stdout; r.Code != 0 {
+			t.Fatalf("replica %d after SIGTERM: exit %d\n%s", i, r.Code, outs[i])
 		}
 	}
-	runs, err := e.store.Runs(ctx, e.job, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs := e.runs(100)
 	perTick := map[int64]int{}
 	skipped := 0
 	for _, r := range runs {
@@ -140,7 +129,7 @@ func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
 	}
 	// Each replica's /metrics matched its own runs at scrape time.
 	for i, f := range fams {
-		pid := procs[i].Process.Pid
+		pid := procs[i].Cmd.Process.Pid
 		succeeded := sum(f, "erpsync_runs_total", map[string]string{"status": "succeeded"})
 		skips := sum(f, "erpsync_runs_total", map[string]string{"status": "skipped"})
 		var histSucc, histSkip, histIns int
@@ -175,8 +164,8 @@ func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
 	}
 	totalInserted := sum(fams[0], "erpsync_records_total", map[string]string{"outcome": "inserted"}) +
 		sum(fams[1], "erpsync_records_total", map[string]string{"outcome": "inserted"})
-	if totalInserted != float64(800-len(e.mock.InvalidIDs())) {
-		t.Fatalf("the two replicas' metrics count %v inserted, want %d", totalInserted, 800-len(e.mock.InvalidIDs()))
+	if totalInserted != float64(800-len(e.Mock.InvalidIDs())) {
+		t.Fatalf("the two replicas' metrics count %v inserted, want %d", totalInserted, 800-len(e.Mock.InvalidIDs()))
 	}
 }
 
@@ -185,26 +174,21 @@ func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
 	e := setup(t, erpmock.Options{Records: 3000, Seed: 17, Faults: erpmock.Faults{Latency: 60 * time.Millisecond}})
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := e.cmd(ctx, "run", "--page-size", "50", "--report", filepath.Join(dir, "r.json"))
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.waitRows(200)
+	c := e.Start("run", "--page-size", "50", "--report", filepath.Join(dir, "r.json"))
+	e.WaitRows(200)
 	sent := time.Now()
-	c.Process.Signal(syscall.SIGTERM)
-	if err := c.Wait(); err != nil {
-		t.Fatalf("run after SIGTERM: %v\n%s", err, out.String())
+	c.Signal(syscall.SIGTERM)
+	if r := c.Wait(); r.Code != 0 {
+		t.Fatalf("run after SIGTERM: exit %d\n%s", r.Code, r.Stdout)
 	}
 	if d := time.Since(sent); d > 25*time.Second {
 		t.Fatalf("took %s to stop, over the 25s grace", d)
 	}
-	rep := readReport(t, filepath.Join(dir, "r.json"))
+	rep := e.report(filepath.Join(dir, "r.json"))
 	if rep["status"] != store.StatusInterrupted {
 		t.Fatalf("status %v, want interrupted", rep["status"])
 	}
-	keys, err := testenv.Redis(t).Keys(ctx, e.prefix+"*").Result()
+	keys, err := testenv.Redis(t).Keys(ctx, e.Prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +197,13 @@ func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
 			t.Fatalf("lock key %s left after SIGTERM", k)
 		}
 	}
-	runs, _ := e.store.Runs(ctx, e.job, 5)
+	runs := e.runs(5)
 	if len(runs) != 1 || runs[0].Status != store.StatusInterrupted || runs[0].FinishedAt == nil {
 		t.Fatalf("run history after SIGTERM: %+v", runs)
 	}
 	// Nothing lost: the next run finishes the job.
-	if out, code := e.run(ctx, "run"); code != 0 {
-		t.Fatalf("next run exit %d: %s", code, out)
+	if r := e.Run(ctx, "run"); r.Code != 0 {
+		t.Fatalf("next run exit %d: %s", r.Code, r.Out())
 	}
 	e.assertTruth()
 }
@@ -230,20 +214,16 @@ func TestKilledBackfillResumesItsWindow(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	args := []string{"backfill", "--since", "2024-06-01T00:00:00Z", "--until", "2030-01-01T00:00:00Z", "--page-size", "50"}
-	victim := e.cmd(ctx, args...)
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.waitRows(600)
+	victim := e.Start(args...)
+	e.WaitRows(600)
 	time.Sleep(1100 * time.Millisecond) // let a checkpoint land (every 1s)
-	victim.Process.Kill()
+	victim.Signal(syscall.SIGKILL)
 	victim.Wait()
-	e.mock.SetFaults(erpmock.Faults{})
-	out, code := e.run(ctx, append(args, "--report", filepath.Join(dir, "r.json"))...)
-	if code != 0 {
-		t.Fatalf("resumed backfill exit %d: %s", code, out)
+	e.Mock.SetFaults(erpmock.Faults{})
+	if r := e.Run(ctx, append(args, "--report", filepath.Join(dir, "r.json"))...); r.Code != 0 {
+		t.Fatalf("resumed backfill exit %d: %s", r.Code, r.Out())
 	}
-	rep := readReport(t, filepath.Join(dir, "r.json"))
+	rep := e.report(filepath.Join(dir, "r.json"))
 	if rep["resumed_from"] == nil {
 		t.Fatalf("the second backfill did not resume: %v", rep)
 	}
@@ -252,9 +232,9 @@ func TestKilledBackfillResumesItsWindow(t *testing.T) {
 	}
 	e.assertTruth()
 	// A finished window starts from scratch next time.
-	out, code = e.run(ctx, append(args, "--report", filepath.Join(dir, "r2.json"))...)
-	if code != 0 || readReport(t, filepath.Join(dir, "r2.json"))["resumed_from"] != nil {
-		t.Fatalf("a finished window should start from scratch: %d %s", code, out)
+	r := e.Run(ctx, append(args, "--report", filepath.Join(dir, "r2.json"))...)
+	if r.Code != 0 || e.report(filepath.Join(dir, "r2.json"))["resumed_from"] != nil {
+		t.Fatalf("a finished window should start from scratch: %d %s", r.Code, r.Out())
 	}
 }
 
@@ -262,42 +242,24 @@ func TestVerifyCatchesTamperedRows(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 500, Seed: 23})
 	ctx := context.Background()
-	if out, code := e.run(ctx, "run"); code != 0 {
-		t.Fatalf("run exit %d: %s", code, out)
+	if r := e.Run(ctx, "run"); r.Code != 0 {
+		t.Fatalf("run exit %d: %s", r.Code, r.Out())
 	}
-	if out, code := e.run(ctx, "verify"); code != 0 || !strings.Contains(out, "OK") {
-		t.Fatalf("verify after a clean run: exit %d\n%s", code, out)
+	if r := e.Run(ctx, "verify"); r.Code != 0 || !strings.Contains(r.Out(), "OK") {
+		t.Fatalf("verify after a clean run: exit %d\n%s", r.Code, r.Out())
 	}
-	truth := e.mock.Truth()
-	db := e.store.DB()
-	db.Exec("UPDATE memberships SET member_id = 'TAMPERED' WHERE erp_id = ?", truth[1].ErpID)
-	db.Exec("UPDATE memberships SET erp_version = erp_version - 1 WHERE erp_id = ?", truth[2].ErpID)
-	db.Exec("DELETE FROM memberships WHERE erp_id = ?", truth[3].ErpID)
-	db.Exec(`INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
+	truth := e.Mock.Truth()
+	m := e.Table("memberships")
+	e.DB.Exec("UPDATE "+m+" SET member_id = 'TAMPERED' WHERE erp_id = ?", truth[1].ErpID)
+	e.DB.Exec("UPDATE "+m+" SET erp_version = erp_version - 1 WHERE erp_id = ?", truth[2].ErpID)
+	e.DB.Exec("DELETE FROM "+m+" WHERE erp_id = ?", truth[3].ErpID)
+	e.DB.Exec("INSERT INTO " + m + ` (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
 		VALUES ('GHOST', 'U', 'P', 'ACTIVE', UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`)
-	c := e.cmd(ctx, "verify", "--json")
-	var stdout bytes.Buffer
-	c.Stdout = &stdout
-	err := c.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("verify over tampered rows: %v, want exit 1", err)
+	res, code := e.Verify(ctx)
+	if code != 1 {
+		t.Fatalf("verify over tampered rows: exit %d, want exit 1", code)
 	}
-	var res struct {
-		OK      bool
-		Missing struct{ Count int64 }
-		Stale   struct {
-			Count int64
-			IDs   []string
-		}
-		Unknown struct {
-			Count int64
-			IDs   []string
-		}
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("verify --json: %v\n%s", err, stdout.String())
-	}
-	if res.OK || res.Missing.Count != 1 || res.Stale.Count != 2 || res.Unknown.Count != 1 || res.Unknown.IDs[0] != "GHOST" {
+	if res.OK() || res.Missing.Count != 1 || res.Stale.Count != 2 || res.Unknown.Count != 1 || res.Unknown.IDs[0] != "GHOST" {
 		t.Fatalf("verify found %+v", res)
 	}
 }
@@ -311,13 +273,14 @@ func TestRunsShowsTheSkips(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.run(ctx, "run", "--page-size", "30")
+			e.Run(ctx, "run", "--page-size", "30")
 		}()
 	}
 	wg.Wait()
-	out, code := e.run(ctx, "runs")
-	if code != 0 {
-		t.Fatalf("runs exit %d: %s", code, out)
+	r := e.Run(ctx, "runs")
+	out := r.Out()
+	if r.Code != 0 {
+		t.Fatalf("runs exit %d: %s", r.Code, out)
 	}
 	if strings.Count(out, "skipped") != 2 || strings.Count(out, "succeeded") != 1 {
 		t.Fatalf("runs should list 1 succeeded and 2 skipped:\n%s", out)

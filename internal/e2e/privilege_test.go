@@ -31,7 +31,7 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 1200, Seed: 23, Faults: erpmock.Faults{InvalidRate: 0.02, DuplicateRate: 0.3}})
 	ctx := context.Background()
-	root, err := store.ParseDSN(e.dsn)
+	root, err := store.ParseDSN(e.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +44,11 @@ func TestLeastPrivilege(t *testing.T) {
 	limited := fmt.Sprintf("%s:%s@tcp(%s)/%s?parseTime=true", user, pass, root.Addr, root.DBName)
 
 	// The runtime user cannot migrate; --migrate-dsn can.
-	if out, code := e.run(ctx, "migrate", "--mysql-dsn", limited); code == 0 || !strings.Contains(out, "denied") {
-		t.Fatalf("migrate as the runtime user: exit %d, want a denial: %s", code, out)
+	if r := e.Run(ctx, "migrate", "--mysql-dsn", limited); r.Code == 0 || !strings.Contains(r.Out(), "denied") {
+		t.Fatalf("migrate as the runtime user: exit %d, want a denial: %s", r.Code, r.Out())
 	}
-	if out, code := e.run(ctx, "migrate", "--mysql-dsn", limited, "--migrate-dsn", e.dsn); code != 0 {
-		t.Fatalf("migrate with --migrate-dsn: exit %d: %s", code, out)
+	if r := e.Run(ctx, "migrate", "--mysql-dsn", limited, "--migrate-dsn", e.DSN); r.Code != 0 {
+		t.Fatalf("migrate with --migrate-dsn: exit %d: %s", r.Code, r.Out())
 	}
 	lst, err := store.Open(ctx, limited, nil)
 	if err != nil {
@@ -64,37 +64,33 @@ func TestLeastPrivilege(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "run.json")
 	as := func(args ...string) string {
 		t.Helper()
-		out, code := e.run(ctx, append(args, "--mysql-dsn", limited)...)
-		if code != 0 {
-			t.Fatalf("%v as the runtime user: exit %d: %s", args, code, out)
+		r := e.Run(ctx, append(args, "--mysql-dsn", limited)...)
+		if r.Code != 0 {
+			t.Fatalf("%v as the runtime user: exit %d: %s", args, r.Code, r.Out())
 		}
-		return out
+		return r.Out()
 	}
 	as("run", "--report", report, "--page-size", "200")
-	rep := readReport(t, report)
+	rep := e.report(report)
 	if rep["status"] != "succeeded" || rep["invalid"].(float64) == 0 || rep["duplicates_in_feed"].(float64) == 0 {
 		t.Fatalf("run report: %v", rep)
 	}
-	e.mock.Change(300)
+	e.Mock.Change(300)
 	as("run", "--overlap", "1h", "--report", report)
-	if rep := readReport(t, report); rep["updated"].(float64) == 0 {
+	if rep := e.report(report); rep["updated"].(float64) == 0 {
 		t.Fatalf("second run updated nothing: %v", rep)
 	}
 	out := as("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "300", "--log-level", "info")
 	if strings.Contains(out, "reset backfill checkpoint") {
 		t.Fatalf("the finished backfill could not reset its checkpoint: %s", out)
 	}
-	var reset int64
-	e.store.DB().Raw("SELECT COUNT(*) FROM sync_checkpoints WHERE position = '1000-01-01'").Scan(&reset)
-	if reset != 1 {
+	if reset := e.Count("SELECT COUNT(*) FROM %s WHERE position = '1000-01-01'", "sync_checkpoints"); reset != 1 {
 		t.Fatalf("%d reset backfill checkpoints, want 1", reset)
 	}
 	as("verify")
 	as("runs")
 	e.assertTruth()
-	var n int64
-	e.store.DB().Raw("SELECT COUNT(*) FROM quarantined_records").Scan(&n)
-	if n == 0 {
+	if n := e.Count("SELECT COUNT(*) FROM %s", "quarantined_records"); n == 0 {
 		t.Fatal("no quarantined record written")
 	}
 }

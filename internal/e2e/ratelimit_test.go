@@ -19,8 +19,8 @@ func TestFourProcessesStayUnderTheSharedRate(t *testing.T) {
 	e := setup(t, erpmock.Options{Records: 600, Seed: 37})
 	ctx := context.Background()
 	burst := func(extra ...string) (requests, limited int64, took time.Duration) {
-		e.mock.SetFaults(erpmock.Faults{MaxRate: rate})
-		before := e.mock.Stats()
+		e.Mock.SetFaults(erpmock.Faults{MaxRate: rate})
+		before := e.Mock.Stats()
 		start := time.Now()
 		var wg sync.WaitGroup
 		for i := 0; i < 4; i++ {
@@ -28,13 +28,13 @@ func TestFourProcessesStayUnderTheSharedRate(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				args := append([]string{"backfill", "--since", "2024-01-01T00:00:00Z", "--page-size", "20", "--shard", fmt.Sprintf("%d/4", i)}, extra...)
-				if out, code := e.run(ctx, args...); code != 0 {
-					t.Errorf("backfill %d exit %d: %s", i, code, out)
+				if r := e.Run(ctx, args...); r.Code != 0 {
+					t.Errorf("backfill %d exit %d: %s", i, r.Code, r.Out())
 				}
 			}()
 		}
 		wg.Wait()
-		after := e.mock.Stats()
+		after := e.Mock.Stats()
 		return after.Requests - before.Requests, after.Statuses[429] - before.Statuses[429], time.Since(start)
 	}
 	key := testenv.RandomName("erpsync-test:rate:")

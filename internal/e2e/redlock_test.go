@@ -25,8 +25,8 @@ func TestRedlockAcrossThreeMasters(t *testing.T) {
 	done := make(chan string, 3)
 	for _, args := range [][]string{{"run"}, {"run"}, {"backfill", "--since", "2024-01-01T00:00:00Z"}} {
 		go func() {
-			out, code := e.run(ctx, append(args, "--redis-addrs", list)...)
-			done <- fmt.Sprintf("%v exit %d %s", args, code, out)
+			r := e.Run(ctx, append(args, "--redis-addrs", list)...)
+			done <- fmt.Sprintf("%v exit %d %s", args, r.Code, r.Out())
 		}()
 	}
 	for i := 0; i < 3; i++ {
@@ -37,15 +37,15 @@ func TestRedlockAcrossThreeMasters(t *testing.T) {
 	e.assertTruth()
 	// One master down: the quorum (2 of 3) still locks.
 	masters[0].Kill()
-	e.mock.Change(40)
-	if out, code := e.run(ctx, "run", "--redis-addrs", list); code != 0 {
-		t.Fatalf("run with 2 of 3 masters: exit %d %s", code, out)
+	e.Mock.Change(40)
+	if r := e.Run(ctx, "run", "--redis-addrs", list); r.Code != 0 {
+		t.Fatalf("run with 2 of 3 masters: exit %d %s", r.Code, r.Out())
 	}
 	e.assertTruth()
 	// Two down: no quorum, a clear error at start, exit 2.
 	masters[1].Kill()
-	out, code := e.run(ctx, "run", "--redis-addrs", list)
-	if code != 2 || !strings.Contains(out, "1 of 3 Redlock masters answer") {
-		t.Fatalf("run with 1 of 3 masters: exit %d %s", code, out)
+	r := e.Run(ctx, "run", "--redis-addrs", list)
+	if r.Code != 2 || !strings.Contains(r.Out(), "1 of 3 Redlock masters answer") {
+		t.Fatalf("run with 1 of 3 masters: exit %d %s", r.Code, r.Out())
 	}
 }

@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -17,37 +14,22 @@ import (
 func TestRedisRestartedEmptyMidRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 3000, Seed: 43, Faults: erpmock.Faults{Latency: 40 * time.Millisecond}})
-	e.mock.SetFaults(erpmock.Faults{Latency: 40 * time.Millisecond, ChangeRate: 3})
+	e.Mock.SetFaults(erpmock.Faults{Latency: 40 * time.Millisecond, ChangeRate: 3})
 	rs := proctest.StartRedis(t)
 	addr := rs.Addr
-	stop := make(chan struct{})
-	watch := e.watchVersions(stop)
-	ctx := context.Background()
-	c := e.cmd(ctx, "run", "--redis-addr", addr, "--page-size", "50", "--lock-ttl", "3s")
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.waitRows(500)
+	watch := e.Watch()
+	c := e.Start("run", "--redis-addr", addr, "--page-size", "50", "--lock-ttl", "3s")
+	e.WaitRows(500)
 	rs.Kill()
 	time.Sleep(300 * time.Millisecond)
 	rs.Start()
-	err := c.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	r := c.Wait()
+	if r.Code != 0 && r.Code != 1 {
+		t.Fatalf("run under a Redis restart exit %d, want 0 or 1:\n%s", r.Code, r.Stdout)
 	}
-	if code != 0 && code != 1 {
-		t.Fatalf("run under a Redis restart exit %d, want 0 or 1:\n%s", code, out.String())
-	}
-	t.Logf("run under a Redis restart: exit %d", code)
-	e.settle(stop, watch, "--redis-addr", addr)
-	var stale int64
-	e.store.DB().Raw("SELECT COUNT(*) FROM memberships WHERE fence_token <= 0").Scan(&stale)
-	if stale != 0 {
+	t.Logf("run under a Redis restart: exit %d", r.Code)
+	e.settle(watch, "--redis-addr", addr)
+	if stale := e.Count("SELECT COUNT(*) FROM %s WHERE fence_token <= 0", "memberships"); stale != 0 {
 		t.Fatalf("%d rows without a fencing token", stale)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/cli"
+	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
@@ -221,7 +222,7 @@ func TestSecureTransportEndToEnd(t *testing.T) {
 	wrongMySQL := strings.Replace(e.dsn, e.secrets[0], "not-"+e.secrets[0], 1)
 	wrongRedis := testenv.RandomName("wrong-redis-pw-")
 	e.secrets = append(e.secrets, "not-"+e.secrets[0], wrongRedis)
-	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	closed := proctest.FreeAddr(t)
 	unreachable, err := store.ParseDSN(e.dsn)
 	if err != nil {
 		t.Fatal(err)
