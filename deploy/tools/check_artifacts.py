@@ -114,7 +114,8 @@ def go_flag_settings():
                 if fn.endswith(".go") and not fn.endswith("_test.go"):
                     with open(os.path.join(dirpath, fn), errors="replace") as f:
                         src = f.read()
-                    for m in re.finditer(r'fs\.\w+Var\([^,]+,\s*"([a-z0-9-]+)"', src):
+                    # secretVar(fs, &s.X, "name", ...) defines --name and --name-file.
+                    for m in re.finditer(r'(?:fs\.\w+Var\(|secretVar\([^,]+,)[^,]+,\s*"([a-z0-9-]+)"', src):
                         names.add("ERPSYNC_" + m.group(1).upper().replace("-", "_"))
                     for m in re.finditer(r'fs\.(?:String|Int|Int64|Bool|Duration|Float64|Uint)\(\s*"([a-z0-9-]+)"', src):
                         names.add("ERPSYNC_" + m.group(1).upper().replace("-", "_"))
