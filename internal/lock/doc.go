@@ -66,7 +66,7 @@
 // slot (Prefix + "slot{T}:fence", T a short tag that hashes to the slot,
 // from a table computed once per process), both without expiry: memory
 // stays at one key per server, or at most 16384 per Prefix (and as many
-// epoch counters, each of which lives 2 ms, see Epochs). A grant then
+// epoch counters, each of which lives 10 ms, see Epochs). A grant then
 // moves a counter that exists (an INCR of its epoch counter) instead of
 // writing a key of its own with a TTL, and
 // ObtainMany and a coalesced batch (see below) read and write one counter
@@ -98,7 +98,7 @@
 // 19 µs of Redis CPU against 13 for bsm/redislock's plain SET NX. So a
 // shared counter hands out tokens in epochs. Beside the counter (now the
 // bound of the epochs) lives an epoch counter, its name + ":epoch", that
-// expires 2 ms after the epoch began. A grant INCRs the epoch counter and
+// expires 10 ms after the epoch began. A grant INCRs the epoch counter and
 // takes the result: two Redis calls, the SET NX and the INCR. Only when the
 // epoch counter is gone (expired, lost, or never there) or its next value
 // would pass the next multiple of 500 does the grant read the clock and
@@ -106,22 +106,24 @@
 // counter to the multiple of 500 at or above that token. So every token
 // lies at or below the counter, and every epoch starts above it: tokens
 // strictly increase while the counter lives, whatever the clock does, and
-// start from the clock when it is gone, as above. An epoch that ends
-// after 2 ms finds the clock past the counter (unless more than one grant
-// per microsecond came meanwhile), so tokens stay at or just above the
-// clock. ObtainMany and coalesced batches take consecutive tokens from the
-// epoch counter with one INCRBY.
+// start from the clock when it is gone, as above. A new epoch starts at
+// the clock unless grants came faster than one per microsecond, so tokens
+// run no more than 500 ahead of the clock unless they did, and lag it by
+// at most 10 ms. ObtainMany and coalesced batches take consecutive tokens
+// from the epoch counter with one INCRBY. The epochs lasted 2 ms at first;
+// one goroutine's loop of grants then started a new one every 12 grants,
+// and with 10 ms its pairs ran 4-8% faster.
 //
 // Epochs add one assumption to those above: a server that comes back with
 // its data — a restart from an RDB or AOF file, or a promoted replica that
-// may lag behind its primary — must not grant within 2 ms of its last
+// may lag behind its primary — must not grant within 10 ms of its last
 // grant before it went, by the server's clock, or an epoch counter it kept
 // from before could hand out a token again. Restarts and failovers take far
 // longer (Sentinel waits down-after-milliseconds, 30 s by default, before
 // it even starts one). A per-key counter (over a Ring) and a Redlock's
 // counters keep the way above, without epochs. A grant by a build without
 // epochs, sharing the counter, moves it without ending the epoch, so for
-// up to 2 ms a later grant of the same key by this build can carry a
+// up to 10 ms a later grant of the same key by this build can carry a
 // smaller token: do not run the two builds against one Redis and Prefix
 // at once.
 //

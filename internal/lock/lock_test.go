@@ -248,9 +248,9 @@ func TestEpochFence(t *testing.T) {
 		t.Errorf("first fence %d is %d µs from the server clock", first, d)
 	}
 	checkBound(t, b.rdb, bound, first)
-	// Its epoch lasts 2 ms.
-	if ttl := b.rdb.PTTL(ctx, epoch).Val(); ttl > 2*time.Millisecond || ttl == -1 {
-		t.Errorf("epoch counter TTL = %v, want at most 2ms", ttl)
+	// Its epoch lasts 10 ms.
+	if ttl := b.rdb.PTTL(ctx, epoch).Val(); ttl > 10*time.Millisecond || ttl == -1 {
+		t.Errorf("epoch counter TTL = %v, want at most 10ms", ttl)
 	}
 
 	// Within an epoch, a grant is the epoch counter's INCR: the bound is

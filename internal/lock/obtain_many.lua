@@ -66,7 +66,7 @@ if ARGV[2] == '-1' then
 		end
 		first = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), tonumber(b) or 0) + 1
 		local last = first + g - 1
-		redis.call('SET', KEYS[n + 2], string.format('%.0f', last), 'PX', 2)
+		redis.call('SET', KEYS[n + 2], string.format('%.0f', last), 'PX', 10)
 		redis.call('SET', KEYS[n + 1], string.format('%.0f', last + (500 - last % 500) % 500))
 	end
 	for j, i in ipairs(granted) do
