@@ -350,7 +350,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	var fetchErr error
 	go func() {
 		defer close(queue)
-		fetchErr = r.fetch(ctx, since, until, queue)
+		fetchErr = r.fetch(ctx, workCtx, since, until, queue)
 	}()
 
 	// Save the checkpoint as the watermark moves.
@@ -440,8 +440,12 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 }
 
 // fetch pages the feed into queue in chunks, quarantining invalid records
-// and dropping duplicates within a page.
-func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- chunk) error {
+// and dropping duplicates within a page. It fetches no page after ctx
+// ended; a page fetched is in hand, and is quarantined and queued under
+// hand (the run's ctx extended by the grace period), as the workers write
+// it: a run stopped by its max duration or a signal writes every record
+// it fetched.
+func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
@@ -473,7 +477,7 @@ func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- ch
 				qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
 				r.log.Warn().Str("erp_id", inv.ErpID).Str("reason", inv.Reason).Msg("invalid record quarantined")
 			}
-			if err := r.s.store.Quarantine(ctx, cfg.Job, r.rep.RunID, qs); err != nil {
+			if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
 				r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
 				r.c.failed.Add(int64(len(qs)))
 				failed = true
@@ -486,7 +490,7 @@ func (r *run) fetch(ctx context.Context, since, until time.Time, queue chan<- ch
 			r.t.addChunk(p)
 			select {
 			case queue <- chunk{page: p, recs: recs[:n:n], at: fetchedAt}:
-			case <-ctx.Done():
+			case <-hand.Done():
 				r.t.done(p, true)
 				r.t.seal(p, true)
 				return ctx.Err()
