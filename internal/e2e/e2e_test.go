@@ -134,21 +134,28 @@ func TestSkippedRunExitsZero(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	first := e.Start("run", "--page-size", "20")
-	// The second run starts once the first holds the job lock (its run
-	// takes 20 pages of 100 ms), not after a fixed sleep that a loaded
-	// machine can outrun.
+	// Once the first run holds the job lock, it is stopped until the
+	// second run is done, so that the second meets a held lock however
+	// slowly a loaded machine starts it (its 30 s lease outlives that).
 	jobLock, rdb := e.Prefix+"{"+syncer.JobLockKey(e.Job)+"}", testenv.Redis(t)
 	if !proctest.Eventually(time.Minute, func() bool { return rdb.Exists(ctx, jobLock).Val() == 1 }) {
 		t.Fatalf("the first run never took the job lock %s", jobLock)
 	}
-	if r := e.Run(ctx, "run", "--report", filepath.Join(dir, "skip.json")); r.Code != 0 {
-		t.Fatalf("second run exit %d: %s", r.Code, r.Out())
+	if err := first.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	second := e.Run(ctx, "run", "--report", filepath.Join(dir, "skip.json"))
+	if err := first.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if second.Code != 0 {
+		t.Fatalf("second run exit %d: %s", second.Code, second.Out())
 	}
 	if st := e.report(filepath.Join(dir, "skip.json"))["status"]; st != "skipped" {
 		t.Fatalf("second run status %v, want skipped", st)
 	}
 	if r := first.Wait(); r.Code != 0 {
-		t.Fatalf("first run: exit %d: %s", r.Code, r.Stdout)
+		t.Fatalf("first run: exit %d: %s", r.Code, r.Out())
 	}
 	e.assertTruth()
 }
