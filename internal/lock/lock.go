@@ -408,16 +408,23 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	return obtain(ctx, &c.hook, key, opt, func() (int64, time.Time, error) {
 		sent := time.Now()
 		fence, err := c.obtainOne(ctx, g)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return 0, sent, ctx.Err()
-		case err != nil:
-			return 0, sent, translate(ctx, "obtain", err)
-		case fence <= 0:
-			return 0, sent, errContended
-		}
-		return fence, sent, nil
+		return fence, sent, attemptErr(ctx, err, fence > 0)
 	}, func(fence int64, sent time.Time) *Lock { return g.lock(c, key, fence, ttl, sent) })
+}
+
+// attemptErr is what one grant call of a Client, which granted or not or
+// failed with err, means to obtain: nil, errContended, ctx's error when it
+// ended, or err in this package's terms.
+func attemptErr(ctx context.Context, err error, granted bool) error {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return translate(ctx, "obtain", err)
+	case !granted:
+		return errContended
+	}
+	return nil
 }
 
 // obtainPlain is Obtain with FenceOnDemand: the grant is a SET NX PX.
@@ -431,15 +438,7 @@ func (c *Client) obtainPlain(ctx context.Context, key, rkey string, ttl time.Dur
 		cctx, cancel := c.callContext(ctx, time.Time{})
 		ok, err := c.rdb.SetNX(cctx, rkey, token, ttl).Result()
 		cancel()
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return 0, sent, ctx.Err()
-		case err != nil:
-			return 0, sent, translate(ctx, "obtain", err)
-		case !ok:
-			return 0, sent, errContended
-		}
-		return 0, sent, nil
+		return 0, sent, attemptErr(ctx, err, ok)
 	}, func(_ int64, sent time.Time) *Lock { return newLock(c, key, rkey, token, nil, 0, ttl, sent) })
 }
 
