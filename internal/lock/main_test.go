@@ -47,7 +47,7 @@ var runPrefix = "erpsync:test:" + randomHex(6) + ":"
 func deleteRunKeys() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer func() { _ = rdb.Close() }()
-	if err := deletePrefix(rdb, runPrefix); err != nil {
+	if err := redistest.DeletePrefix(rdb, runPrefix); err != nil {
 		fmt.Fprintf(os.Stderr, "delete %s*: %v\n", runPrefix, err)
 	}
 }
@@ -99,28 +99,6 @@ func setup(t testing.TB, opt *lock.Options) *bundle {
 		o.Prefix = randomPrefix()
 	}
 	return &bundle{rdb: rdb, client: lock.New(rdb, &o), prefix: o.Prefix}
-}
-
-// deletePrefix deletes the keys under prefix, fence counters included.
-func deletePrefix(rdb redis.UniversalClient, prefix string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 10_000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), 1000)
-		if err := rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
-			return err
-		}
-		keys = keys[n:]
-	}
-	return nil
 }
 
 // startCluster starts a one-node Redis Cluster that serves every slot, and

@@ -1,9 +1,7 @@
 package proctest
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,19 +19,7 @@ func StartRedis(t testing.TB) *Redis { return redistest.Start(t) }
 // dropKeys deletes every key under prefix on the Redis at addr: the lock
 // keys and fence counters a scenario left on the shared server.
 func dropKeys(addr, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		if keys = append(keys, iter.Val()); len(keys) == 1000 {
-			c.Unlink(ctx, keys...)
-			keys = keys[:0]
-		}
-	}
-	if len(keys) > 0 {
-		c.Unlink(ctx, keys...)
-	}
+	_ = redistest.DeletePrefix(c, prefix)
 }

@@ -1,8 +1,9 @@
 // Package redistest starts redis-server processes for tests that kill,
 // pause or restart their Redis: each without persistence, on a free
-// loopback port of its own, and killed when the test ends. It needs
-// redis-server in PATH and nothing of erpsync, so that internal/lock's
-// tests can use it as well as the process harness (internal/proctest).
+// loopback port of its own, and killed when the test ends; and it deletes
+// what tests left on a shared Redis (DeletePrefix). It needs redis-server
+// in PATH and nothing of erpsync, so that internal/lock's tests can use it
+// as well as the process harness (internal/proctest).
 package redistest
 
 import (
@@ -95,3 +96,26 @@ func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Resume lets a paused server go on (SIGCONT).
 func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// DeletePrefix deletes every key under prefix (lock keys and fence
+// counters alike), within 30 s: what tests left on a shared Redis.
+func DeletePrefix(rdb redis.UniversalClient, prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 10_000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
