@@ -154,7 +154,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("FenceOnDemand", func(t *testing.T) {
 		for _, k := range keys[30:60] {
-			l := obtainOnDemand(t, c, k, time.Minute)
+			l := mustObtainWith(t, c, k, time.Minute, onDemand)
 			f, err := l.FetchFence(ctx)
 			if err != nil {
 				t.Fatalf("%s: FetchFence: %v", k, err)

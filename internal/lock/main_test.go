@@ -138,7 +138,12 @@ func waitDone(t testing.TB, ctx context.Context, d time.Duration) {
 
 func mustObtain(t testing.TB, c *lock.Client, key string, ttl time.Duration) *lock.Lock {
 	t.Helper()
-	l, err := c.Obtain(context.Background(), key, ttl, nil)
+	return mustObtainWith(t, c, key, ttl, nil)
+}
+
+func mustObtainWith(t testing.TB, c *lock.Client, key string, ttl time.Duration, opt *lock.ObtainOptions) *lock.Lock {
+	t.Helper()
+	l, err := c.Obtain(context.Background(), key, ttl, opt)
 	if err != nil {
 		t.Fatalf("obtain %s: %v", key, err)
 	}

@@ -27,15 +27,6 @@ func counterKinds(t *testing.T, f func(t *testing.T, b *bundle)) {
 	}
 }
 
-func obtainOnDemand(t *testing.T, c *lock.Client, key string, ttl time.Duration) *lock.Lock {
-	t.Helper()
-	l, err := c.Obtain(context.Background(), key, ttl, onDemand)
-	if err != nil {
-		t.Fatalf("Obtain %s with FenceOnDemand: %v", key, err)
-	}
-	return l
-}
-
 func TestFenceOnDemand(t *testing.T) {
 	counterKinds(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
@@ -48,7 +39,7 @@ func TestFenceOnDemand(t *testing.T) {
 		}
 		before, _ := b.rdb.Get(ctx, counter).Result()
 
-		l1 := obtainOnDemand(t, b.client, "k", time.Minute)
+		l1 := mustObtainWith(t, b.client, "k", time.Minute, onDemand)
 		if l1.Fence() != 0 {
 			t.Fatalf("Fence of a grant without its token = %d, want 0", l1.Fence())
 		}
@@ -87,7 +78,7 @@ func TestFenceOnDemand(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		l3 := obtainOnDemand(t, b.client, "k", time.Minute)
+		l3 := mustObtainWith(t, b.client, "k", time.Minute, onDemand)
 		if err := l3.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +93,7 @@ func TestFenceOnDemand(t *testing.T) {
 func TestFenceOnDemandAfterExpiry(t *testing.T) {
 	counterKinds(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
-		late := obtainOnDemand(t, b.client, "k", 30*time.Millisecond)
+		late := mustObtainWith(t, b.client, "k", 30*time.Millisecond, onDemand)
 		time.Sleep(80 * time.Millisecond)
 		next := mustObtain(t, b.client, "k", time.Minute)
 		if f, err := late.FetchFence(ctx); !errors.Is(err, lock.ErrTaken) {
@@ -121,7 +112,7 @@ func TestFenceOnDemandAfterExpiry(t *testing.T) {
 func TestFenceOnDemandLossEndsHold(t *testing.T) {
 	b := setup(t, nil)
 	ctx := context.Background()
-	l := obtainOnDemand(t, b.client, "k", time.Minute)
+	l := mustObtainWith(t, b.client, "k", time.Minute, onDemand)
 	hctx := l.Hold(ctx)
 	b.rdb.Set(ctx, b.prefix+"{k}", "someone else", time.Minute)
 	if _, err := l.FetchFence(ctx); !errors.Is(err, lock.ErrTaken) {
@@ -140,7 +131,7 @@ func TestFenceOnDemandJunkCounter(t *testing.T) {
 	counterKinds(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		counter, _ := lock.Counter(b.client, "k")
-		l := obtainOnDemand(t, b.client, "k", time.Minute)
+		l := mustObtainWith(t, b.client, "k", time.Minute, onDemand)
 		if ek := lock.EpochCounter(b.client, "k"); ek != "" {
 			b.rdb.Del(ctx, ek)
 		}
