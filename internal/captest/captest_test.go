@@ -393,6 +393,22 @@ func TestNextLinkUnderPageLimit(t *testing.T) {
 			t.Errorf("%s: %d pages gave %v, want 4 pages of %v", q, pages, ids(got), ids(want))
 		}
 	}
+	req, err := http.NewRequest("GET", s.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Prefer", "odata.maxpagesize=3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pref captest.Page
+	err = json.NewDecoder(resp.Body).Decode(&pref)
+	resp.Body.Close()
+	if err != nil || len(pref.Value) != limit {
+		t.Errorf("Prefer: odata.maxpagesize=3: %d rows (%v), want the server's %d", len(pref.Value), err, limit)
+	}
+
 	p := page(t, s, "Memberships?$top=15")
 	if len(p.Value) != limit || p.NextLink == "" {
 		t.Fatalf("$top=15 over a limit of 10: %d rows, nextLink %q", len(p.Value), p.NextLink)
