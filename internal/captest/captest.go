@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -39,6 +40,10 @@ type Options struct {
 	// Password of the Server (a random password), else 401. Defaults to
 	// false: no authentication.
 	Auth bool
+	// Token, when non-empty, turns on bearer authentication instead: every
+	// request needs "Authorization: Bearer <Token>", else 401. Defaults to
+	// empty.
+	Token string
 	// ReliablePaging makes CAP's nextLink token key-based (the last row's
 	// $orderby values) instead of an offset, so a row changed during a
 	// paged read is not skipped. Defaults to false, CAP's default.
@@ -61,6 +66,8 @@ type Server struct {
 	// User and Password are the basic-auth credentials; both empty when
 	// Options.Auth is false.
 	User, Password string
+	// Token is Options.Token.
+	Token string
 	// Memberships is the entity set without an integer version.
 	Memberships *EntitySet
 	// Versioned is VersionedMemberships, whose ChangeCounter every update
@@ -103,17 +110,11 @@ func Start(t testing.TB, opt Options) *Server {
 	}
 
 	s := &Server{client: &http.Client{Timeout: 30 * time.Second}, logPath: filepath.Join(dir, "cds-serve.log")}
-	auth := map[string]any{"kind": "dummy"}
 	if opt.Auth {
 		s.User, s.Password = "erpsync", testenv.RandomName("pw-")
-		auth = map[string]any{"kind": "basic", "users": map[string]any{s.User: map[string]any{"password": s.Password}}}
 	}
-	config, err := json.Marshal(map[string]any{
-		"requires": map[string]any{"auth": auth},
-		"query": map[string]any{"limit": map[string]any{
-			"default": opt.PageLimit, "max": opt.PageLimit, "reliablePaging": opt.ReliablePaging,
-		}},
-	})
+	s.Token = opt.Token
+	config, err := s.cdsConfig(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +166,26 @@ func Start(t testing.TB, opt Options) *Server {
 		t.Fatalf("captest: cds-serve does not answer: %v\n%s", err, s.Logs())
 	}
 	return s
+}
+
+// cdsConfig returns the CDS_CONFIG of opt: the page limit, the paging
+// and s's credentials.
+func (s *Server) cdsConfig(opt Options) ([]byte, error) {
+	auth := map[string]any{"kind": "dummy"}
+	switch {
+	case opt.Auth && opt.Token != "":
+		return nil, errors.New("captest: Options.Auth and Options.Token are exclusive")
+	case opt.Auth:
+		auth = map[string]any{"kind": "basic", "users": map[string]any{s.User: map[string]any{"password": s.Password}}}
+	case opt.Token != "":
+		auth = map[string]any{"impl": "srv/bearer-auth.js", "token": opt.Token}
+	}
+	return json.Marshal(map[string]any{
+		"requires": map[string]any{"auth": auth},
+		"query": map[string]any{"limit": map[string]any{
+			"default": opt.PageLimit, "max": opt.PageLimit, "reliablePaging": opt.ReliablePaging,
+		}},
+	})
 }
 
 // listening matches the line the project's server.js prints once it
@@ -281,8 +302,11 @@ func (s *Server) do(ctx context.Context, method, url string, body any) ([]byte, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if s.User != "" {
+	switch {
+	case s.User != "":
 		req.SetBasicAuth(s.User, s.Password)
+	case s.Token != "":
+		req.Header.Set("Authorization", "Bearer "+s.Token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -2,6 +2,7 @@ package captest_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,16 +64,19 @@ func page(t *testing.T, s *captest.Server, rel string) captest.Page {
 	return p
 }
 
-// raw sends a GET of rel (relative to the service root) with the given
-// credentials (none when user is empty) and returns the response.
-func raw(t *testing.T, s *captest.Server, rel, user, password string) (*http.Response, []byte) {
+// raw sends a GET of rel (relative to the service root) with header
+// (name, value pairs; an empty value is left out), without the server's
+// credentials, and returns the response.
+func raw(t *testing.T, s *captest.Server, rel string, header ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("GET", s.ServiceURL+rel, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if user != "" {
-		req.SetBasicAuth(user, password)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] != "" {
+			req.Header.Set(header[i], header[i+1])
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -234,7 +238,7 @@ func TestQueries(t *testing.T) {
 	})
 
 	t.Run("OrderbyTopSelect", func(t *testing.T) {
-		_, body := raw(t, s, "Memberships?$select=MembershipID,LastChangeDateTime&$orderby=LastChangeDateTime%20desc,MembershipID%20desc&$top=5", "", "")
+		_, body := raw(t, s, "Memberships?$select=MembershipID,LastChangeDateTime&$orderby=LastChangeDateTime%20desc,MembershipID%20desc&$top=5")
 		var p struct {
 			Value []map[string]any `json:"value"`
 		}
@@ -267,21 +271,21 @@ func TestQueries(t *testing.T) {
 		if p.Count == nil || *p.Count != 20 || len(p.Value) != 3 {
 			t.Errorf("$count=true&$top=3 with 20 matching: count %v, %d rows", p.Count, len(p.Value))
 		}
-		resp, body := raw(t, s, "Memberships/$count", "", "")
+		resp, body := raw(t, s, "Memberships/$count")
 		if resp.StatusCode != 200 || string(body) != strconv.Itoa(n) {
 			t.Errorf("/$count: %d %q, want 200 %q", resp.StatusCode, body, strconv.Itoa(n))
 		}
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 			t.Errorf("/$count Content-Type %q, want text/plain", ct)
 		}
-		_, body = raw(t, s, "Memberships/$count?$filter=LastChangeDateTime%20lt%20"+lit(x), "", "")
+		_, body = raw(t, s, "Memberships/$count?$filter=LastChangeDateTime%20lt%20"+lit(x))
 		if string(body) != "16" {
 			t.Errorf("/$count with a filter: %q, want 16", body)
 		}
 	})
 
 	t.Run("EdmDate", func(t *testing.T) {
-		_, body := raw(t, s, "Memberships?$select=MembershipID,ValidFrom,ValidTo", "", "")
+		_, body := raw(t, s, "Memberships?$select=MembershipID,ValidFrom,ValidTo")
 		var p struct {
 			Value []struct {
 				MembershipID string
@@ -320,7 +324,7 @@ func TestQueries(t *testing.T) {
 				want++
 			}
 		}
-		_, body = raw(t, s, "Memberships/$count?$filter=ValidFrom%20ge%202022-01-01", "", "")
+		_, body = raw(t, s, "Memberships/$count?$filter=ValidFrom%20ge%202022-01-01")
 		if string(body) != strconv.Itoa(want) {
 			t.Errorf("ValidFrom ge 2022-01-01 counts %s, want %d", body, want)
 		}
@@ -333,7 +337,7 @@ func TestQueries(t *testing.T) {
 			"Memberships?$filter=LastChangeDateTime+gt+" + lit(x), // '+' for a space
 			"Memberships?$top=3&",                                 // a trailing '&'
 		} {
-			resp, body := raw(t, s, q, "", "")
+			resp, body := raw(t, s, q)
 			var e struct {
 				Error struct {
 					Code    string `json:"code"`
@@ -366,7 +370,7 @@ func TestNextLinkUnderPageLimit(t *testing.T) {
 		"Memberships?$orderby=LastChangeDateTime,MembershipID",
 		"Memberships?$orderby=LastChangeDateTime,MembershipID&$top=1000",
 	} {
-		_, body := raw(t, s, q, "", "")
+		_, body := raw(t, s, q)
 		var first struct {
 			Value    []json.RawMessage `json:"value"`
 			NextLink string            `json:"@odata.nextLink"`
@@ -393,19 +397,9 @@ func TestNextLinkUnderPageLimit(t *testing.T) {
 			t.Errorf("%s: %d pages gave %v, want 4 pages of %v", q, pages, ids(got), ids(want))
 		}
 	}
-	req, err := http.NewRequest("GET", s.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Prefer", "odata.maxpagesize=3")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, body := raw(t, s, "Memberships", "Prefer", "odata.maxpagesize=3")
 	var pref captest.Page
-	err = json.NewDecoder(resp.Body).Decode(&pref)
-	resp.Body.Close()
-	if err != nil || len(pref.Value) != limit {
+	if err := json.Unmarshal(body, &pref); err != nil || len(pref.Value) != limit {
 		t.Errorf("Prefer: odata.maxpagesize=3: %d rows (%v), want the server's %d", len(pref.Value), err, limit)
 	}
 
@@ -463,16 +457,20 @@ func TestBasicAuth(t *testing.T) {
 	if s.User == "" || s.Password == "" {
 		t.Fatalf("Auth: true gave user %q, password %q", s.User, s.Password)
 	}
+	basic := func(user, password string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	}
 	for _, c := range []struct {
-		name, user, password string
-		status               int
+		name, authorization string
+		status              int
 	}{
-		{"none", "", "", 401},
-		{"wrong password", s.User, s.Password + "x", 401},
-		{"unknown user", "alice", s.Password, 401},
-		{"right", s.User, s.Password, 200},
+		{"none", "", 401},
+		{"wrong password", basic(s.User, s.Password+"x"), 401},
+		{"unknown user", basic("alice", s.Password), 401},
+		{"bearer", "Bearer " + s.Password, 401},
+		{"right", basic(s.User, s.Password), 200},
 	} {
-		resp, body := raw(t, s, "Memberships", c.user, c.password)
+		resp, body := raw(t, s, "Memberships", "Authorization", c.authorization)
 		if resp.StatusCode != c.status {
 			t.Errorf("%s: status %d, want %d: %s", c.name, resp.StatusCode, c.status, body)
 		}
@@ -482,6 +480,28 @@ func TestBasicAuth(t *testing.T) {
 	}
 	if got := all(t, s.Memberships); len(got) != 3 {
 		t.Errorf("All with the credentials: %d records, want 3", len(got))
+	}
+}
+
+func TestBearerAuth(t *testing.T) {
+	t.Parallel()
+	s := captest.Start(t, captest.Options{Records: 3, Token: "tok-123"})
+	for _, c := range []struct {
+		name, authorization string
+		status              int
+	}{
+		{"none", "", 401},
+		{"wrong token", "Bearer tok-124", 401},
+		{"basic", "Basic ZXJwc3luYzplcnBzeW5j", 401},
+		{"right", "Bearer tok-123", 200},
+	} {
+		resp, _ := raw(t, s, "Memberships", "Authorization", c.authorization)
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.status)
+		}
+	}
+	if got := all(t, s.Memberships); len(got) != 3 {
+		t.Errorf("All with the token: %d records, want 3", len(got))
 	}
 }
 
