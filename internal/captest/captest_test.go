@@ -451,6 +451,37 @@ func TestPagingUnderChange(t *testing.T) {
 	}
 }
 
+// TestReliablePagingToken: CAP adds the key to a reliable token's
+// $orderby, so ties are not skipped; but when $select leaves out an
+// $orderby property it falls back to an offset token without a word.
+func TestReliablePagingToken(t *testing.T) {
+	t.Parallel()
+	const n, limit = 30, 10
+	s := captest.Start(t, captest.Options{Records: n, Seed: 2, PageLimit: limit, ReliablePaging: true})
+	var got []captest.Record
+	for next := "Memberships?$orderby=LastChangeDateTime"; next != ""; {
+		p := page(t, s, next)
+		got = append(got, p.Value...)
+		next = p.NextLink
+	}
+	if want := captest.Seed(n, 2); !slices.Equal(sortedIDs(got), sortedIDs(want)) {
+		t.Errorf("reliable paging by LastChangeDateTime alone (ties at page ends) gave %v", ids(got))
+	}
+	for _, c := range []struct {
+		query  string
+		offset bool
+	}{
+		{"Memberships?$orderby=LastChangeDateTime&$select=MembershipID,LastChangeDateTime", false},
+		{"Memberships?$orderby=LastChangeDateTime&$select=MembershipID", true},
+	} {
+		p := page(t, s, c.query)
+		offset := strings.HasSuffix(p.NextLink, "skiptoken="+strconv.Itoa(limit))
+		if p.NextLink == "" || offset != c.offset {
+			t.Errorf("%s: nextLink %q; want an offset token: %v", c.query, p.NextLink, c.offset)
+		}
+	}
+}
+
 func TestBasicAuth(t *testing.T) {
 	t.Parallel()
 	s := captest.Start(t, captest.Options{Records: 3, Auth: true})
