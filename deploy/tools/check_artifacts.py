@@ -431,8 +431,11 @@ def check_promql(where, expr):
             err(where, f"{m.group(1)}() of gauge {m.group(2)}")
 
 
-def readme_anchors():
-    path = os.path.join(DEPLOY, "README.md")
+RUNBOOKS = "docs/operations.md"
+
+
+def runbook_anchors():
+    path = os.path.join(ROOT, RUNBOOKS)
     if not os.path.exists(path):
         return set()
     anchors = set()
@@ -448,7 +451,7 @@ def readme_anchors():
 def check_alerts():
     where = "prometheus/alerts.yml"
     doc = load_yaml(os.path.join(DEPLOY, "prometheus", "alerts.yml"))
-    anchors = readme_anchors()
+    anchors = runbook_anchors()
     seen = {}
     for g in doc.get("groups", []):
         for r in g.get("rules", []):
@@ -471,8 +474,10 @@ def check_alerts():
             if not (ann.get("runbook_url") or ann.get("runbook")):
                 err(w, "no runbook hint (runbook_url or runbook)")
             url = ann.get("runbook_url", "")
-            if "deploy/README.md#" in url and url.split("#", 1)[1] not in anchors:
-                err(w, f"runbook_url anchor #{url.split('#', 1)[1]} is no heading of deploy/README.md")
+            if url and f"{RUNBOOKS}#" not in url:
+                err(w, f"runbook_url {url}: want a heading of {RUNBOOKS}")
+            elif url and url.split("#", 1)[1] not in anchors:
+                err(w, f"runbook_url anchor #{url.split('#', 1)[1]} is no heading of {RUNBOOKS}")
             check_promql(w, r.get("expr", ""))
     for name in REQUIRED_ALERTS:
         if name not in seen:
