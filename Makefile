@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test vet fuzz clean deploy-check
+.PHONY: all build test vet fuzz clean deploy-check docs-check
 
 all: build
 
@@ -25,6 +25,13 @@ test: vet build
 # and the Grafana dashboard (see deploy/README.md for the tools).
 deploy-check:
 	bash deploy/check.sh
+
+# README.md and docs/*.md against the repository: relative links and their
+# anchors, the make targets they name, every flag of `erpsync <cmd> -h` in
+# docs/configuration.md, a runbook in docs/operations.md for every alert.
+# `make test` runs the same test.
+docs-check:
+	$(GO) test -count=1 ./internal/docscheck/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/
