@@ -28,7 +28,8 @@ deploy-check:
 
 # README.md and docs/*.md against the repository: relative links and their
 # anchors, the make targets they name, every flag of `erpsync <cmd> -h` in
-# docs/configuration.md, a runbook in docs/operations.md for every alert.
+# docs/configuration.md and of `erpmock -h` in docs/connect-erp.md, a
+# runbook in docs/operations.md for every alert.
 # `make test` runs the same test.
 docs-check:
 	$(GO) test -count=1 ./internal/docscheck/

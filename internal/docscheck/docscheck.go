@@ -3,7 +3,8 @@
 // to a file (and to a heading, when it names one), every `make X` the docs
 // show is a target of the Makefile, every flag that `erpsync <command> -h`
 // prints is documented in docs/configuration.md, and every alert of
-// deploy/prometheus/alerts.yml has a runbook heading in docs/operations.md.
+// deploy/prometheus/alerts.yml has a runbook heading in docs/operations.md
+// (and every flag of `erpmock -h` appears in docs/connect-erp.md).
 //
 // Its test runs the checks on this repository (`make docs-check`, and
 // `make test` through go test). A flag or command added without its
@@ -238,13 +239,21 @@ func CommandFlags(bin string) (map[string][]string, error) {
 	}
 	out := map[string][]string{}
 	for _, c := range cmds {
-		usage, err := exec.Command(bin, c, "-h").CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("%s %s -h: %w\n%s", bin, c, err, usage)
+		if out[c], err = UsageFlags(bin, c, "-h"); err != nil {
+			return nil, err
 		}
-		out[c] = flagNames(string(usage))
 	}
 	return out, nil
+}
+
+// UsageFlags runs bin with args (ending in -h) and returns the flags its
+// usage text lists (without dashes).
+func UsageFlags(bin string, args ...string) ([]string, error) {
+	usage, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, usage)
+	}
+	return flagNames(string(usage)), nil
 }
 
 // commands are the command names of the "Commands:" block of a help text.
@@ -349,6 +358,23 @@ func mentions(text, flag string) bool {
 }
 
 func isFlagByte(c byte) bool { return c == '-' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// Mentioned reports every flag of flags (without dashes) that the page doc
+// (relative to root) does not name as --flag; what says whose flags they
+// are, for the message.
+func Mentioned(root, doc, what string, flags []string) []Problem {
+	b, err := os.ReadFile(filepath.Join(root, doc))
+	if err != nil {
+		return []Problem{{doc, err.Error()}}
+	}
+	var out []Problem
+	for _, f := range flags {
+		if !mentions(string(b), f) {
+			out = append(out, Problem{doc, fmt.Sprintf("%s prints --%s, which the page does not document", what, f)})
+		}
+	}
+	return out
+}
 
 var alertName = regexp.MustCompile(`(?m)^\s*-\s*alert:\s*([A-Za-z0-9_]+)`)
 

@@ -56,6 +56,20 @@ func TestDocs(t *testing.T) {
 		}
 		report(t, "configuration", docscheck.Flags(root, "docs/configuration.md", cmds))
 	})
+	t.Run("erpmock flags", func(t *testing.T) {
+		bin, err := testenv.Build(t.TempDir(), "./cmd/erpmock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, err := docscheck.UsageFlags(bin, "-h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(flags, "error-rate") {
+			t.Fatalf("flags not read from erpmock -h: %v", flags)
+		}
+		report(t, "erpmock", docscheck.Mentioned(root, "docs/connect-erp.md", "erpmock -h", flags))
+	})
 }
 
 // write creates files (path: content) under a new directory and returns it.
@@ -142,6 +156,12 @@ func TestFlagsNameCommandAndFlag(t *testing.T) {
 		"docs/configuration.md: erpsync reconcile -h prints --max-delete, which neither the section of `erpsync reconcile` nor \"Common settings\" documents",
 		"docs/configuration.md: erpsync run -h prints --erp-token, which neither the section of `erpsync run` nor \"Common settings\" documents",
 	)
+}
+
+func TestMentioned(t *testing.T) {
+	dir := write(t, map[string]string{"docs/x.md": "`--addr` and `--error-rate-max`\n"})
+	want(t, docscheck.Mentioned(dir, "docs/x.md", "erpmock -h", []string{"addr", "error-rate"}),
+		"docs/x.md: erpmock -h prints --error-rate, which the page does not document")
 }
 
 func TestRunbooks(t *testing.T) {
