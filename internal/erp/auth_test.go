@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
 )
 
@@ -197,5 +198,33 @@ func TestOAuthClientCredentials(t *testing.T) {
 	}
 	if _, err := erp.NewGetter(erp.Config{OAuth: &erp.OAuth{TokenURL: ts.URL, ClientID: "x"}}); err == nil {
 		t.Error("OAuth without a secret accepted")
+	}
+}
+
+// TestMappedRESTFeed reads the REST feed through a mapping: a renamed
+// field the feed does not serve makes every item invalid, naming the
+// property; version= derives the version from updated_at.
+func TestMappedRESTFeed(t *testing.T) {
+	m, err := erp.ParseMapping("version=", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, erpmock.Options{Records: 50, Seed: 3}, erp.Config{Mapping: m})
+	f := pageAll(t, b.client, erp.Query{Limit: 20})
+	if len(f.records) != 50 || len(f.invalid) != 0 {
+		t.Fatalf("%d records, %d invalid", len(f.records), len(f.invalid))
+	}
+	for _, r := range f.records {
+		if r.Version != r.UpdatedAt.UnixMicro() {
+			t.Fatalf("%s: version %d, updated_at %v", r.ErpID, r.Version, r.UpdatedAt)
+		}
+	}
+	if m, err = erp.ParseMapping("member_id=Customer", ""); err != nil {
+		t.Fatal(err)
+	}
+	b = setup(t, erpmock.Options{Records: 5, Seed: 3}, erp.Config{Mapping: m})
+	f = pageAll(t, b.client, erp.Query{})
+	if len(f.records) != 0 || len(f.invalid) != 5 || f.invalid[0].Reason != "member_id (Customer): missing, want a string" {
+		t.Fatalf("%d records, invalid %+v", len(f.records), f.invalid)
 	}
 }
