@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/erpsync/erpsync/internal/secret"
 )
 
 func TestSecretFromFileFlagOrEnvironment(t *testing.T) {
@@ -90,5 +92,28 @@ func TestOutputMasksKnownSecrets(t *testing.T) {
 	code := Main(context.Background(), []string{"run", "--redis-password", pw}, &out, &errb)
 	if code != ExitUsage || strings.Contains(errb.String(), pw) || !strings.Contains(errb.String(), "ERPSYNC_REDIS_DB=\"***\"") {
 		t.Fatalf("exit %d, stderr %q: want exit 2 and the password masked", code, errb.String())
+	}
+}
+
+func TestERPPasswordAndClientSecretFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw, sec := filepath.Join(dir, "pw"), filepath.Join(dir, "sec")
+	os.WriteFile(pw, []byte("pw-from-file\n"), 0o600)
+	os.WriteFile(sec, []byte("secret-from-file\n"), 0o600)
+	t.Setenv("ERPSYNC_ERP_PASSWORD_FILE", pw)
+	var s settings
+	var errb bytes.Buffer
+	red := new(secret.Redactor)
+	fs := newFlagSet("t", red.Writer(&errb))
+	s.connFlags(fs)
+	if err := parse(fs, []string{"--erp-oauth-client-secret-file", sec}); err != nil {
+		t.Fatal(err)
+	}
+	if s.ERP.Password != "pw-from-file" || s.ERP.OAuthClientSecret != "secret-from-file" {
+		t.Fatalf("password %q, client secret %q", s.ERP.Password, s.ERP.OAuthClientSecret)
+	}
+	fs.Output().Write([]byte("pw-from-file secret-from-file\n"))
+	if got := errb.String(); got != "*** ***\n" {
+		t.Errorf("the redactor let through %q", got)
 	}
 }
