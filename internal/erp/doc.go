@@ -21,6 +21,15 @@
 // or null, or the attempt fails and is retried. The decoder is written by
 // hand for this one shape, since decoding is the client's hot path.
 //
+// A Mapping (--erp-map, --erp-status-map) lets a source serve the fields
+// under its own property names and status values; its items are decoded
+// by the same reader and held to the same rules, with two additions for
+// such sources: dates (YYYY-MM-DD) for starts_at and ends_at, and a
+// version derived from updated_at (microseconds) when the source has
+// none. A Getter holds the request machinery (authentication: bearer,
+// basic or OAuth 2.0 client credentials; retries; timeouts; the body cap;
+// the shared rate; hooks) that the Client and the OData source share.
+//
 // What the client does NOT promise: it does not deduplicate. The feed is
 // at-least-once, so a page can hold the same erp_id twice, an older
 // version after a newer one, and records seen on earlier pages; the

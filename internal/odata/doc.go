@@ -17,9 +17,9 @@
 // @odata.nextLink instead (relative links resolve against the request
 // URL); when the server's link holds an offset, as SAP CAP's does by
 // default, a record that changes during the sync shifts every later row
-// back by one and the row at the page boundary is skipped until the next
-// run reads it from its overlap (or never, when it does not change
-// again and the checkpoint has passed it).
+// back by one and the row at the page boundary is skipped. Later runs read
+// from their checkpoint, past that row, so it stays missing until it
+// changes again or a backfill reads its time range.
 //
 // Items are decoded and validated by erp.Mapping with the rules of the
 // REST feed; an invalid item is quarantined and never written. The
@@ -28,8 +28,12 @@
 // rate, basic, bearer or OAuth 2.0 client credentials authentication, and
 // OData error bodies reported in one line. 401 and 403 are never retried.
 //
-// What it does NOT do: it reads no $metadata, so erp_id must be a string
-// property (an Edm.Guid key needs its literal unquoted; map a string
-// property such as a number instead), and it sees no deletions (OData v4
-// delta links are not used; reconcile finds records that are gone).
+// erp_id must be a string or Edm.Guid property. When a key value looks
+// like a GUID, the source reads $metadata once (from the nearest path
+// above the entity set that serves it) to learn whether the property is
+// an Edm.Guid, whose literal is written unquoted.
+//
+// What it does NOT do: it reads nothing else of $metadata, and it sees no
+// deletions (OData v4 delta links are not used; reconcile finds records
+// that are gone).
 package odata

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
@@ -51,6 +52,9 @@ type Source struct {
 	key      string // the property of erp_id
 	modified string // the property of updated_at
 	selected string // the $select value
+
+	mu      sync.Mutex
+	keyType string // the Edm type of the key property, once $metadata was read
 }
 
 // New returns a Source for cfg.
@@ -137,7 +141,7 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		if s.paging == PagingKeyset {
 			if !after.T.IsZero() {
 				filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
-					s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+stringLiteral(after.K)+"))")
+					s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+s.keyLiteral(ctx, after.K)+"))")
 			}
 		}
 		if len(filter) > 0 {
