@@ -33,15 +33,27 @@ const (
 type env struct {
 	*proctest.Env
 	cap *captest.Server
+	set *captest.EntitySet // the entity set synced: Memberships unless set
+	// version is the erp_version a record must have: LastChangeDateTime in
+	// microseconds unless set.
+	version func(captest.Record) int64
 }
 
+// setup starts CAP with opt (basic authentication unless opt.Token is
+// set) and an Env whose erpsync processes sync its Memberships.
 func setup(t *testing.T, opt captest.Options) *env {
 	t.Helper()
-	opt.Auth = true
+	opt.Auth = opt.Token == ""
 	e := &env{Env: proctest.New(t, bin, erpmock.Options{}), cap: captest.Start(t, opt)}
+	e.set = e.cap.Memberships
+	e.version = func(r captest.Record) int64 { return r.LastChangeDateTime.UnixMicro() }
 	e.ERPURL = e.cap.URL
-	e.Extra = append(e.Extra, "ERPSYNC_ERP_KIND=odata", "ERPSYNC_ERP_MAP="+capMap, "ERPSYNC_ERP_STATUS_MAP="+capStatus,
-		"ERPSYNC_ERP_USERNAME="+e.cap.User, "ERPSYNC_ERP_PASSWORD="+e.cap.Password)
+	e.Extra = append(e.Extra, "ERPSYNC_ERP_KIND=odata", "ERPSYNC_ERP_MAP="+capMap, "ERPSYNC_ERP_STATUS_MAP="+capStatus)
+	if opt.Token != "" {
+		e.Extra = append(e.Extra, "ERPSYNC_ERP_TOKEN="+opt.Token)
+	} else {
+		e.Extra = append(e.Extra, "ERPSYNC_ERP_USERNAME="+e.cap.User, "ERPSYNC_ERP_PASSWORD="+e.cap.Password)
+	}
 	return e
 }
 
@@ -86,13 +98,14 @@ func (e *env) rows() map[string]row {
 	return out
 }
 
-// assertTruth checks that memberships holds exactly CAP's records, each
-// at erp_version = LastChangeDateTime in microseconds, fields mapped; and
-// that `erpsync verify` agrees (exit 0).
+// assertTruth checks that memberships holds exactly the entity set's
+// records, each at its erp_version (LastChangeDateTime in microseconds
+// unless e.version says otherwise), fields mapped; and that `erpsync
+// verify` agrees (exit 0).
 func (e *env) assertTruth() {
 	e.T.Helper()
 	ctx := context.Background()
-	all, err := e.cap.Memberships.All(ctx)
+	all, err := e.set.All(ctx)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -107,9 +120,9 @@ func (e *env) assertTruth() {
 		switch {
 		case !ok:
 			e.T.Errorf("%s missing", c.MembershipID)
-		case r.version != c.LastChangeDateTime.UnixMicro() || !r.updated.Equal(c.LastChangeDateTime):
-			e.T.Errorf("%s: erp_version %d, erp_updated_at %v; want %d (LastChangeDateTime %v in microseconds)",
-				c.MembershipID, r.version, r.updated, c.LastChangeDateTime.UnixMicro(), c.LastChangeDateTime)
+		case r.version != e.version(c) || !r.updated.Equal(c.LastChangeDateTime):
+			e.T.Errorf("%s: erp_version %d, erp_updated_at %v; want %d (LastChangeDateTime %v)",
+				c.MembershipID, r.version, r.updated, e.version(c), c.LastChangeDateTime)
 		case r.member != c.BusinessPartner || r.product != c.Product || r.status != strings.ToUpper(c.LifecycleStatus) ||
 			!r.starts.Equal(from) || r.ends.Valid != (c.ValidTo != ""):
 			e.T.Errorf("%s: row %+v, CAP %+v", c.MembershipID, r, c)
@@ -145,7 +158,7 @@ func (e *env) patch(ctx context.Context, ids []string) int {
 			break
 		}
 		status := captest.Statuses[i%len(captest.Statuses)]
-		if _, err := e.cap.Memberships.Patch(context.Background(), id, map[string]any{"LifecycleStatus": status}); err != nil {
+		if _, err := e.set.Patch(context.Background(), id, map[string]any{"LifecycleStatus": status}); err != nil {
 			e.T.Errorf("patch %s: %v", id, err)
 			return n
 		}
@@ -348,4 +361,58 @@ func TestRefusedAndUnreachableExit2(t *testing.T) {
 	if runs := e.Count("SELECT COUNT(*) FROM %s", "sync_runs"); runs != 0 {
 		t.Errorf("%d runs recorded", runs)
 	}
+}
+
+// TestBearerVersionedServerPaging syncs VersionedMemberships, whose
+// ChangeCounter is mapped as the version, with a bearer token and server
+// paging over CAP's reliable (key-based) next links, while records change:
+// the run misses none, and the next one ends with every row at its
+// ChangeCounter. A schedule then keeps it so until SIGTERM.
+func TestBearerVersionedServerPaging(t *testing.T) {
+	t.Parallel()
+	e := setup(t, captest.Options{VersionedRecords: 1500, Seed: 7, PageLimit: 50, ReliablePaging: true, Token: "t0k3n-" + testenv.RandomName("")})
+	e.set = e.cap.Versioned
+	e.version = func(r captest.Record) int64 { return int64(r.ChangeCounter) }
+	e.ERPURL = e.cap.Versioned.URL
+	e.Extra = append(e.Extra, "ERPSYNC_ERP_MAP="+strings.Replace(capMap, "version=", "version=ChangeCounter", 1), "ERPSYNC_ERP_PAGING=server")
+	watch := e.Watch()
+	recs := captest.SeedVersioned(1500, 7)
+	ctx, stop := context.WithCancel(context.Background())
+	p := e.Start("run", "--page-size", "50", "--workers", "2", "--chunk-size", "25")
+	e.WaitRows(100)
+	var wg sync.WaitGroup
+	patched := 0
+	wg.Go(func() { patched = e.patch(ctx, every(recs, 3, 25)) })
+	r := p.Wait()
+	stop()
+	wg.Wait()
+	if r.Code != 0 {
+		t.Fatalf("run exit %d: %s", r.Code, r.Stdout)
+	}
+	if n := len(e.rows()); n != 1500 {
+		t.Fatalf("%d rows after a run during which %d records changed, want all 1500", n, patched)
+	}
+	sched := e.Start("schedule", "--every", "1s", "--http-addr", proctest.FreeAddr(t))
+	e.patch(context.Background(), every(recs, 1, 100))
+	ok := proctest.Eventually(time.Minute, func() bool {
+		all, err := e.set.All(context.Background())
+		if err != nil {
+			return false
+		}
+		rows := e.rows()
+		for _, c := range all {
+			if rows[c.MembershipID].version != int64(c.ChangeCounter) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := sched.Signal(syscall.SIGTERM); err != nil {
+		r := sched.Wait()
+		t.Fatalf("schedule ended by itself, exit %d: %s", r.Code, r.Stdout)
+	}
+	if r := sched.Wait(); r.Code != 0 || !ok {
+		t.Fatalf("schedule exit %d, caught up %v: %s", r.Code, ok, r.Stdout)
+	}
+	e.settle(watch)
 }

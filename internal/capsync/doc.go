@@ -3,7 +3,9 @@
 // the real MariaDB under real Redis locks. A backfill of 20,000 records;
 // a run while records change; runs and a backfill overlapping; a run
 // killed with SIGKILL and resumed; verify at the end; a wrong password and
-// an unreachable service; the version derived from LastChangeDateTime.
+// an unreachable service; the version derived from LastChangeDateTime;
+// a bearer token, a mapped ChangeCounter version, server paging over
+// CAP's reliable next links, and a schedule.
 // It also shows, page by page against CAP, why keyset paging is the
 // default: CAP's offset next links skip a record when an earlier one
 // changes during the read.
