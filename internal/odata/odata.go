@@ -158,40 +158,34 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		u = s.url + "?" + encodeQuery(params)
 	}
 	var p *erp.Page
-	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
-		var next string
-		var last cursor
-		var err error
-		if p, next, last, err = s.decodePage(body); err != nil {
-			return err
+	var next string
+	var last cursor
+	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) (err error) {
+		if p, next, last, err = s.decodePage(body); err == nil {
+			p.ServedAt = erp.ServedAt(h)
 		}
-		p.ServedAt = erp.ServedAt(h)
-		switch s.paging {
-		case PagingServer:
-			if next != "" {
-				ref, err := resolve(u, next)
-				if err != nil {
-					return err
-				}
-				p.NextCursor = cursor{Next: ref}.encode()
-			}
-		case PagingKeyset:
-			if len(p.Records)+len(p.Invalid) == 0 {
-				return nil
-			}
-			if last.T.IsZero() {
-				return fmt.Errorf("odata: a page of %d items without one whose %s and %s are readable: keyset paging cannot go on", len(p.Records)+len(p.Invalid), s.modified, s.key)
-			}
-			if last == after {
-				return fmt.Errorf("odata: the page after %s=%s, %s=%q ends where it started: does the server compare %s at a finer precision than it serves?",
-					s.modified, timeLiteral(after.T), s.key, after.K, s.modified)
-			}
-			p.NextCursor = last.encode()
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case s.paging == PagingServer && next != "":
+		ref, err := resolve(u, next)
+		if err != nil {
+			return nil, err
+		}
+		p.NextCursor = cursor{Next: ref}.encode()
+	case s.paging == PagingServer, len(p.Records)+len(p.Invalid) == 0:
+		// The last page.
+	case last.T.IsZero():
+		return nil, fmt.Errorf("odata: a page of %d items without one whose %s and %s are readable: keyset paging cannot go on",
+			len(p.Records)+len(p.Invalid), s.modified, s.key)
+	case last.T.Equal(after.T) && last.K == after.K:
+		return nil, fmt.Errorf("odata: the page after %s=%s, %s=%q ends where it started: does the server compare %s at a finer precision than it serves?",
+			s.modified, timeLiteral(after.T), s.key, after.K, s.modified)
+	default:
+		p.NextCursor = last.encode()
 	}
 	return p, nil
 }

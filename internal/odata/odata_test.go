@@ -434,6 +434,10 @@ func TestErrorsAndServedAt(t *testing.T) {
 	if _, err := src("Unreadable").Page(ctx, erp.Query{}); err == nil || !strings.Contains(err.Error(), "keyset paging cannot go on") {
 		t.Errorf("%v", err)
 	}
+	// Neither is retried: they do not heal.
+	if calls["/Stuck"] != 2 || calls["/Unreadable"] != 1 {
+		t.Errorf("%d requests to /Stuck, %d to /Unreadable; want 2 and 1", calls["/Stuck"], calls["/Unreadable"])
+	}
 	if _, err := stuck.Page(ctx, erp.Query{Cursor: "garbage!"}); !errors.Is(err, erp.ErrBadRequest) {
 		t.Errorf("%v", err)
 	}
