@@ -42,6 +42,7 @@ docs-check:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeMapped -fuzztime 30s ./internal/erp/
 
 clean:
 	rm -rf $(BIN)
