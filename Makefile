@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test vet fuzz clean deploy-check
+.PHONY: all build test vet fuzz clean deploy-check cap-deps
 
 all: build
 
@@ -20,6 +20,12 @@ vet:
 # 127.0.0.1:6379). Each test makes its own database or key prefix.
 test: vet build
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The SAP CAP project internal/captest serves as a real OData v4 server
+# (Node.js 20+): its node_modules from the committed lockfile, no install
+# scripts (the sql.js driver is WebAssembly, nothing is compiled).
+cap-deps:
+	cd internal/captest/cap && npm ci --ignore-scripts
 
 # Offline checks of Dockerfile, compose, Kubernetes manifests, alert rules
 # and the Grafana dashboard (see deploy/README.md for the tools).

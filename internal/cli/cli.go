@@ -326,12 +326,21 @@ func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.U
 	}
 }
 
+// source is what the commands need of an ERP feed: its pages (the
+// syncer's and verify's), a count for the progress bar and the connect
+// probe, and request counts for the report.
+type source interface {
+	Page(ctx context.Context, q erp.Query) (*erp.Page, error)
+	Count(ctx context.Context, since, until time.Time) (int64, error)
+	Stats() erp.Stats
+}
+
 // deps are the wired dependencies of a sync command.
 type deps struct {
 	store   *store.Store
 	rdb     redis.UniversalClient // pings and the shared ERP rate
 	locks   syncer.Locker
-	erp     *erp.Client
+	erp     source
 	closers []redis.UniversalClient
 }
 

@@ -66,6 +66,9 @@ type Page struct {
 	Records    []Record  // the valid items, in feed order
 	Invalid    []Invalid // the invalid items, in feed order
 	NextCursor string    // "" on the last page
+	// ServedAt is the ERP's clock when it answered: the response's Date
+	// header, or zero when it had none or an unreadable one.
+	ServedAt time.Time
 }
 
 // Query selects a page.
@@ -226,8 +229,10 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	var p *Page
-	err := c.call(ctx, endpointPage, "/api/v1/memberships", v, func(body []byte) (err error) {
-		p, err = decodePage(body)
+	err := c.call(ctx, endpointPage, "/api/v1/memberships", v, func(h http.Header, body []byte) (err error) {
+		if p, err = decodePage(body); err == nil {
+			p.ServedAt = ServedAt(h)
+		}
 		return err
 	})
 	return p, err
@@ -237,11 +242,21 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 // times leave a bound open.
 func (c *Client) Count(ctx context.Context, since, until time.Time) (int64, error) {
 	var n int64
-	err := c.call(ctx, endpointCount, "/api/v1/memberships/count", window(since, until), func(body []byte) (err error) {
+	err := c.call(ctx, endpointCount, "/api/v1/memberships/count", window(since, until), func(_ http.Header, body []byte) (err error) {
 		n, err = decodeCount(body)
 		return err
 	})
 	return n, err
+}
+
+// ServedAt reads the ERP's clock from a response's Date header; zero when
+// the header is missing or unreadable.
+func ServedAt(h http.Header) time.Time {
+	t, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 func window(since, until time.Time) url.Values {
@@ -264,7 +279,7 @@ type attemptError struct {
 
 // call GETs path until decode accepts a 2xx body, retrying what is
 // transient.
-func (c *Client) call(ctx context.Context, endpoint, path string, query url.Values, decode func([]byte) error) error {
+func (c *Client) call(ctx context.Context, endpoint, path string, query url.Values, decode func(http.Header, []byte) error) error {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -304,7 +319,7 @@ func (c *Client) call(ctx context.Context, endpoint, path string, query url.Valu
 
 // attempt sends one request and decodes its answer. It returns the HTTP
 // status (0 without an answer) and, on failure, what to do about it.
-func (c *Client) attempt(ctx context.Context, u string, decode func([]byte) error) (int, *attemptError) {
+func (c *Client) attempt(ctx context.Context, u string, decode func(http.Header, []byte) error) (int, *attemptError) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
@@ -334,7 +349,7 @@ func (c *Client) attempt(ctx context.Context, u string, decode func([]byte) erro
 	case err != nil:
 		return res.StatusCode, transportError(ctx, err)
 	}
-	if err := decode(body); err != nil {
+	if err := decode(res.Header, body); err != nil {
 		return res.StatusCode, &attemptError{err: fmt.Errorf("erp: %w", err), reason: "decode"}
 	}
 	return res.StatusCode, nil

@@ -44,12 +44,13 @@ type holder struct {
 // cause. Hold on a released lock, or on one already lost, returns a
 // context already cancelled (cause ErrNotHeld, or the ErrLost cause).
 func (l *Lock) Hold(ctx context.Context) context.Context {
+	if l == nil {
+		return cancelled(ctx, ErrNotHeld)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
-		hctx, cancel := context.WithCancelCause(ctx)
-		cancel(ErrNotHeld)
-		return hctx
+		return cancelled(ctx, ErrNotHeld)
 	}
 	if h := l.hold; h != nil && (h.ctx.Err() == nil || h.lost) {
 		hctx, cancel := context.WithCancelCause(ctx)
@@ -62,6 +63,14 @@ func (l *Lock) Hold(ctx context.Context) context.Context {
 	h.expiry = time.AfterFunc(time.Until(l.validUntil), func() { l.lose(h, nil) })
 	l.hold = h
 	go l.watch(h, l.ttl)
+	return hctx
+}
+
+// cancelled returns a context derived from ctx, already cancelled with
+// cause.
+func cancelled(ctx context.Context, cause error) context.Context {
+	hctx, cancel := context.WithCancelCause(ctx)
+	cancel(cause)
 	return hctx
 }
 

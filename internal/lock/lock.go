@@ -698,7 +698,10 @@ func (c *Client) fence(ctx context.Context, l *Lock) (int64, error) {
 	return n, nil
 }
 
-// Lock is one grant of a key. Its methods are safe for concurrent use.
+// Lock is one grant of a key. Its methods are safe for concurrent use. A
+// nil *Lock (what a failed Obtain returns) holds nothing: Release, Refresh,
+// TTL and FetchFence return ErrNotHeld, Hold returns a cancelled context,
+// Fence 0 and Key and Token "".
 type Lock struct {
 	b     backend
 	key   string
@@ -752,16 +755,31 @@ func validity(ttl time.Duration) time.Duration {
 }
 
 // Key returns the key the lock was obtained for, without prefix.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
 // Token returns the random token that identifies this holder in Redis.
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence returns the fencing token of this grant. Tokens of one key strictly
 // increase from grant to grant; storage should refuse a write that carries
 // a smaller token than one it has already seen. A lock obtained with
 // FenceOnDemand has 0 until FetchFence got its token.
-func (l *Lock) Fence() int64 { return l.fence.Load() }
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence.Load()
+}
 
 // FetchFence returns the fencing token of this grant: Fence, or for a lock
 // obtained with FenceOnDemand and no token yet, a token that Redis hands
@@ -772,6 +790,9 @@ func (l *Lock) Fence() int64 { return l.fence.Load() }
 // an error matching ErrNotHeld, and on a Redis failure an error matching
 // ErrUnavailable; FetchFence may then be called again.
 func (l *Lock) FetchFence(ctx context.Context) (int64, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
 	if f := l.fence.Load(); f > 0 {
 		return f, nil
 	}
@@ -798,6 +819,9 @@ func (l *Lock) FetchFence(ctx context.Context) (int64, error) {
 
 // String returns key and fence, for logs.
 func (l *Lock) String() string {
+	if l == nil {
+		return "<nil>"
+	}
 	return l.key + "#" + strconv.FormatInt(l.Fence(), 10)
 }
 
@@ -805,6 +829,9 @@ func (l *Lock) String() string {
 // held with this token. For a Redlock lock it is the time a quorum of nodes
 // still holds it: the quorum-th longest of their TTLs.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
 	return l.b.pttl(ctx, l)
 }
 
@@ -814,6 +841,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // watchdog renewals use the new ttl. A Redlock lock needs a quorum of nodes
 // to extend it.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -848,6 +878,9 @@ func (l *Lock) refresh(ctx context.Context, limit time.Time, ttl time.Duration) 
 // called again. A Redlock lock is deleted on every node that still has it,
 // and Release succeeds when a quorum of nodes had it.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	l.stop()
 	l.mu.Lock()
 	deleted := l.deleted

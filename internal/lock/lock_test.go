@@ -721,3 +721,28 @@ func TestReleaseRetryAfterFailure(t *testing.T) {
 		t.Fatalf("second Release: %v", err)
 	}
 }
+
+// A nil *Lock, as a failed Obtain returns, answers every method without a
+// panic: ErrNotHeld where there is an error to give.
+func TestNilLock(t *testing.T) {
+	var l *lock.Lock
+	ctx := context.Background()
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release: %v, want ErrNotHeld", err)
+	}
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Refresh: %v, want ErrNotHeld", err)
+	}
+	if _, err := l.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("TTL: %v, want ErrNotHeld", err)
+	}
+	if _, err := l.FetchFence(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("FetchFence: %v, want ErrNotHeld", err)
+	}
+	if hctx := l.Hold(ctx); !errors.Is(context.Cause(hctx), lock.ErrNotHeld) {
+		t.Errorf("Hold: cause %v, want ErrNotHeld", context.Cause(hctx))
+	}
+	if l.Fence() != 0 || l.Key() != "" || l.Token() != "" || l.String() != "<nil>" {
+		t.Errorf("Fence %d, Key %q, Token %q, String %q", l.Fence(), l.Key(), l.Token(), l.String())
+	}
+}

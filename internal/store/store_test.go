@@ -149,9 +149,29 @@ func TestGuardedWrites(t *testing.T) {
 	}
 }
 
+// The fenced checkpoint write detects its refusal whatever the DSN says:
+// with clientFoundRows=true MySQL reports a row it found and left as it
+// was as affected.
 func TestCheckpointFencing(t *testing.T) {
 	t.Parallel()
-	s := setup(t)
+	for _, foundRows := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clientFoundRows=%v", foundRows), func(t *testing.T) {
+			t.Parallel()
+			_, dsn := testenv.MigratedStore(t)
+			if foundRows {
+				dsn += "&clientFoundRows=true"
+			}
+			s, err := store.Open(context.Background(), dsn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			checkpointFencing(t, s)
+		})
+	}
+}
+
+func checkpointFencing(t *testing.T, s *store.Store) {
 	ctx := context.Background()
 	t0 := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
 	if _, ok, _ := s.Checkpoint(ctx, "j"); ok {
@@ -160,19 +180,32 @@ func TestCheckpointFencing(t *testing.T) {
 	if err := s.SaveCheckpoint(ctx, "j", t0, 100, "r1"); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.SaveCheckpoint(ctx, "j", t0, 100, "r1"); err != nil {
+		t.Fatalf("the same values again: %v", err)
+	}
 	if err := s.SaveCheckpoint(ctx, "j", t0.Add(time.Hour), 100, "r1"); err != nil {
 		t.Fatalf("same fence again: %v", err)
 	}
 	if err := s.SaveCheckpoint(ctx, "j", t0.Add(2*time.Hour), 200, "r2"); err != nil {
 		t.Fatal(err)
 	}
-	err := s.SaveCheckpoint(ctx, "j", t0.Add(5*time.Hour), 100, "r1")
-	if !errors.Is(err, store.ErrFenced) {
-		t.Fatalf("older fence = %v, want ErrFenced", err)
+	for _, pos := range []time.Time{t0.Add(5 * time.Hour), t0.Add(2 * time.Hour)} {
+		err := s.SaveCheckpoint(ctx, "j", pos, 100, "r1")
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("older fence at %s = %v, want ErrFenced", pos, err)
+		}
 	}
 	cp, _, _ := s.Checkpoint(ctx, "j")
 	if !cp.Position.Equal(t0.Add(2*time.Hour)) || cp.Fence != 200 || cp.RunID != "r2" {
 		t.Fatalf("checkpoint moved by an older fence: %+v", cp)
+	}
+	// A position is stored truncated to the millisecond, never rounded up
+	// past a record not yet read.
+	if err := s.SaveCheckpoint(ctx, "j", t0.Add(3*time.Hour+999_900*time.Microsecond/1000), 300, "r3"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _ := s.Checkpoint(ctx, "j"); !cp.Position.Equal(t0.Add(3*time.Hour)) {
+		t.Fatalf("position %s, want %s truncated", cp.Position, t0.Add(3*time.Hour))
 	}
 }
 

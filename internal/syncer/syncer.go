@@ -26,11 +26,20 @@ import (
 // or several at once.
 type Syncer struct {
 	cfg   Config
-	erp   *erp.Client
+	erp   Source
 	store *store.Store
 	locks Locker
 	log   zerolog.Logger
 	hooks faultHooks
+}
+
+// Source is what the syncer needs of an ERP feed: pages of records in a
+// window of updated_at, each after the position (the cursor) of the one
+// before, and the count of requests it made. The REST client of the ERP API
+// (*erp.Client) and the OData v4 source provide it.
+type Source interface {
+	Page(ctx context.Context, q erp.Query) (*erp.Page, error)
+	Stats() erp.Stats
 }
 
 // Locker is what the syncer needs of a lock service. A *lock.Client (one
@@ -65,7 +74,7 @@ type faultHooks struct {
 }
 
 // New checks cfg, fills its defaults and returns a Syncer.
-func New(cfg Config, e *erp.Client, st *store.Store, locks Locker, log zerolog.Logger) (*Syncer, error) {
+func New(cfg Config, e Source, st *store.Store, locks Locker, log zerolog.Logger) (*Syncer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("syncer config: %w", err)
@@ -95,6 +104,10 @@ func JobLockKey(job string) string { return "job:" + job }
 // RecordLockKey is the Redis lock key of one record, shared by every job and
 // mode that writes it.
 func RecordLockKey(erpID string) string { return "rec:" + erpID }
+
+// ResumeMargin is how far before its checkpoint an unfinished backfill
+// resumes.
+const ResumeMargin = time.Millisecond
 
 // ErrMaxDuration ends a run that outlived Config.MaxDuration.
 var ErrMaxDuration = errors.New("run reached its max duration")
@@ -137,13 +150,21 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 			return rep, err
 		}
 		rep.Fence = jl.Fence()
-		holdCtx, stopHold := context.WithCancel(ctx)
+		// The watchdog renews the job lock until the run has finished,
+		// the grace period after a signal included: a second run must not
+		// start while this one still writes the records in hand. workCtx
+		// ends with ctx (a signal) or when the lock is lost.
+		holdCtx, stopHold := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopHold()
-		workCtx = jl.Hold(holdCtx)
+		held := jl.Hold(holdCtx)
+		var cancelWork context.CancelCauseFunc
+		workCtx, cancelWork = context.WithCancelCause(ctx)
+		defer cancelWork(nil)
+		defer context.AfterFunc(held, func() { cancelWork(context.Cause(held)) })()
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 			defer cancel()
-			if left := time.Until(s.cfg.HoldUntil); left > 10*time.Millisecond && ctx.Err() == nil && workCtx.Err() == nil {
+			if left := time.Until(s.cfg.HoldUntil); left > 10*time.Millisecond && ctx.Err() == nil && held.Err() == nil {
 				// Lock-at-least-for: stop renewing, and let the lease
 				// run out at the tick boundary.
 				stopHold()
@@ -173,12 +194,14 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 			r.finish(ctx, store.StatusFailed, err)
 			return rep, err
 		}
-		if ok && cp.Position.After(since) {
-			// Resume a backfill of the same window that did not finish.
-			since = cp.Position
+		if resume := cp.Position.Add(-ResumeMargin); ok && resume.After(since) {
+			// Resume a backfill of the same window that did not finish, a
+			// millisecond early: a record of the checkpoint's own
+			// millisecond is read again rather than skipped, whether the
+			// server truncated or rounded the position it stored.
+			since = resume
 			r.checkpoint = cp.Position
-			t := cp.Position
-			rep.ResumedFrom = &t
+			rep.ResumedFrom = &resume
 		}
 		if !since.IsZero() {
 			t := since.UTC()
@@ -456,20 +479,9 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 		}
 		fetchedAt := time.Now()
 		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
-		var maxSeen time.Time
-		for _, rec := range page.Records {
-			if rec.UpdatedAt.After(maxSeen) {
-				maxSeen = rec.UpdatedAt
-			}
-		}
-		for _, inv := range page.Invalid {
-			if inv.UpdatedAt.After(maxSeen) {
-				maxSeen = inv.UpdatedAt
-			}
-		}
-		p := r.t.addPage(maxSeen)
-		failed := false
 		page.Records, page.Invalid = splitUnstorable(page.Records, page.Invalid)
+		p := r.t.addPage(pageWatermark(page, fetchedAt))
+		failed := false
 		if len(page.Invalid) > 0 {
 			r.c.invalid.Add(int64(len(page.Invalid)))
 			qs := make([]store.Quarantined, len(page.Invalid))
@@ -508,6 +520,34 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 	}
 }
 
+// ClockAllowance is how far past the ERP's clock (the Date header of a
+// page's response, which has whole seconds) a checkpoint may go.
+const ClockAllowance = time.Second
+
+// pageWatermark is how far a page, once written, moves the checkpoint: the
+// newest updated_at of its valid, storable records, but never past the
+// ERP's clock when it served the page (plus ClockAllowance; our own clock
+// when the answer had no Date header). Quarantined items never move it: a
+// bad item dated 2999 would otherwise make every later run read from 2999
+// and skip every change after it. A valid record dated in the future is
+// written, and re-read by each run until the ERP's clock passes it.
+func pageWatermark(page *erp.Page, fetchedAt time.Time) time.Time {
+	var wm time.Time
+	for _, rec := range page.Records {
+		if rec.UpdatedAt.After(wm) {
+			wm = rec.UpdatedAt
+		}
+	}
+	clock := page.ServedAt
+	if clock.IsZero() {
+		clock = fetchedAt
+	}
+	if limit := clock.Add(ClockAllowance); wm.After(limit) {
+		wm = limit
+	}
+	return wm
+}
+
 // DATETIME holds years 1000 to 9999. A record the schema allows but the
 // table cannot store is quarantined like an invalid one: retrying it would
 // fail forever and hold the checkpoint back for good.
@@ -533,32 +573,40 @@ func splitUnstorable(recs []erp.Record, invalid []erp.Invalid) ([]erp.Record, []
 	return keep, invalid
 }
 
-// dedupe keeps one record per erp_id in a page (the highest version), drops
-// a record the previous page already carried at the same or a higher
-// version, and keeps only this shard's records. It returns the page's
-// erp_id -> version map for the next call.
+// dedupe keeps one record per erp_id in a page, its highest version
+// whatever the order of the copies; drops it when the previous page already
+// carried that version or a higher one (that page queued it); and keeps
+// only this shard's records. It returns the page's erp_id -> highest
+// version map for the next call.
 func (r *run) dedupe(recs []erp.Record, prev map[string]pageEntry) ([]erp.Record, map[string]pageEntry) {
 	cfg := r.s.cfg
 	cur := make(map[string]pageEntry, len(recs))
 	out := make([]erp.Record, 0, len(recs))
 	for _, rec := range recs {
-		if e, ok := cur[rec.ErpID]; ok {
+		e, seen := cur[rec.ErpID]
+		if seen {
 			r.c.duplicates.Add(1)
-			if rec.Version > e.version {
-				e.version = rec.Version
-				if e.at >= 0 {
-					out[e.at] = rec
-				}
-				cur[rec.ErpID] = e
+			if rec.Version <= e.version {
+				continue
 			}
-			continue
+			e.version = rec.Version
+			if e.at >= 0 {
+				out[e.at] = rec
+				cur[rec.ErpID] = e
+				continue
+			}
+		} else {
+			e = pageEntry{version: rec.Version, at: -1}
 		}
-		e := pageEntry{version: rec.Version, at: -1}
+		// rec is the highest version of its erp_id in the page so far, and
+		// the page has queued none of it yet.
 		p, carried := prev[rec.ErpID]
 		switch {
-		case carried && p.version >= rec.Version:
-			r.c.duplicates.Add(1)
 		case cfg.Shards > 1 && ShardOf(rec.ErpID, cfg.Shards) != cfg.Shard:
+		case carried && p.version >= rec.Version:
+			if !seen {
+				r.c.duplicates.Add(1)
+			}
 		default:
 			e.at = len(out)
 			out = append(out, rec)

@@ -70,9 +70,14 @@ func fieldsSum(id, member, product, status string, starts time.Time, ends *time.
 	return h.Sum64()
 }
 
+// Pager is what Verify needs of an ERP feed: its pages, in order.
+type Pager interface {
+	Page(ctx context.Context, q erp.Query) (*erp.Page, error)
+}
+
 // Verify pages the whole feed (highest version per erp_id wins) and compares
 // it with every row of memberships.
-func Verify(ctx context.Context, e *erp.Client, st *store.Store, pageSize int) (*Result, error) {
+func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Result, error) {
 	res := &Result{Started: time.Now().UTC()}
 	feed := map[string]*want{}
 	q := erp.Query{Limit: pageSize}
