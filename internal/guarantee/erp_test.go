@@ -97,7 +97,10 @@ type erpSim struct {
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
-	changes int
+	// budget is how many more changes and creations the adversary may
+	// make: without a bound, a client reading one record a page could
+	// chase a tail that moves as fast as it reads.
+	budget int
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -139,10 +142,18 @@ func (e *erpSim) onPage(x string, fn func(n int)) {
 	e.mu.Unlock()
 }
 
-// setFrozen stops (true) or resumes (false) changes while clients page.
-func (e *erpSim) setFrozen(f bool) {
+// freeze stops changes while clients page.
+func (e *erpSim) freeze() {
 	e.mu.Lock()
-	e.frozen = f
+	e.frozen = true
+	e.mu.Unlock()
+}
+
+// thaw lets the adversary change records again, on up to budget pages.
+func (e *erpSim) thaw(budget int) {
+	e.mu.Lock()
+	e.frozen = false
+	e.budget = budget
 	e.mu.Unlock()
 }
 
@@ -203,7 +214,6 @@ func (e *erpSim) change(id string) {
 		n.Member = fmt.Sprintf("U%d", e.rng.IntN(1000))
 	}
 	e.cur[id] = n
-	e.changes++
 }
 
 // changeAll changes every valid record once.
@@ -226,9 +236,10 @@ func (e *erpSim) ids() []string {
 
 // mutate applies the changes the adversary makes before a page of l.
 func (e *erpSim) mutate(l *execLog) {
-	if e.frozen {
+	if e.frozen || e.budget <= 0 {
 		return
 	}
+	e.budget--
 	if len(l.last) > 0 && e.rng.IntN(100) < e.adv.Boundary {
 		for i := len(l.last) - 1; i >= 0; i-- {
 			if l.last[i].rec != nil {
@@ -248,7 +259,6 @@ func (e *erpSim) mutate(l *execLog) {
 		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
 		r.Updated = e.now()
 		e.cur[r.ID] = r
-		e.changes++
 	}
 }
 

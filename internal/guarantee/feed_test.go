@@ -130,7 +130,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	}()
 	go f.watch()
 	for i, wave := range sc.Waves {
-		e.setFrozen(false)
+		e.thaw(sc.Budget)
 		var wg sync.WaitGroup
 		for _, x := range wave {
 			wg.Add(1)
@@ -140,7 +140,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 			}()
 		}
 		wg.Wait()
-		e.setFrozen(true)
+		e.freeze()
 		f.settle(fmt.Sprintf("after wave %d", i))
 		e.advance(sc.Advance[i])
 	}
@@ -257,10 +257,12 @@ func (f *feed) process(x execSpec) {
 				}
 			})
 		}
+		began := time.Now()
 		p := env.Start(processArgs(x, report)...)
 		proc.Store(p)
 		close(started)
 		res := p.Wait()
+		f.t.Logf("process %s (%s): exit %d after %s", id, x, res.Code, time.Since(began).Round(time.Millisecond))
 		if res.Code == -1 {
 			continue // killed: run it again
 		}

@@ -93,6 +93,7 @@ type scenario struct {
 	Invalid []item
 	Waves   [][]execSpec
 	Advance []time.Duration // ERP clock moved forward after each wave
+	Budget  int             // page requests on which the adversary may change or create records
 	// Sigterm adds the scenario of a run stopped by SIGTERM while it
 	// still writes for a grace longer than its lock TTL, and a second run
 	// started meanwhile.
@@ -101,7 +102,7 @@ type scenario struct {
 
 func (sc *scenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d valid records, %d invalid items, adversary %+v", len(sc.Records), len(sc.Invalid), sc.Adv)
+	fmt.Fprintf(&b, "%d valid records, %d invalid items, adversary %+v for %d pages", len(sc.Records), len(sc.Invalid), sc.Adv, sc.Budget)
 	for i, w := range sc.Waves {
 		fmt.Fprintf(&b, "\n  wave %d (then clock +%s):", i, sc.Advance[i])
 		for _, x := range w {
@@ -193,6 +194,7 @@ func generate(s *source, o opts) *scenario {
 		r.Updated = stamp()
 		sc.Records = append(sc.Records, r)
 	}
+	sc.Budget = s.intn(4 * n)
 	for i := range s.intn(6) {
 		sc.Invalid = append(sc.Invalid, invalidItem(s, i, stamp))
 	}

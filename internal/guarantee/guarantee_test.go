@@ -93,7 +93,7 @@ func TestSigtermKeepsTheJobLock(t *testing.T) {
 // through its grace period.
 func (f *feed) sigterm() {
 	ctx := context.Background()
-	f.erp.setFrozen(true)
+	f.erp.freeze()
 	f.erp.changeAll()
 	db, err := f.w.st.DB().DB()
 	if err != nil {
