@@ -45,10 +45,15 @@ func parallelism() int {
 	return n
 }
 
-// TestGuaranteeSweep runs the feeds of seeds 0 to -guarantee.feeds - 1.
+// TestGuaranteeSweep runs the feeds of seeds 0 to -guarantee.feeds - 1
+// (at most 30 with -short).
 func TestGuaranteeSweep(t *testing.T) {
 	p := newPool(t, parallelism())
-	for seed := range *flagFeeds {
+	feeds := *flagFeeds
+	if testing.Short() {
+		feeds = min(feeds, 30)
+	}
+	for seed := range feeds {
 		if *flagSeed >= 0 && seed != *flagSeed {
 			continue
 		}
@@ -65,11 +70,8 @@ func TestGuaranteeSweep(t *testing.T) {
 // the generator's first choices.
 func FuzzGuarantee(f *testing.F) {
 	f.Add(uint64(0), []byte{})
-	var p pool
+	p := newPool(f, 1)
 	f.Fuzz(func(t *testing.T, seed uint64, data []byte) {
-		if p == nil {
-			p = newPool(f, 1)
-		}
 		w := <-p
 		defer func() { p <- w }()
 		runFeed(t, w, generate(newSource(seed, data), sweepOpts(seed)))
