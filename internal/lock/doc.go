@@ -215,6 +215,16 @@
 //     that granted it or did not answer, and Obtain retries as told
 //     (contention) or fails (too few nodes answered: ErrUnavailable, at
 //     once).
+//   - ObtainMany grants a batch of keys the same way, per key: the whole
+//     batch is one call of the batch grant script per node (coalesced
+//     with that node's other grants), a key is granted where a quorum
+//     granted it within the validity, and ObtainMany returns once every
+//     key is granted by a quorum or refused by too many nodes. The token
+//     write-backs go in one call per node, and the keys not granted are
+//     released, once every node answered, in one call per node. A batch
+//     fails closed as a whole (ErrUnavailable, everything it was granted
+//     released) when fewer than a quorum of nodes answered. ReleaseMany
+//     releases a batch in one call per node.
 //   - Refresh and the Hold watchdog extend the lease on every node, and
 //     need a quorum; Release deletes it on every node that still has it,
 //     and succeeds when a quorum had it. Both return as soon as a quorum
