@@ -14,6 +14,10 @@ import (
 // server while it runs (see ObtainMany).
 const maxBatch = 256
 
+// soloBatch is the size from which doMany sends a batch at once, never
+// queued.
+const soloBatch = maxBatch / 2
+
 // batcher coalesces the concurrent calls of one kind (grants or releases)
 // to one Client, as a database's group commit does. A call made while none
 // is in flight goes out at once, alone, from the caller's goroutine, so a
@@ -78,15 +82,22 @@ func (b *batcher) do(ctx context.Context, c *Client, s script, keys []string, ar
 
 // doMany runs the calls ps together: at once, as one batch sent from this
 // goroutine, when no call of b is in flight; else queued, in the next
-// batches, with what other callers queued. It returns each call's result,
-// and the first error among them (ctx's for a call still queued when ctx
-// ended).
+// batches, with what other callers queued. A batch of soloBatch calls or
+// more is a full batch already and goes out at once in any case, beside
+// the call in flight: queued, it would wait for every batch before it,
+// and the concurrent chunks of a sync would take turns per node. It
+// returns each call's result, and the first error among them (ctx's for a
+// call still queued when ctx ended).
 func (b *batcher) doMany(ctx context.Context, ps []*pending) ([]int64, error) {
 	b.mu.Lock()
-	if b.busy {
+	switch {
+	case len(ps) >= soloBatch:
+		b.mu.Unlock()
+		b.send(ps)
+	case b.busy:
 		b.queue = append(b.queue, ps...)
 		b.mu.Unlock()
-	} else {
+	default:
 		b.busy = true
 		b.mu.Unlock()
 		b.send(ps)

@@ -63,7 +63,7 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 		gs[i] = makeGrant(rkey, counters[i], "", tokens[i], ttl.Milliseconds(), 0).withFloor(clockStep, floor)
 	}
 
-	nt := r.nodeTimeout(ttl)
+	nt := r.batchTimeout(ttl)
 	// got[i] are node i's answers, one per key; read where the node's
 	// reply says it answered.
 	got := make([][]int64, len(r.nodes))
@@ -151,6 +151,20 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 	return locks, nil
 }
 
+// batchTimeout returns the bound of one batch call to one node for a lease
+// of ttl: Options.NodeTimeout when set, else ttl/10, at least the default
+// of a single key's call and at most a second. A batch returns at its
+// quorums, so a node that hangs costs it nothing while the others agree;
+// the bound is what a batch that needs the slow node waits for, and a
+// batch of hundreds of keys on a loaded machine takes longer than the 50
+// ms a single key's call gets.
+func (r *Redlock) batchTimeout(ttl time.Duration) time.Duration {
+	if r.opt.NodeTimeout > 0 {
+		return r.opt.NodeTimeout
+	}
+	return max(r.nodeTimeout(ttl), min(ttl/10, time.Second))
+}
+
 // decided reports whether every one of n keys is decided by the replies
 // rs and the answers got (see ObtainMany): granted by a quorum, or refused
 // by more nodes than a quorum leaves.
@@ -227,7 +241,7 @@ func (r *Redlock) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, 
 		l.mu.Unlock()
 	}
 	got := make([][]int64, len(r.nodes))
-	calls := r.fan(ctx, time.Now().Add(r.nodeTimeout(ttl)), nil, nil, func(ctx context.Context, c *Client) (int64, error) {
+	calls := r.fan(ctx, time.Now().Add(r.batchTimeout(ttl)), nil, nil, func(ctx context.Context, c *Client) (int64, error) {
 		i := r.indexOf(c)
 		for _, f := range after {
 			f.wait(ctx, i)
