@@ -128,6 +128,9 @@ type Config struct {
 	// Limiter, when set, is waited on before every attempt, retries
 	// included: a rate shared by every instance (see internal/ratelimit).
 	Limiter Limiter
+	// Shape describes an API shaped differently from the spec's. Defaults
+	// to nil: the spec's API, read by a decoder written for it.
+	Shape *Shape
 }
 
 // Limiter paces requests.
@@ -147,6 +150,7 @@ type Client struct {
 	cfg      Config
 	base     string
 	auth     string
+	shape    *Shape // nil: the spec's API
 	requests atomic.Int64
 	retries  atomic.Int64
 }
@@ -204,6 +208,13 @@ func New(cfg Config) (*Client, error) {
 		cfg.Hooks = &Hooks{}
 	}
 	c := &Client{cfg: cfg, base: strings.TrimRight(u.String(), "/")}
+	if sh := cfg.Shape; sh != nil && !sh.spec() {
+		if err := sh.check(); err != nil {
+			return nil, err
+		}
+		cp := *sh
+		c.shape = &cp
+	}
 	if cfg.Token != "" {
 		c.auth = "Bearer " + cfg.Token
 	}
@@ -221,7 +232,10 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 	if q.Limit < 0 || q.Limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d not in [1, 1000]", ErrBadRequest, q.Limit)
 	}
-	v := window(q.Since, q.Until)
+	if c.shape != nil {
+		return c.shapedPage(ctx, q)
+	}
+	v := DefaultParams.window(q.Since, q.Until)
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)
 	}
@@ -239,10 +253,14 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 }
 
 // Count returns how many records the feed holds in [since, until); zero
-// times leave a bound open.
+// times leave a bound open. It returns ErrNoCount when Config.Shape has no
+// count endpoint.
 func (c *Client) Count(ctx context.Context, since, until time.Time) (int64, error) {
+	if c.shape != nil {
+		return c.shapedCount(ctx, since, until)
+	}
 	var n int64
-	err := c.call(ctx, endpointCount, "/api/v1/memberships/count", window(since, until), func(_ http.Header, body []byte) (err error) {
+	err := c.call(ctx, endpointCount, "/api/v1/memberships/count", DefaultParams.window(since, until), func(_ http.Header, body []byte) (err error) {
 		n, err = decodeCount(body)
 		return err
 	})
@@ -257,17 +275,6 @@ func ServedAt(h http.Header) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
-}
-
-func window(since, until time.Time) url.Values {
-	v := url.Values{}
-	if !since.IsZero() {
-		v.Set("updated_since", since.UTC().Format(time.RFC3339Nano))
-	}
-	if !until.IsZero() {
-		v.Set("updated_until", until.UTC().Format(time.RFC3339Nano))
-	}
-	return v
 }
 
 // attemptError is the failure of one attempt, with what decides a retry.
