@@ -356,6 +356,10 @@ func (d *deps) Close() {
 // connect opens MySQL, Redis and the ERP client and checks that each
 // answers. Any failure is a depError: exit 2, nothing written.
 func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (*deps, error) {
+	shape, err := s.REST.shape()
+	if err != nil {
+		return nil, err
+	}
 	d := &deps{}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -365,7 +369,7 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	d.store = st
 	lopt := &lock.Options{Prefix: s.LockPrefix}
-	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
+	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries, Shape: shape}
 	if ecfg.TLS, err = loadTLS("--erp-tls-ca", tlsconf.Files{CA: s.ERPTLSCA}); err != nil {
 		d.Close()
 		return nil, err
@@ -402,7 +406,11 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	d.erp = e
 	if probeERP {
-		if _, err := e.Count(cctx, time.Time{}, time.Time{}); err != nil {
+		_, err := e.Count(cctx, time.Time{}, time.Time{})
+		if errors.Is(err, erp.ErrNoCount) {
+			_, err = e.Page(cctx, erp.Query{Limit: 1})
+		}
+		if err != nil {
 			d.Close()
 			if errors.Is(err, erp.ErrUnauthorized) {
 				return nil, depError{fmt.Errorf("erp at %s refused the token (check --erp-token): %w", erpHost(s.ERPURL), err)}

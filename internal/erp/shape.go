@@ -188,16 +188,17 @@ func (s *Shape) check() error {
 		return errors.New("erp: no records path")
 	case s.CountPath != "" && s.Count == nil:
 		return errors.New("erp: a count endpoint needs a count path")
-	case s.Paging == PagingCursor && prefix(s.Records, s.Cursor):
+	case s.Paging == PagingCursor && s.Records.Overlaps(s.Cursor):
 		return fmt.Errorf("erp: records path %s and cursor path %s overlap", s.Records, s.Cursor)
 	}
 	return nil
 }
 
-// prefix tells whether a or b starts with the other.
-func prefix(a, b JSONPath) bool {
-	n := min(len(a), len(b))
-	return slices.Equal(a[:n], b[:n])
+// Overlaps tells whether p or q starts with the other: a value at one
+// would hold the other, or be it.
+func (p JSONPath) Overlaps(q JSONPath) bool {
+	n := min(len(p), len(q))
+	return slices.Equal(p[:n], q[:n])
 }
 
 // defaultOffsetLimit is the page size of offset paging when a Query has
