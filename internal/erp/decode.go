@@ -30,8 +30,8 @@ func (e *syntaxError) Error() string { return fmt.Sprintf("offset %d: %s", e.off
 
 // decodePage decodes and validates a page body. An error means the body as
 // a whole is unusable; an item that breaks the schema goes to Page.Invalid.
-func decodePage(body []byte) (*Page, error) {
-	d := decoder{b: body}
+func decodePage(body []byte, m *Mapping) (*Page, error) {
+	d := decoder{b: body, m: m}
 	p, err := d.page()
 	if err != nil {
 		return nil, fmt.Errorf("decode page: %w", err)
@@ -41,6 +41,7 @@ func decodePage(body []byte) (*Page, error) {
 
 type decoder struct {
 	b       []byte
+	m       *Mapping // nil: the REST API's own names
 	i       int
 	ends    []time.Time // slab the EndsAt pointers point into
 	scratch []byte
@@ -256,7 +257,12 @@ func (d *decoder) item(f *fields) error {
 		if err := d.expect(':'); err != nil {
 			return err
 		}
-		k := fieldIndex(key)
+		var k int
+		if d.m == nil {
+			k = fieldIndex(key)
+		} else {
+			k = d.m.field(key)
+		}
 		var fl field
 		switch c := d.next(); {
 		case k < 0:
@@ -326,7 +332,11 @@ func (d *decoder) record(f *fields) (Record, string) {
 	}
 	var pb [nFields]string
 	problems := pb[:0]
-	bad := func(k int, msg string) { problems = append(problems, fieldNames[k]+": "+msg) }
+	names := &fieldNames
+	if d.m != nil {
+		names = &d.m.labels
+	}
+	bad := func(k int, msg string) { problems = append(problems, names[k]+": "+msg) }
 
 	erpID := f.text(fErpID, 64, bad)
 	if f.f[fErpID].kind == kString {
@@ -344,15 +354,16 @@ func (d *decoder) record(f *fields) (Record, string) {
 	var status string
 	if s := f.f[fStatus]; s.kind != kString {
 		bad(fStatus, describe(s)+", want a string")
-	} else if status = statusOf(s.val); status == "" {
+	} else if status = d.statusOf(s.val); status == "" {
 		bad(fStatus, quote(s.val)+" is not one of ACTIVE, SUSPENDED, CANCELLED, EXPIRED")
 	}
 
-	startsAt, okStart := f.time(fStartsAt, bad)
-	updatedAt, _ := f.time(fUpdatedAt, bad)
+	dates := d.m != nil // a mapped source may serve dates (Edm.Date) for starts_at and ends_at
+	startsAt, okStart := f.time(fStartsAt, dates, bad)
+	updatedAt, okUpdated := f.time(fUpdatedAt, false, bad)
 	var endsAt *time.Time
 	if e := f.f[fEndsAt]; e.kind != kMissing && e.kind != kNull {
-		if t, ok := f.time(fEndsAt, bad); ok {
+		if t, ok := f.time(fEndsAt, dates, bad); ok {
 			if okStart && t.Before(startsAt) {
 				bad(fEndsAt, "before starts_at")
 			}
@@ -365,8 +376,14 @@ func (d *decoder) record(f *fields) (Record, string) {
 	}
 
 	var version int64
-	switch v := f.f[fVersion]; v.kind {
-	case kInt:
+	switch v := f.f[fVersion]; {
+	case d.m != nil && d.m.noVersion:
+		if okUpdated {
+			if version = updatedAt.UnixMicro(); version < 1 {
+				bad(fVersion, "updated_at is not after 1970-01-01T00:00:00Z")
+			}
+		}
+	case v.kind == kInt:
 		n, err := strconv.ParseInt(string(v.val), 10, 64)
 		switch {
 		case err != nil:
@@ -380,7 +397,7 @@ func (d *decoder) record(f *fields) (Record, string) {
 		default:
 			version = n
 		}
-	case kNumber:
+	case v.kind == kNumber:
 		bad(fVersion, quote(v.val)+" is not an integer")
 	default:
 		bad(fVersion, describe(v)+", want an integer")
@@ -442,12 +459,20 @@ func controlChar(b []byte) (rune, bool) {
 	return 0, false
 }
 
-// time checks a required RFC 3339 date-time.
-func (f *fields) time(k int, bad func(int, string)) (time.Time, bool) {
+// time checks a required RFC 3339 date-time, or also a date
+// (YYYY-MM-DD, UTC midnight) when dates is true.
+func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool) {
 	v := f.f[k]
 	if v.kind != kString {
 		bad(k, describe(v)+", want an RFC 3339 date-time")
 		return time.Time{}, false
+	}
+	if dates && len(v.val) == len("2006-01-02") {
+		t, ok := parseDate(v.val)
+		if !ok {
+			bad(k, quote(v.val)+" is not a date (YYYY-MM-DD)")
+		}
+		return t, ok
 	}
 	t, ok := parseTime(v.val)
 	if !ok {
@@ -466,6 +491,17 @@ func invalid(f *fields, problems string, raw []byte) Invalid {
 		inv.UpdatedAt, _ = parseTime(v.val)
 	}
 	return inv
+}
+
+// statusOf returns the status a served value stands for, translated by
+// the mapping; "" when it is none of the contract's.
+func (d *decoder) statusOf(b []byte) string {
+	if d.m != nil {
+		if s, ok := d.m.status[string(b)]; ok {
+			return s
+		}
+	}
+	return statusOf(b)
 }
 
 func statusOf(b []byte) string {

@@ -68,17 +68,14 @@ var DefaultParams = Params{Since: "updated_since", Until: "updated_until", Curso
 func ParseParams(spec string) (Params, error) {
 	p := DefaultParams
 	ptrs := map[string]*string{"since": &p.Since, "until": &p.Until, "cursor": &p.Cursor, "limit": &p.Limit, "offset": &p.Offset}
+	given, err := pairs(spec)
+	if err != nil {
+		return p, err
+	}
 	set := map[string]bool{}
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(item, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+	for _, kv := range given {
+		k, v := kv[0], kv[1]
 		switch dst := ptrs[k]; {
-		case !ok:
-			return p, fmt.Errorf("%q is not name=parameter", item)
 		case dst == nil:
 			return p, fmt.Errorf("unknown name %q (want since, until, cursor, limit or offset)", k)
 		case set[k]:
@@ -232,8 +229,8 @@ func (c *Client) shapedPage(ctx context.Context, q Query) (*Page, error) {
 		v.Set(s.Params.Limit, strconv.Itoa(limit))
 	}
 	var p *Page
-	err := c.call(ctx, endpointPage, s.Path, v, func(h http.Header, body []byte) (err error) {
-		if p, err = s.decodePage(body); err == nil {
+	err := c.get(ctx, EndpointPage, s.Path, v, func(h http.Header, body []byte) (err error) {
+		if p, err = s.decodePage(body, c.m); err == nil {
 			p.ServedAt = ServedAt(h)
 		}
 		return err
@@ -257,7 +254,7 @@ func (c *Client) shapedCount(ctx context.Context, since, until time.Time) (int64
 		return 0, ErrNoCount
 	}
 	var n int64
-	err := c.call(ctx, endpointCount, s.CountPath, s.Params.window(since, until), func(_ http.Header, body []byte) (err error) {
+	err := c.get(ctx, EndpointCount, s.CountPath, s.Params.window(since, until), func(_ http.Header, body []byte) (err error) {
 		n, err = decodeCountAt(body, s.Count)
 		return err
 	})
@@ -277,10 +274,10 @@ func (p Params) window(since, until time.Time) url.Values {
 }
 
 // decodePage decodes a page body of shape s with the hand-written decoder:
-// the records array at s.Records, each item validated as the spec's, and
-// the cursor at s.Cursor.
-func (s *Shape) decodePage(body []byte) (*Page, error) {
-	d := decoder{b: body}
+// the records array at s.Records, each item read through m (nil: the
+// spec's names) and validated as the spec's, and the cursor at s.Cursor.
+func (s *Shape) decodePage(body []byte, m *Mapping) (*Page, error) {
+	d := decoder{b: body, m: m}
 	p := &Page{}
 	var haveRecords bool
 	targets := []target{{s.Records, func() error {
