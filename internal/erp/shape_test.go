@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
 )
 
@@ -177,5 +179,69 @@ func TestShapedOffsetPagingAndNoCount(t *testing.T) {
 	want := "/list?limit=2&offset=0 /list?limit=3&offset=2"
 	if got := strings.Join(h.queries, " "); got != want {
 		t.Errorf("queries %q, want %q", got, want)
+	}
+}
+
+// v2Shape is the configuration of erpmock's FaceV2.
+func v2Shape(t *testing.T, paging erp.Paging) (*erp.Shape, *erp.Mapping) {
+	t.Helper()
+	s := erp.DefaultShape()
+	s.Path, s.CountPath, s.Paging = "/v2/members/changes", "/v2/members/count", paging
+	var err error
+	if s.Params, err = erp.ParseParams("since=changedAfter,until=changedBefore,cursor=page_token"); err != nil {
+		t.Fatal(err)
+	}
+	s.Records, s.Cursor, s.Count = erp.JSONPath{"result", "items"}, erp.JSONPath{"result", "next"}, erp.JSONPath{"result", "total"}
+	m, err := erp.ParseMapping("erp_id=id,member_id=customer,product_code=plan,status=state,starts_at=from,ends_at=to,version=rev,updated_at=modified",
+		"active=ACTIVE,paused=SUSPENDED,cancelled=CANCELLED,expired=EXPIRED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &s, m
+}
+
+func TestShapedSourceReadsFaceV2WithFaults(t *testing.T) {
+	faults := erpmock.Faults{ErrorRate: 0.2, RateLimitRate: 0.1, TruncateRate: 0.05, DuplicateRate: 0.5, StaleRate: 0.5, InvalidRate: 0.02}
+	for _, paging := range []erp.Paging{erp.PagingCursor, erp.PagingOffset} {
+		t.Run(paging.String(), func(t *testing.T) {
+			s, m := v2Shape(t, paging)
+			b := setup(t, erpmock.Options{Records: 1500, Seed: 5, Face: erpmock.FaceV2, Faults: faults}, erp.Config{Shape: s, Mapping: m, MaxRetries: 30})
+			f := pageAll(t, b.client, erp.Query{Limit: 100})
+			checkTruth(t, b.mock, latest(f.records))
+			if want := len(b.mock.InvalidIDs()); len(f.invalid) < want || want == 0 {
+				t.Errorf("%d invalid items, want at least %d", len(f.invalid), want)
+			}
+			if !slices.ContainsFunc(f.invalid, func(i erp.Invalid) bool { return strings.Contains(i.Reason, `status (state): "pending"`) }) {
+				t.Errorf("no invalid state among %d invalid items", len(f.invalid))
+			}
+			n, err := b.client.Count(context.Background(), time.Time{}, time.Time{})
+			if err != nil || n != 1500 {
+				t.Errorf("count %d, %v", n, err)
+			}
+			if len(b.reasons()) == 0 {
+				t.Error("no retries under faults")
+			}
+		})
+	}
+}
+
+func TestShapedSourceWithoutRevTakesTheVersionFromModified(t *testing.T) {
+	s, _ := v2Shape(t, erp.PagingCursor)
+	m, err := erp.ParseMapping("erp_id=id,member_id=customer,product_code=plan,status=state,starts_at=from,ends_at=to,version=,updated_at=modified",
+		"active=ACTIVE,paused=SUSPENDED,cancelled=CANCELLED,expired=EXPIRED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, erpmock.Options{Records: 300, Seed: 6, Face: erpmock.FaceV2, NoRev: true}, erp.Config{Shape: s, Mapping: m})
+	b.mock.Change(50)
+	got := latest(pageAll(t, b.client, erp.Query{Limit: 64}).records)
+	truth := b.mock.Truth()
+	if len(got) != len(truth) {
+		t.Fatalf("%d records, truth has %d", len(got), len(truth))
+	}
+	for _, w := range truth {
+		if r := got[w.ErpID]; r.Version != w.UpdatedAt.UnixMicro() || r.Status != w.Status {
+			t.Fatalf("%s: version %d status %s, want %d %s", w.ErpID, r.Version, r.Status, w.UpdatedAt.UnixMicro(), w.Status)
+		}
 	}
 }
