@@ -36,11 +36,13 @@ func (r *restSettings) flags(fs *flag.FlagSet) {
 // error naming its flag and variable.
 func (r *restSettings) shape() (*erp.Shape, error) {
 	var (
-		s    erp.Shape
-		errs []error
+		s        erp.Shape
+		firstErr error // one line: the first bad setting
 	)
 	bad := func(name, value string, err error) {
-		errs = append(errs, fmt.Errorf("--%s (%s) %q: %w", name, envName(name), value, err))
+		if firstErr == nil {
+			firstErr = usageError{fmt.Errorf("--%s (%s) %q: %w", name, envName(name), value, err)}
+		}
 	}
 	endpoint := func(name, value string, empty bool) string {
 		switch {
@@ -69,13 +71,13 @@ func (r *restSettings) shape() (*erp.Shape, error) {
 	s.Records = path("erp-records-path", r.RecordsPath)
 	s.Cursor = path("erp-cursor-path", r.CursorPath)
 	s.Count = path("erp-count-field", r.CountField)
-	if len(errs) == 0 && s.Paging == erp.PagingCursor && s.Records != nil && s.Cursor != nil {
+	if firstErr == nil && s.Paging == erp.PagingCursor && s.Records != nil && s.Cursor != nil {
 		if s.Records.Overlaps(s.Cursor) {
 			bad("erp-cursor-path", r.CursorPath, fmt.Errorf("inside or around --erp-records-path %s", s.Records))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, usageError{errors.Join(errs...)}
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return &s, nil
 }

@@ -47,7 +47,7 @@ func ParsePaging(s string) (Paging, error) {
 	case "offset":
 		return PagingOffset, nil
 	}
-	return PagingCursor, fmt.Errorf("%q: want cursor or offset", s)
+	return PagingCursor, errors.New("want cursor or offset")
 }
 
 // Params are the names of the query parameters of a REST API.
@@ -111,7 +111,7 @@ func ParseJSONPath(s string) (JSONPath, error) {
 	}
 	p := JSONPath(strings.Split(s, "."))
 	if slices.Contains(p, "") {
-		return nil, fmt.Errorf("%q: empty member name", s)
+		return nil, errors.New("empty member name (want names joined by dots, like result.items)")
 	}
 	return p, nil
 }
