@@ -32,9 +32,33 @@ func (r *restSettings) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.CountField, "erp-count-field", d.Count.String(), "REST: JSON path of the count in the count endpoint's body")
 }
 
-// shape is the erp.Shape the settings describe. A bad value is a usage
-// error naming its flag and variable.
-func (r *restSettings) shape() (*erp.Shape, error) {
+// value returns the setting of the flag name.
+func (r *restSettings) value(name string) string {
+	return map[string]string{
+		"erp-path": r.Path, "erp-count-path": r.CountPath, "erp-param": r.Params, "erp-rest-paging": r.Paging,
+		"erp-records-path": r.RecordsPath, "erp-cursor-path": r.CursorPath, "erp-count-field": r.CountField,
+	}[name]
+}
+
+// shape is the erp.Shape the settings describe; nil when every setting
+// is its default. A bad value, or a setting changed for a source kind
+// other than rest, is a usage error naming its flag and variable.
+func (r *restSettings) shape(kind string) (*erp.Shape, error) {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	var def restSettings
+	def.flags(fs)
+	if *r == def {
+		return nil, nil
+	}
+	if kind != kindREST {
+		var msg error
+		fs.VisitAll(func(f *flag.Flag) {
+			if v := r.value(f.Name); msg == nil && v != f.DefValue {
+				msg = fmt.Errorf("--%s (%s) %q: only for --erp-kind %s", f.Name, envName(f.Name), v, kindREST)
+			}
+		})
+		return nil, usageError{msg}
+	}
 	var (
 		s        erp.Shape
 		firstErr error // one line: the first bad setting

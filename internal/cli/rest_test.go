@@ -19,7 +19,7 @@ func TestRESTSettingsFromFlagsAndEnvironment(t *testing.T) {
 		"--erp-records-path", "result.items"}); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := s.REST.shape()
+	sh, err := s.REST.shape(kindREST)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,21 +29,30 @@ func TestRESTSettingsFromFlagsAndEnvironment(t *testing.T) {
 	}
 	var d settings
 	d.REST.flags(newFlagSet("t", &bytes.Buffer{}))
-	if sh, err := d.REST.shape(); err != nil || sh.Path != "/api/v1/memberships" || sh.CountPath != "/api/v1/memberships/count" {
+	if sh, err := d.REST.shape(kindOData); err != nil || sh != nil {
 		t.Fatalf("defaults: %+v, %v", sh, err)
+	}
+	if _, err := s.REST.shape(kindOData); err == nil || !strings.Contains(err.Error(), "only for --erp-kind rest") {
+		t.Fatalf("REST settings for odata: %v", err)
 	}
 }
 
 func TestBadRESTSettingsExit2WithOneLineNamingTheFlag(t *testing.T) {
-	for flag, args := range map[string][]string{
-		"--erp-path":         {"--erp-path", "v2/members"},
-		"--erp-count-path":   {"--erp-count-path", "/count?x=1"},
-		"--erp-param":        {"--erp-param", "after=changedAfter"},
-		"--erp-rest-paging":  {"--erp-rest-paging", "pages"},
-		"--erp-records-path": {"--erp-records-path", "result..items"},
-		"--erp-cursor-path":  {"--erp-records-path", "result", "--erp-cursor-path", "result.next"},
-		"--erp-count-field":  {"--erp-count-field", ""},
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--erp-count-field", []string{"--erp-kind", "odata", "--erp-count-field", "n"}},
+		{"--erp-path", []string{"--erp-path", "v2/members"}},
+		{"--erp-count-path", []string{"--erp-count-path", "/count?x=1"}},
+		{"--erp-param", []string{"--erp-param", "after=changedAfter"}},
+		{"--erp-rest-paging", []string{"--erp-rest-paging", "pages"}},
+		{"--erp-records-path", []string{"--erp-records-path", "result..items"}},
+		{"--erp-records-path", []string{"--erp-records-path", ""}},
+		{"--erp-cursor-path", []string{"--erp-records-path", "result", "--erp-cursor-path", "result.next"}},
+		{"--erp-param", []string{"--erp-count-field", "", "--erp-param", "x"}}, // the first bad one
 	} {
+		flag, args := c.flag, c.args
 		var out, errb bytes.Buffer
 		// An unreachable MySQL: a usage error must come before connecting.
 		code := Main(context.Background(), append([]string{"run", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}, args...), &out, &errb)

@@ -169,12 +169,9 @@ const (
 
 // New returns a client for cfg.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("erp: base URL %q: want an absolute http or https URL", cfg.BaseURL)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("erp: base URL %q: no query or fragment allowed", cfg.BaseURL)
+	u, err := ParseURL("base URL", cfg.BaseURL)
+	if err != nil {
+		return nil, err
 	}
 	g, err := NewGetter(cfg)
 	if err != nil {
@@ -189,6 +186,19 @@ func New(cfg Config) (*Client, error) {
 		c.shape = &cp
 	}
 	return c, nil
+}
+
+// ParseURL parses the address of an ERP resource: an absolute http or
+// https URL without a query or fragment. what names it in errors.
+func ParseURL(what, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("erp: %s %q: want an absolute http or https URL", what, raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("erp: %s %q: no query or fragment allowed", what, raw)
+	}
+	return u, nil
 }
 
 // Stats returns the client's counters.

@@ -75,6 +75,13 @@ func (d *decoder) next() byte {
 	return 0
 }
 
+// atEnd skips white space and reports whether the input ends there (a NUL
+// byte, which next also returns as 0, is not the end).
+func (d *decoder) atEnd() bool {
+	d.ws()
+	return d.i >= len(d.b)
+}
+
 // expect consumes c after white space.
 func (d *decoder) expect(c byte) error {
 	if d.next() != c {
@@ -148,7 +155,7 @@ func (d *decoder) page() (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.next() != 0 {
+	if !d.atEnd() {
 		return nil, d.fail("data after the page object")
 	}
 	switch {

@@ -206,7 +206,7 @@ func TestDecodeBrokenPages(t *testing.T) {
 		`{"data":[]}`, `{"next_cursor":null}`,
 		`{"data":null,"next_cursor":null}`, `{"data":{},"next_cursor":null}`,
 		`{"data":[],"next_cursor":5}`, `{"data":[],"next_cursor":false}`,
-		`{"data":[],"next_cursor":null}x`, `{"data":[],"next_cursor":null}{}`,
+		`{"data":[],"next_cursor":null}x`, `{"data":[],"next_cursor":null}{}`, "{\"data\":[],\"next_cursor\":null}\x00",
 		`{"data":[` + item + `,],"next_cursor":null}`,
 		`{"data":[` + item + `],"next_cursor":null,}`,
 		`{"data":[` + item[:len(item)/2],

@@ -140,6 +140,12 @@ type attemptError struct {
 // what is transient (see the package documentation). endpoint names the
 // request for Hooks and errors.
 func (c *Getter) Get(ctx context.Context, endpoint, u string, decode func(http.Header, []byte) error) error {
+	return c.GetWith(ctx, endpoint, u, nil, decode)
+}
+
+// GetWith is Get with further request headers (they replace the defaults,
+// Accept: application/json for one).
+func (c *Getter) GetWith(ctx context.Context, endpoint, u string, header http.Header, decode func(http.Header, []byte) error) error {
 	for attempt := 1; ; attempt++ {
 		if c.cfg.Limiter != nil {
 			if err := c.cfg.Limiter.Wait(ctx); err != nil {
@@ -148,7 +154,7 @@ func (c *Getter) Get(ctx context.Context, endpoint, u string, decode func(http.H
 		}
 		c.requests.Add(1)
 		start := time.Now()
-		status, ae := c.attempt(ctx, u, decode)
+		status, ae := c.attempt(ctx, u, header, decode)
 		var err error
 		if ae != nil {
 			err = ae.err
@@ -175,7 +181,7 @@ func (c *Getter) Get(ctx context.Context, endpoint, u string, decode func(http.H
 
 // attempt sends one request and decodes its answer. It returns the HTTP
 // status (0 without an answer) and, on failure, what to do about it.
-func (c *Getter) attempt(ctx context.Context, u string, decode func(http.Header, []byte) error) (int, *attemptError) {
+func (c *Getter) attempt(ctx context.Context, u string, header http.Header, decode func(http.Header, []byte) error) (int, *attemptError) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
@@ -183,6 +189,9 @@ func (c *Getter) attempt(ctx context.Context, u string, decode func(http.Header,
 		return 0, &attemptError{err: fmt.Errorf("erp: new request: %w", err)}
 	}
 	req.Header.Set("Accept", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	switch {
 	case c.auth != "":
 		req.Header.Set("Authorization", c.auth)

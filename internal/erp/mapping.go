@@ -36,6 +36,18 @@ func ParseMapping(fieldSpec, statusSpec string) (*Mapping, error) {
 	if strings.TrimSpace(fieldSpec) == "" && strings.TrimSpace(statusSpec) == "" {
 		return nil, nil
 	}
+	return parseMapping(fieldSpec, statusSpec)
+}
+
+// IdentityMapping returns the mapping of a source that serves the fields
+// under their own names, with the rules of a mapped source (Edm.Date
+// values for starts_at and ends_at).
+func IdentityMapping() *Mapping {
+	m, _ := parseMapping("", "")
+	return m
+}
+
+func parseMapping(fieldSpec, statusSpec string) (*Mapping, error) {
 	m := &Mapping{props: fieldNames, index: make(map[string]int, nFields)}
 	fieldPairs, err := pairs(fieldSpec)
 	if err != nil {
@@ -156,7 +168,7 @@ func (m *Mapping) DecodeItem(raw []byte) (rec Record, inv Invalid, ok bool, err 
 		err = d.skip()
 		f.notObject = true
 	}
-	if err == nil && d.next() != 0 {
+	if err == nil && !d.atEnd() {
 		err = d.fail("data after the item")
 	}
 	if err != nil {

@@ -353,7 +353,7 @@ func (d *decoder) document(targets []target) error {
 	if err := d.visit(targets, 0); err != nil {
 		return err
 	}
-	if d.next() != 0 {
+	if !d.atEnd() {
 		return d.fail("data after the document")
 	}
 	return nil
