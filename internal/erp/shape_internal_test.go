@@ -53,3 +53,25 @@ func FuzzDecodeShapedPage(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeShapedPage decodes a 500-record page of erpmock's FaceV2
+// through its shape and field map: compare with BenchmarkDecodePage.
+func BenchmarkDecodeShapedPage(b *testing.B) {
+	w := httptest.NewRecorder()
+	erpmock.New(erpmock.Options{Records: 1000, Seed: 1, Face: erpmock.FaceV2}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v2/members/changes?limit=500", nil))
+	body := w.Body.Bytes()
+	m, err := ParseMapping("erp_id=id,member_id=customer,product_code=plan,status=state,starts_at=from,ends_at=to,version=rev,updated_at=modified",
+		"active=ACTIVE,paused=SUSPENDED,cancelled=CANCELLED,expired=EXPIRED")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := DefaultShape()
+	s.Records, s.Cursor = JSONPath{"result", "items"}, JSONPath{"result", "next"}
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		p, err := s.decodePage(body, m)
+		if err != nil || len(p.Records) != 500 {
+			b.Fatal(err)
+		}
+	}
+}
