@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test vet fuzz clean deploy-check cap-deps
+.PHONY: all build test vet fuzz clean deploy-check docs-check cap-deps
 
 all: build
 
@@ -31,6 +31,14 @@ cap-deps:
 # and the Grafana dashboard (see deploy/README.md for the tools).
 deploy-check:
 	bash deploy/check.sh
+
+# README.md and docs/*.md against the repository: relative links and their
+# anchors, the make targets they name, every flag of `erpsync <cmd> -h` in
+# docs/configuration.md and of `erpmock -h` in docs/connect-erp.md, a
+# runbook in docs/operations.md for every alert.
+# `make test` runs the same test.
+docs-check:
+	$(GO) test -count=1 ./internal/docscheck/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/

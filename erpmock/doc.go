@@ -1,7 +1,8 @@
 // Package erpmock is a mock of the ERP membership feed described in
-// shared/spec/erp-api.yaml, served by an http.Handler that tests can start
-// in-process (httptest.NewServer(erpmock.New(opt))) and that cmd/erpmock
-// serves as a binary.
+// api/erp-api.yaml (api.ERPOpenAPI), served by an http.Handler that tests
+// can start in-process (httptest.NewServer(erpmock.New(opt))) and that
+// cmd/erpmock serves as a binary. It serves that document at /openapi.yaml,
+// and its tests validate its answers against it, faults included.
 //
 // The feed holds Options.Records deterministic records: the same Seed and
 // Records give the same records, byte for byte. Record i (from 0) has the
@@ -28,8 +29,8 @@
 //
 // Truth returns the latest version of every valid record, which is what a
 // correct consumer must end up holding. The /admin endpoints expose the
-// same controls over HTTP for harnesses that drive the binary; they are
-// subject neither to faults nor to the token.
+// same controls over HTTP for harnesses that drive the binary; they and
+// /openapi.yaml are subject neither to faults nor to the token.
 //
 // What the mock does NOT promise: it is not the ERP. Its records are
 // plausible, not realistic; fault decisions come from one seeded generator

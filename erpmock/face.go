@@ -11,7 +11,7 @@ import (
 type Face string
 
 const (
-	// FaceSpec is the API of shared/spec/erp-api.yaml under /api/v1/: the
+	// FaceSpec is the API of the contract (api.ERPOpenAPI) under /api/v1/: the
 	// default.
 	FaceSpec Face = ""
 	// FaceV2 is a homegrown API shaped differently, for sources configured

@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/erpsync/erpsync/api"
 	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
-// ServeHTTP serves the API of Options.Face (by default the one of
-// shared/spec/erp-api.yaml under /api/v1/) and the admin endpoints under
+// ServeHTTP serves the API of Options.Face: by default the one of the
+// contract (api.ERPOpenAPI) under /api/v1/ and the contract itself at
+// /openapi.yaml; and the admin endpoints under
 // /admin/.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mux.ServeHTTP(w, r)
@@ -29,6 +31,7 @@ func (m *Mock) routes() {
 	default:
 		m.mux.HandleFunc("GET /api/v1/memberships", m.api(m.servePage))
 		m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
+		m.mux.HandleFunc("GET /openapi.yaml", serveOpenAPI)
 	}
 	m.mux.HandleFunc("GET /admin/faults", m.getFaults)
 	m.mux.HandleFunc("PUT /admin/faults", m.putFaults)
@@ -135,6 +138,14 @@ func (m *Mock) serveCount(r *http.Request, _ Faults) (int, []byte) {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
 	return http.StatusOK, fmt.Appendf(nil, "{\"count\":%d}\n", m.count(w))
+}
+
+// serveOpenAPI serves the contract the API follows. Like /admin, it is
+// subject neither to faults nor to the token.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(api.ERPOpenAPI)))
+	_, _ = w.Write(api.ERPOpenAPI)
 }
 
 func (m *Mock) authorized(r *http.Request) bool {

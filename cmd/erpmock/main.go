@@ -4,7 +4,8 @@
 //
 // Every flag has an environment variable: ERPMOCK_ and the flag's name in
 // upper case with '-' as '_' (ERPMOCK_ERROR_RATE for --error-rate). The flag
-// wins. Faults can be switched at runtime through /admin/faults.
+// wins. Faults can be switched at runtime through /admin/faults. The API
+// follows api/erp-api.yaml, which it serves at /openapi.yaml.
 package main
 
 import (

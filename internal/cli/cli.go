@@ -1,5 +1,5 @@
 // Package cli is erpsync's command line: it parses the settings of
-// shared/spec/cli.md (flags and ERPSYNC_* environment variables), wires the
+// docs/configuration.md (flags and ERPSYNC_* environment variables), wires the
 // store, the locks and the ERP client, runs a command and maps the outcome to
 // the exit codes of the contract.
 package cli

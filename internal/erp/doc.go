@@ -1,5 +1,5 @@
-// Package erp is the client of the ERP membership feed
-// (shared/spec/erp-api.yaml): it pages memberships ordered by
+// Package erp is the client of the ERP membership feed of the contract
+// api/erp-api.yaml (api.ERPOpenAPI): it pages memberships ordered by
 // (updated_at, erp_id) and counts them.
 //
 // The client absorbs the feed's transient failures. An attempt that ends in

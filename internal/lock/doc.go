@@ -71,7 +71,7 @@
 // writing a key of its own with a TTL, and
 // ObtainMany and a coalesced batch (see below) read and write one counter
 // per script call instead of one per key, which costs the server less CPU
-// per grant (the README has the figures). Tokens of different keys are
+// per grant (docs/performance.md has the figures). Tokens of different keys are
 // distinct on one server or slot, which nothing relies on. A Redlock's
 // nodes keep one counter per slot too, on every kind of node (see Redlock
 // below). Only a Client over a Ring or another client that may shard the
