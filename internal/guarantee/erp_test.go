@@ -44,11 +44,10 @@ func (r record) json() []byte {
 // item is one entry of the feed as the ERP orders it: a valid record's
 // version, or an invalid item with the time it sorts at.
 type item struct {
-	id      string
-	at      time.Time
-	raw     []byte
-	rec     *record // nil for an invalid item
-	isExtra bool    // a replay or duplicate the adversary added to a page
+	id  string
+	at  time.Time
+	raw []byte
+	rec *record // nil for an invalid item
 }
 
 func (a item) cmp(b item) int {
@@ -225,14 +224,7 @@ func (e *erpSim) changeAll() {
 	}
 }
 
-func (e *erpSim) ids() []string {
-	ids := make([]string, 0, len(e.cur))
-	for id := range e.cur {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (e *erpSim) ids() []string { return sortedKeys(e.cur) }
 
 // mutate applies the changes the adversary makes before a page of l.
 func (e *erpSim) mutate(l *execLog) {
@@ -446,9 +438,7 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if continued && len(l.last) > 0 && e.rng.IntN(100) < e.adv.Replay {
 		r := 1 + e.rng.IntN(min(3, len(l.last)))
 		for _, it := range l.last[len(l.last)-r:] {
-			c := e.copyOf(it)
-			c.isExtra = true
-			extras = append(extras, c)
+			extras = append(extras, e.copyOf(it))
 		}
 	}
 	nExtra := min(len(extras), limit-1)
@@ -457,25 +447,16 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	}
 	base := min(len(match), limit-nExtra)
 	page := append([]item(nil), extras[:nExtra]...)
-	for _, it := range match[:base] {
-		it.isExtra = false
-		page = append(page, it)
-	}
+	page = append(page, match[:base]...)
 	// Duplicates and stale copies anywhere, while the page has room.
 	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.Dup {
 		c := e.copyOf(page[e.rng.IntN(len(page))])
-		c.isExtra = true
 		page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
 	}
 	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.StaleAny && len(e.hist) > 0 {
-		ids := make([]string, 0, len(e.hist))
-		for id := range e.hist {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
+		ids := sortedKeys(e.hist)
 		h := e.hist[ids[e.rng.IntN(len(ids))]]
 		c := recordItem(h[e.rng.IntN(len(h))])
-		c.isExtra = true
 		page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
 	}
 	return page, base
