@@ -79,3 +79,16 @@ demo:
 # printed and written to ./chaos-report/chaos-report.md.
 chaos:
 	ERPSYNC_CHAOS_OUT=$(CURDIR)/chaos-report $(GO) test -race -tags chaos -count=1 -v -timeout 10m ./internal/chaos/
+
+.PHONY: guarantee fuzz-guarantee
+
+# The model-based test of the guarantee (internal/guarantee): a few hundred
+# generated adversarial feeds, each with overlapping runs and backfills on
+# the real MariaDB and Redis, some as processes killed with SIGKILL.
+guarantee:
+	$(GO) test -race -count=1 -v -timeout 15m -run 'TestGuaranteeSweep|TestSigtermKeepsTheJobLock' ./internal/guarantee/
+
+# Search further for feeds that break the guarantee. FUZZTIME=10m for longer.
+FUZZTIME ?= 2m
+fuzz-guarantee:
+	$(GO) test -run '^$$' -fuzz FuzzGuarantee -fuzztime $(FUZZTIME) ./internal/guarantee/

@@ -13,6 +13,12 @@
 // over that pair, so a client that pages while nothing changes sees every
 // record exactly once.
 //
+// Options.Face serves the same records under another API instead:
+// FaceV2 is a homegrown API shaped differently (its own path, parameter
+// names, envelope, field names and status values, offset or token paging,
+// optionally without a version), the test bed of a REST source configured
+// without code.
+//
 // Faults are switches that make the mock misbehave the way the real ERP is
 // allowed to: latency, 5xx answers, 429 with Retry-After, a global request
 // rate, truncated bodies, hung responses, a record twice in one page, an

@@ -14,8 +14,9 @@ import (
 	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
-// ServeHTTP serves the API of the contract (api.ERPOpenAPI) under /api/v1/,
-// the contract itself at /openapi.yaml, and the admin endpoints under
+// ServeHTTP serves the API of Options.Face: by default the one of the
+// contract (api.ERPOpenAPI) under /api/v1/ and the contract itself at
+// /openapi.yaml; and the admin endpoints under
 // /admin/.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mux.ServeHTTP(w, r)
@@ -23,9 +24,15 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (m *Mock) routes() {
 	m.mux = http.NewServeMux()
-	m.mux.HandleFunc("GET /api/v1/memberships", m.api(m.servePage))
-	m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
-	m.mux.HandleFunc("GET /openapi.yaml", serveOpenAPI)
+	switch m.face {
+	case FaceV2:
+		m.mux.HandleFunc("GET /v2/members/changes", m.api(m.serveV2Page))
+		m.mux.HandleFunc("GET /v2/members/count", m.api(m.serveV2Count))
+	default:
+		m.mux.HandleFunc("GET /api/v1/memberships", m.api(m.servePage))
+		m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
+		m.mux.HandleFunc("GET /openapi.yaml", serveOpenAPI)
+	}
 	m.mux.HandleFunc("GET /admin/faults", m.getFaults)
 	m.mux.HandleFunc("PUT /admin/faults", m.putFaults)
 	m.mux.HandleFunc("PATCH /admin/faults", m.putFaults)
@@ -91,11 +98,18 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
+	items, next := m.pageItems(q, f)
+	return http.StatusOK, m.appendPage(make([]byte, 0, 64+220*len(items)), items, next)
+}
+
+// pageItems reads the page q asks for, with the page faults of f: records
+// changed first, a duplicate and a stale copy appended. next is the cursor
+// after the page, "" on the last.
+func (m *Mock) pageItems(q pageQuery, f Faults) (items []served, next string) {
 	if f.ChangeRate > 0 {
 		m.Change(f.ChangeRate)
 	}
 	items, more := m.page(q)
-	next := ""
 	if more {
 		last := items[len(items)-1]
 		next = m.encodeCursor(entry{ua: last.r.ua, idx: last.idx})
@@ -115,7 +129,7 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 			}
 		}
 	}
-	return http.StatusOK, m.appendPage(make([]byte, 0, 64+220*len(items)), items, next)
+	return items, next
 }
 
 func (m *Mock) serveCount(r *http.Request, _ Faults) (int, []byte) {

@@ -356,11 +356,15 @@ func (d *deps) Close() {
 // connect opens MySQL, Redis and the ERP client and checks that each
 // answers. Any failure is a depError: exit 2, nothing written.
 func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (*deps, error) {
+	shape, err := s.REST.shape(s.ERP.Kind)
+	if err != nil {
+		return nil, err
+	}
 	d := &deps{}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// The ERP settings are checked before anything connects.
-	if _, err := s.ERP.source(erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken}); err != nil {
+	if _, err := s.ERP.source(erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Shape: shape}); err != nil {
 		return nil, usageError{err}
 	}
 	st, err := s.openStore(cctx)
@@ -369,7 +373,7 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	d.store = st
 	lopt := &lock.Options{Prefix: s.LockPrefix}
-	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
+	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries, Shape: shape}
 	if ecfg.TLS, err = loadTLS("--erp-tls-ca", tlsconf.Files{CA: s.ERPTLSCA}); err != nil {
 		d.Close()
 		return nil, err
@@ -404,7 +408,11 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		return nil, usageError{err}
 	}
 	if probeERP {
-		if _, err := d.erp.Count(cctx, time.Time{}, time.Time{}); err != nil {
+		_, err := d.erp.Count(cctx, time.Time{}, time.Time{})
+		if errors.Is(err, erp.ErrNoCount) {
+			_, err = d.erp.Page(cctx, erp.Query{Limit: 1})
+		}
+		if err != nil {
 			d.Close()
 			if errors.Is(err, erp.ErrUnauthorized) {
 				return nil, depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}

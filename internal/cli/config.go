@@ -43,6 +43,7 @@ type settings struct {
 	ERPRetries    int
 	ERPRate       string
 	ERPRateKey    string
+	REST          restSettings
 	Job           string
 	Workers       int
 	LockTTL       time.Duration
@@ -107,6 +108,7 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.ERPRetries, "erp-retries", 6, "retries of one ERP request (5xx, 429, network, truncated body)")
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
 	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
+	s.REST.flags(fs)
 	fs.StringVar(&s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.logFlags(fs)
 }

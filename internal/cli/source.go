@@ -10,7 +10,7 @@ import (
 	"github.com/erpsync/erpsync/internal/odata"
 )
 
-// erpSettings choose and configure the ERP source (shared/spec/cli.md,
+// erpSettings choose and configure the ERP source (docs/configuration.md,
 // "ERP sources").
 type erpSettings struct {
 	Kind, Map, StatusMap, Paging string

@@ -134,6 +134,10 @@ type Config struct {
 	// Limiter, when set, is waited on before every attempt, retries
 	// included: a rate shared by every instance (see internal/ratelimit).
 	Limiter Limiter
+	// Shape describes a REST API shaped differently from the spec's: its
+	// endpoints, parameter names, paging and envelope. Defaults to nil:
+	// the spec's API, read by a decoder written for it.
+	Shape *Shape
 }
 
 // Limiter paces requests.
@@ -150,9 +154,10 @@ type Stats struct {
 
 // Client reads the ERP membership feed. It is safe for concurrent use.
 type Client struct {
-	g    *Getter
-	base string
-	m    *Mapping
+	g     *Getter
+	base  string
+	m     *Mapping
+	shape *Shape // nil: the spec's API
 }
 
 // Endpoint names, as Hooks.Request reports them, for the REST API and
@@ -172,7 +177,15 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{g: g, base: strings.TrimRight(u.String(), "/"), m: cfg.Mapping}, nil
+	c := &Client{g: g, base: strings.TrimRight(u.String(), "/"), m: cfg.Mapping}
+	if sh := cfg.Shape; sh != nil && !sh.spec() {
+		if err := sh.check(); err != nil {
+			return nil, err
+		}
+		cp := *sh
+		c.shape = &cp
+	}
+	return c, nil
 }
 
 // ParseURL parses the address of an ERP resource: an absolute http or
@@ -197,7 +210,10 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 	if q.Limit < 0 || q.Limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d not in [1, 1000]", ErrBadRequest, q.Limit)
 	}
-	v := window(q.Since, q.Until)
+	if c.shape != nil {
+		return c.shapedPage(ctx, q)
+	}
+	v := DefaultParams.window(q.Since, q.Until)
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)
 	}
@@ -215,10 +231,14 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 }
 
 // Count returns how many records the feed holds in [since, until); zero
-// times leave a bound open.
+// times leave a bound open. It returns ErrNoCount when Config.Shape has no
+// count endpoint.
 func (c *Client) Count(ctx context.Context, since, until time.Time) (int64, error) {
+	if c.shape != nil {
+		return c.shapedCount(ctx, since, until)
+	}
 	var n int64
-	err := c.get(ctx, EndpointCount, "/api/v1/memberships/count", window(since, until), func(_ http.Header, body []byte) (err error) {
+	err := c.get(ctx, EndpointCount, "/api/v1/memberships/count", DefaultParams.window(since, until), func(_ http.Header, body []byte) (err error) {
 		n, err = decodeCount(body)
 		return err
 	})
@@ -233,17 +253,6 @@ func ServedAt(h http.Header) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
-}
-
-func window(since, until time.Time) url.Values {
-	v := url.Values{}
-	if !since.IsZero() {
-		v.Set("updated_since", since.UTC().Format(time.RFC3339Nano))
-	}
-	if !until.IsZero() {
-		v.Set("updated_until", until.UTC().Format(time.RFC3339Nano))
-	}
-	return v
 }
 
 // get GETs path with query.

@@ -780,34 +780,5 @@ func (d *decoder) skip() error {
 
 // decodeCount decodes the body of the count endpoint.
 func decodeCount(body []byte) (int64, error) {
-	d := decoder{b: body}
-	var count []byte
-	err := d.object(func(key []byte) error {
-		if string(key) != "count" {
-			return d.skip()
-		}
-		if c := d.next(); c != '-' && (c < '0' || c > '9') {
-			return d.fail("count is not a number")
-		}
-		v, isInt, err := d.number()
-		if err == nil && !isInt {
-			err = d.fail("count is not an integer")
-		}
-		count = v
-		return err
-	})
-	if err == nil && !d.atEnd() {
-		err = d.fail("data after the count object")
-	}
-	if err != nil {
-		return 0, fmt.Errorf("decode count: %w", err)
-	}
-	if count == nil {
-		return 0, errors.New("decode count: no count")
-	}
-	n, err := strconv.ParseInt(string(count), 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("decode count: %s is not a count", quote(count))
-	}
-	return n, nil
+	return decodeCountAt(body, JSONPath{"count"})
 }

@@ -30,6 +30,14 @@
 // basic or OAuth 2.0 client credentials; retries; timeouts; the body cap;
 // the shared rate; hooks) that the Client and the OData source share.
 //
+// Config.Shape reads an API shaped differently without code: its
+// endpoints, parameter names, cursor or offset paging and where its bodies
+// keep the records, the next cursor and the count (JSON paths). The same
+// hand-written decoder walks those paths, skipping the rest, and validates
+// the items as above; the spec's own shape keeps its dedicated decoder.
+// Offset paging skips a record whenever an earlier one changes while the
+// pages are read (it moves to the end of the feed): prefer a cursor.
+//
 // What the client does NOT promise: it does not deduplicate. The feed is
 // at-least-once, so a page can hold the same erp_id twice, an older
 // version after a newer one, and records seen on earlier pages; the
