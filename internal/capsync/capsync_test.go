@@ -189,6 +189,7 @@ func TestBackfill20000(t *testing.T) {
 	if rep["status"] != "succeeded" || rep["fetched"] != float64(20000) || rep["inserted"] != float64(20000) || rep["invalid"] != float64(0) {
 		t.Errorf("report %v", rep)
 	}
+	t.Logf("backfill of 20000 records from CAP: %.0f records/s, %v ERP requests", rep["records_per_second"], rep["erp_requests"])
 	// 20 pages of 1000 and the empty page that ends keyset paging, plus
 	// the probe and the progress count.
 	if n := rep["erp_requests"].(float64); n < 21 || n > 30 {
