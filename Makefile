@@ -1,6 +1,7 @@
 # erpsync. `make test` is the test command CI runs (see .ci/run).
 GO ?= go
 BIN := bin
+CAP_MODULES := internal/captest/cap/node_modules/.package-lock.json
 
 .PHONY: all build test vet fuzz clean deploy-check docs-check cap-deps
 
@@ -18,13 +19,18 @@ vet:
 # Tests talk to the real MariaDB/MySQL (ERPSYNC_TEST_MYSQL_DSN, default
 # root@tcp(127.0.0.1:3306)/) and Redis (ERPSYNC_TEST_REDIS_ADDR, default
 # 127.0.0.1:6379). Each test makes its own database or key prefix.
-test: vet build
+test: vet build $(CAP_MODULES)
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The SAP CAP project internal/captest serves as a real OData v4 server
 # (Node.js 20+): its node_modules from the committed lockfile, no install
 # scripts (the sql.js driver is WebAssembly, nothing is compiled).
 cap-deps:
+	cd internal/captest/cap && npm ci --ignore-scripts
+
+# make test installs the CAP project's packages when they are missing or
+# older than the lockfile.
+$(CAP_MODULES): internal/captest/cap/package-lock.json
 	cd internal/captest/cap && npm ci --ignore-scripts
 
 # Offline checks of Dockerfile, compose, Kubernetes manifests, alert rules
