@@ -204,7 +204,7 @@ func checkpointFencing(t *testing.T, s *store.Store) {
 	if err := s.SaveCheckpoint(ctx, "j", t0.Add(3*time.Hour+999_900*time.Microsecond/1000), 300, "r3"); err != nil {
 		t.Fatal(err)
 	}
-	if cp, _, _ := s.Checkpoint(ctx, "j"); !cp.Position.Equal(t0.Add(3*time.Hour)) {
+	if cp, _, _ := s.Checkpoint(ctx, "j"); !cp.Position.Equal(t0.Add(3 * time.Hour)) {
 		t.Fatalf("position %s, want %s truncated", cp.Position, t0.Add(3*time.Hour))
 	}
 }

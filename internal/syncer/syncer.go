@@ -320,7 +320,7 @@ func (r *run) finish(ctx context.Context, status string, err error) {
 		ev = r.log.Error().AnErr("error", err)
 	}
 	ev.Str("status", status).
-		Int64("fetched", rep.Fetched).Int64("inserted", rep.Inserted).Int64("updated", rep.Updated).
+		Int64("fetched", rep.Fetched).Int64("inserted", rep.Inserted).Int64("updated", rep.Updated).Int64("restored", rep.Restored).
 		Int64("unchanged", rep.Unchanged).Int64("duplicates_in_feed", rep.DuplicatesInFeed).
 		Int64("lock_contended", rep.LockContended).Int64("unique_violations", rep.UniqueViolations).
 		Int64("stale_rejected", rep.StaleRejected).Int64("invalid", rep.Invalid).Int64("failed", rep.Failed).
