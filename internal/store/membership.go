@@ -255,3 +255,13 @@ func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) 
 	}
 	return done, nil
 }
+
+// Now is the database's clock (UTC, milliseconds): the clock of the rows'
+// updated_at.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.sql.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(3)").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return t, nil
+}
