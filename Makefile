@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test vet fuzz clean deploy-check
+.PHONY: all build test vet fuzz clean deploy-check docs-check cap-deps
 
 all: build
 
@@ -21,10 +21,24 @@ vet:
 test: vet build
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+# The SAP CAP project internal/captest serves as a real OData v4 server
+# (Node.js 20+): its node_modules from the committed lockfile, no install
+# scripts (the sql.js driver is WebAssembly, nothing is compiled).
+cap-deps:
+	cd internal/captest/cap && npm ci --ignore-scripts
+
 # Offline checks of Dockerfile, compose, Kubernetes manifests, alert rules
 # and the Grafana dashboard (see deploy/README.md for the tools).
 deploy-check:
 	bash deploy/check.sh
+
+# README.md and docs/*.md against the repository: relative links and their
+# anchors, the make targets they name, every flag of `erpsync <cmd> -h` in
+# docs/configuration.md and of `erpmock -h` in docs/connect-erp.md, a
+# runbook in docs/operations.md for every alert.
+# `make test` runs the same test.
+docs-check:
+	$(GO) test -count=1 ./internal/docscheck/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/
@@ -64,3 +78,16 @@ demo:
 # printed and written to ./chaos-report/chaos-report.md.
 chaos:
 	ERPSYNC_CHAOS_OUT=$(CURDIR)/chaos-report $(GO) test -race -tags chaos -count=1 -v -timeout 10m ./internal/chaos/
+
+.PHONY: guarantee fuzz-guarantee
+
+# The model-based test of the guarantee (internal/guarantee): a few hundred
+# generated adversarial feeds, each with overlapping runs and backfills on
+# the real MariaDB and Redis, some as processes killed with SIGKILL.
+guarantee:
+	$(GO) test -race -count=1 -v -timeout 15m -run 'TestGuaranteeSweep|TestSigtermKeepsTheJobLock' ./internal/guarantee/
+
+# Search further for feeds that break the guarantee. FUZZTIME=10m for longer.
+FUZZTIME ?= 2m
+fuzz-guarantee:
+	$(GO) test -run '^$$' -fuzz FuzzGuarantee -fuzztime $(FUZZTIME) ./internal/guarantee/

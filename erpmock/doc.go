@@ -1,7 +1,8 @@
 // Package erpmock is a mock of the ERP membership feed described in
-// shared/spec/erp-api.yaml, served by an http.Handler that tests can start
-// in-process (httptest.NewServer(erpmock.New(opt))) and that cmd/erpmock
-// serves as a binary.
+// api/erp-api.yaml (api.ERPOpenAPI), served by an http.Handler that tests
+// can start in-process (httptest.NewServer(erpmock.New(opt))) and that
+// cmd/erpmock serves as a binary. It serves that document at /openapi.yaml,
+// and its tests validate its answers against it, faults included.
 //
 // The feed holds Options.Records deterministic records: the same Seed and
 // Records give the same records, byte for byte. Record i (from 0) has the
@@ -11,6 +12,12 @@
 // ties. Pages are ordered by (updated_at, erp_id) and the cursor is a keyset
 // over that pair, so a client that pages while nothing changes sees every
 // record exactly once.
+//
+// Options.Face serves the same records under another API instead:
+// FaceV2 is a homegrown API shaped differently (its own path, parameter
+// names, envelope, field names and status values, offset or token paging,
+// optionally without a version), the test bed of a REST source configured
+// without code.
 //
 // Faults are switches that make the mock misbehave the way the real ERP is
 // allowed to: latency, 5xx answers, 429 with Retry-After, a global request
@@ -22,8 +29,8 @@
 //
 // Truth returns the latest version of every valid record, which is what a
 // correct consumer must end up holding. The /admin endpoints expose the
-// same controls over HTTP for harnesses that drive the binary; they are
-// subject neither to faults nor to the token.
+// same controls over HTTP for harnesses that drive the binary; they and
+// /openapi.yaml are subject neither to faults nor to the token.
 //
 // What the mock does NOT promise: it is not the ERP. Its records are
 // plausible, not realistic; fault decisions come from one seeded generator

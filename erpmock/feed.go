@@ -28,8 +28,9 @@ type window struct {
 // pageQuery is a parsed GET /api/v1/memberships.
 type pageQuery struct {
 	window
-	after *entry // cursor: the last entry of the previous page
-	limit int
+	after  *entry // cursor: the last entry of the previous page
+	offset int    // live records to skip first
+	limit  int
 }
 
 // served is one item of a page: a record and its index.
@@ -40,20 +41,26 @@ type served struct {
 
 // parseWindow reads updated_since and updated_until.
 func parseWindow(v url.Values) (window, error) {
+	return parseBounds(v, "updated_since", "updated_until")
+}
+
+// parseBounds reads a window from the query parameters sinceName
+// (inclusive) and untilName (exclusive).
+func parseBounds(v url.Values, sinceName, untilName string) (window, error) {
 	w := window{since: math.MinInt64, until: math.MaxInt64}
 	var err error
-	if s, ok, e := single(v, "updated_since"); e != nil {
+	if s, ok, e := single(v, sinceName); e != nil {
 		return w, e
 	} else if ok {
 		if w.since, err = ceilMillis(s); err != nil {
-			return w, fmt.Errorf("updated_since: %w", err)
+			return w, fmt.Errorf("%s: %w", sinceName, err)
 		}
 	}
-	if s, ok, e := single(v, "updated_until"); e != nil {
+	if s, ok, e := single(v, untilName); e != nil {
 		return w, e
 	} else if ok {
 		if w.until, err = ceilMillis(s); err != nil {
-			return w, fmt.Errorf("updated_until: %w", err)
+			return w, fmt.Errorf("%s: %w", untilName, err)
 		}
 	}
 	return w, nil
@@ -65,15 +72,9 @@ func parsePageQuery(v url.Values) (pageQuery, error) {
 	if err != nil {
 		return pageQuery{}, err
 	}
-	q := pageQuery{window: w, limit: defaultLimit}
-	if s, ok, err := single(v, "limit"); err != nil {
+	q := pageQuery{window: w}
+	if q.limit, err = parseLimit(v, defaultLimit); err != nil {
 		return q, err
-	} else if ok {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLimit {
-			return q, fmt.Errorf("limit %q: want an integer in [1, %d]", s, maxLimit)
-		}
-		q.limit = n
 	}
 	if s, ok, err := single(v, "cursor"); err != nil {
 		return q, err
@@ -85,6 +86,19 @@ func parsePageQuery(v url.Values) (pageQuery, error) {
 		q.after = &e
 	}
 	return q, nil
+}
+
+// parseLimit reads limit, def when absent.
+func parseLimit(v url.Values, def int) (int, error) {
+	s, ok, err := single(v, "limit")
+	if err != nil || !ok {
+		return def, err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxLimit {
+		return def, fmt.Errorf("limit %q: want an integer in [1, %d]", s, maxLimit)
+	}
+	return n, nil
 }
 
 // single returns the one value of the query parameter name.
@@ -146,8 +160,9 @@ func decodeCursor(s string) (entry, error) {
 	return entry{ua: c.UpdatedAt, idx: int32(n - 1)}, nil
 }
 
-// page reads one page: up to q.limit live records after the cursor, and
-// whether more follow inside the window.
+// page reads one page: up to q.limit live records after the cursor and
+// the first q.offset live records, and whether more follow inside the
+// window.
 func (m *Mock) page(q pageQuery) (items []served, more bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -160,6 +175,7 @@ func (m *Mock) page(q pageQuery) (items []served, more bool) {
 		i = max(i, j)
 	}
 	items = make([]served, 0, min(q.limit, len(m.order)-i))
+	skip := q.offset
 	for ; i < len(m.order); i++ {
 		e := m.order[i]
 		if e.ua >= q.until {
@@ -168,6 +184,10 @@ func (m *Mock) page(q pageQuery) (items []served, more bool) {
 		r := m.recs[e.idx]
 		if !m.live(e) {
 			continue // the record has moved on, or is deleted
+		}
+		if skip > 0 {
+			skip--
+			continue
 		}
 		if len(items) == q.limit {
 			return items, true
@@ -221,48 +241,83 @@ func (m *Mock) staleCopy(s served) (served, bool) {
 
 // appendPage appends the JSON body of a page.
 func (m *Mock) appendPage(b []byte, items []served, next string) []byte {
-	b = append(b, `{"data":[`...)
+	b = m.appendItems(append(b, `{"data":[`...), &specFormat, items)
+	b = appendStringOrNull(append(b, `],"next_cursor":`...), next)
+	return append(b, "}\n"...)
+}
+
+// appendItems appends items in format f, comma-separated.
+func (m *Mock) appendItems(b []byte, f *itemFormat, items []served) []byte {
 	for k, s := range items {
 		if k > 0 {
 			b = append(b, ',')
 		}
-		b = m.appendItem(b, s.idx, s.r)
+		b = m.appendItemAs(b, f, s.idx, s.r)
 	}
-	b = append(b, `],"next_cursor":`...)
-	if next == "" {
-		b = append(b, "null"...)
-	} else {
-		b = appendJSONString(b, next)
+	return b
+}
+
+// appendStringOrNull appends s as a JSON string, or null when empty.
+func appendStringOrNull(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
 	}
-	return append(b, "}\n"...)
+	return appendJSONString(b, s)
+}
+
+// itemFormat spells a face's item: the JSON text before each value, the
+// status values and the invalid one.
+type itemFormat struct {
+	open, member, product, status, starts, ends string
+	version                                     string // "" leaves the version out
+	updated                                     string
+	statuses                                    *[4]string
+	pending                                     string
+}
+
+// specFormat is the item format of the spec.
+var specFormat = itemFormat{
+	open: `{"erp_id":"`, member: `,"member_id":"`, product: `,"product_code":"`, status: `","status":"`,
+	starts: `","starts_at":"`, ends: `","ends_at":`, version: `,"version":`, updated: `,"updated_at":"`,
+	statuses: &statuses, pending: "PENDING",
 }
 
 // appendItem appends record idx as a JSON object, with its flaw if it has
 // one.
 func (m *Mock) appendItem(b []byte, idx int32, r rec) []byte {
-	b = append(b, `{"erp_id":"`...)
+	return m.appendItemAs(b, &specFormat, idx, r)
+}
+
+// appendItemAs appends record idx as an item of format f. A format
+// without a version serves a record whose flaw is in its version with an
+// invalid start date instead.
+func (m *Mock) appendItemAs(b []byte, f *itemFormat, idx int32, r rec) []byte {
+	if f.version == "" && (r.invalid == flawVersionZero || r.invalid == flawVersionString) {
+		r.invalid = flawDate
+	}
+	b = append(b, f.open...)
 	b = m.appendErpID(b, idx, r.invalid) // no character of it needs escaping
 	b = append(b, '"')
 	if r.invalid != flawMissingMemberID {
-		b = append(b, `,"member_id":"`...)
+		b = append(b, f.member...)
 		b = appendPadded(b, 'U', uint64(r.member), m.width)
 		b = append(b, '"')
 	}
-	b = append(b, `,"product_code":"`...)
+	b = append(b, f.product...)
 	b = append(b, products[r.product]...)
-	b = append(b, `","status":"`...)
+	b = append(b, f.status...)
 	if r.invalid == flawStatus {
-		b = append(b, "PENDING"...)
+		b = append(b, f.pending...)
 	} else {
-		b = append(b, statuses[r.status]...)
+		b = append(b, f.statuses[r.status]...)
 	}
-	b = append(b, `","starts_at":"`...)
+	b = append(b, f.starts...)
 	if r.invalid == flawDate {
 		b = append(b, badDates[int(idx)%len(badDates)]...)
 	} else {
 		b = appendWireTime(b, r.startsAt)
 	}
-	b = append(b, `","ends_at":`...)
+	b = append(b, f.ends...)
 	switch {
 	case r.invalid == flawEndsBeforeStarts:
 		b = append(b, '"')
@@ -275,18 +330,20 @@ func (m *Mock) appendItem(b []byte, idx int32, r rec) []byte {
 		b = appendWireTime(b, r.endsAt)
 		b = append(b, '"')
 	}
-	b = append(b, `,"version":`...)
-	switch r.invalid {
-	case flawVersionZero:
-		b = append(b, '0')
-	case flawVersionString:
-		b = append(b, '"')
-		b = strconv.AppendInt(b, r.version, 10)
-		b = append(b, '"')
-	default:
-		b = strconv.AppendInt(b, r.version, 10)
+	if f.version != "" {
+		b = append(b, f.version...)
+		switch r.invalid {
+		case flawVersionZero:
+			b = append(b, '0')
+		case flawVersionString:
+			b = append(b, '"')
+			b = strconv.AppendInt(b, r.version, 10)
+			b = append(b, '"')
+		default:
+			b = strconv.AppendInt(b, r.version, 10)
+		}
 	}
-	b = append(b, `,"updated_at":"`...)
+	b = append(b, f.updated...)
 	b = appendWireTime(b, r.ua)
 	return append(b, `"}`...)
 }

@@ -10,19 +10,29 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/erpsync/erpsync/api"
 	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
-// ServeHTTP serves the API of shared/spec/erp-api.yaml under /api/v1/ and
-// the admin endpoints under /admin/.
+// ServeHTTP serves the API of Options.Face: by default the one of the
+// contract (api.ERPOpenAPI) under /api/v1/ and the contract itself at
+// /openapi.yaml; and the admin endpoints under
+// /admin/.
 func (m *Mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mux.ServeHTTP(w, r)
 }
 
 func (m *Mock) routes() {
 	m.mux = http.NewServeMux()
-	m.mux.HandleFunc("GET /api/v1/memberships", m.api(m.servePage))
-	m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
+	switch m.face {
+	case FaceV2:
+		m.mux.HandleFunc("GET /v2/members/changes", m.api(m.serveV2Page))
+		m.mux.HandleFunc("GET /v2/members/count", m.api(m.serveV2Count))
+	default:
+		m.mux.HandleFunc("GET /api/v1/memberships", m.api(m.servePage))
+		m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
+		m.mux.HandleFunc("GET /openapi.yaml", serveOpenAPI)
+	}
 	m.mux.HandleFunc("GET /admin/faults", m.getFaults)
 	m.mux.HandleFunc("PUT /admin/faults", m.putFaults)
 	m.mux.HandleFunc("PATCH /admin/faults", m.putFaults)
@@ -90,6 +100,14 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
+	items, next := m.pageItems(q, f)
+	return http.StatusOK, m.appendPage(make([]byte, 0, 64+220*len(items)), items, next)
+}
+
+// pageItems reads the page q asks for, with the page faults of f: records
+// changed first, a duplicate and a stale copy appended. next is the cursor
+// after the page, "" on the last.
+func (m *Mock) pageItems(q pageQuery, f Faults) (items []served, next string) {
 	if f.ChangeRate > 0 {
 		m.Change(f.ChangeRate)
 	}
@@ -97,7 +115,6 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 		m.Delete(f.DeleteRate)
 	}
 	items, more := m.page(q)
-	next := ""
 	if more {
 		last := items[len(items)-1]
 		next = m.encodeCursor(entry{ua: last.r.ua, idx: last.idx})
@@ -117,7 +134,7 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 			}
 		}
 	}
-	return http.StatusOK, m.appendPage(make([]byte, 0, 64+220*len(items)), items, next)
+	return items, next
 }
 
 func (m *Mock) serveCount(r *http.Request, _ Faults) (int, []byte) {
@@ -126,6 +143,14 @@ func (m *Mock) serveCount(r *http.Request, _ Faults) (int, []byte) {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
 	return http.StatusOK, fmt.Appendf(nil, "{\"count\":%d}\n", m.count(w))
+}
+
+// serveOpenAPI serves the contract the API follows. Like /admin, it is
+// subject neither to faults nor to the token.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(api.ERPOpenAPI)))
+	_, _ = w.Write(api.ERPOpenAPI)
 }
 
 func (m *Mock) authorized(r *http.Request) bool {

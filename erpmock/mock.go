@@ -28,6 +28,11 @@ type Options struct {
 	Faults Faults
 	// Clock gives the updated_at of changed records. Defaults to time.Now.
 	Clock func() time.Time
+	// Face is the API the records are served under. Defaults to FaceSpec.
+	Face Face
+	// NoRev leaves rev out of FaceV2's items: a source then takes a
+	// record's version from its modified time. Defaults to false.
+	NoRev bool
 }
 
 // Mock is the mock ERP. It implements http.Handler and is safe for
@@ -35,6 +40,8 @@ type Options struct {
 type Mock struct {
 	token       string
 	clock       func() time.Time
+	face        Face
+	noRev       bool
 	width       int // digits in erp_id and member_id
 	invalidRate float64
 	mux         *http.ServeMux
@@ -74,6 +81,8 @@ func New(opt Options) *Mock {
 	m := &Mock{
 		token:       opt.Token,
 		clock:       opt.Clock,
+		face:        opt.Face,
+		noRev:       opt.NoRev,
 		width:       max(7, len(strconv.Itoa(n))),
 		invalidRate: opt.Faults.InvalidRate,
 		recs:        make([]rec, n),

@@ -35,9 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"regexp"
 	"runtime"
@@ -57,6 +55,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/redisproc"
 )
 
 // ttl is the lease of every lock taken.
@@ -144,12 +143,11 @@ func run(args []string, out io.Writer) error {
 	}
 
 	ctx := context.Background()
-	all, err := startServers(*nodes + 1)
-	stopAll := sync.OnceFunc(func() {
-		for _, s := range all {
-			s.stop()
-		}
-	})
+	all, err := redisproc.StartN(*nodes + 1)
+	if err != nil {
+		return fmt.Errorf("start redis-servers (needed for the Redlock rows): %w", err)
+	}
+	stopAll := sync.OnceFunc(func() { redisproc.StopAll(all) })
 	defer stopAll()
 	// An interrupt stops the servers too, rather than leaving them behind.
 	sig := make(chan os.Signal, 1)
@@ -161,11 +159,8 @@ func run(args []string, out io.Writer) error {
 			os.Exit(130)
 		}
 	}()
-	if err != nil {
-		return err
-	}
 	if *addr == "" {
-		*addr = all[*nodes].addr
+		*addr = all[*nodes].Addr
 	}
 	servers := all[:*nodes] // the Redlock nodes
 	single := func(poolSize int) *redis.Client {
@@ -179,7 +174,7 @@ func run(args []string, out io.Writer) error {
 	nodeClients := func(poolSize int) []*redis.Client {
 		out := make([]*redis.Client, len(servers))
 		for i, s := range servers {
-			out[i] = redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: poolSize})
+			out[i] = redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: poolSize})
 		}
 		return out
 	}
@@ -600,65 +595,4 @@ func deletePrefix(rdb *redis.Client, prefix string) error {
 		return rdb.Unlink(ctx, keys...).Err()
 	}
 	return nil
-}
-
-// server is a redis-server process of the Redlock rows.
-type server struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-}
-
-// startServers starts n redis-servers without persistence on free loopback
-// ports and waits until they answer.
-func startServers(n int) ([]*server, error) {
-	var out []*server
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return out, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		dir, err := os.MkdirTemp("", "lockbench")
-		if err != nil {
-			return out, err
-		}
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir)
-		if err := cmd.Start(); err != nil {
-			_ = os.RemoveAll(dir)
-			return out, fmt.Errorf("start redis-server (needed for the Redlock rows): %w", err)
-		}
-		s := &server{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir}
-		out = append(out, s)
-		if err := s.wait(); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-func (s *server) wait() error {
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-	defer func() { _ = rdb.Close() }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer: %w", s.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	_ = os.RemoveAll(s.dir)
 }

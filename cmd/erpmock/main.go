@@ -1,10 +1,11 @@
 // Command erpmock serves the mock ERP membership feed of package erpmock.
 //
-//	erpmock --addr 127.0.0.1:8090 --records N --seed S [--token T] [fault flags]
+//	erpmock --addr 127.0.0.1:8090 --records N --seed S [--token T] [--face spec|v2 [--no-rev]] [fault flags]
 //
 // Every flag has an environment variable: ERPMOCK_ and the flag's name in
 // upper case with '-' as '_' (ERPMOCK_ERROR_RATE for --error-rate). The flag
-// wins. Faults can be switched at runtime through /admin/faults.
+// wins. Faults can be switched at runtime through /admin/faults. The API
+// follows api/erp-api.yaml, which it serves at /openapi.yaml.
 package main
 
 import (
@@ -57,7 +58,7 @@ func run(args []string, lookupEnv func(string) (string, bool)) int {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	log.Info("erpmock listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
-		"records", opt.Records, "seed", opt.Seed, "token", opt.Token != "")
+		"records", opt.Records, "seed", opt.Seed, "token", opt.Token != "", "face", opt.Face.String(), "no_rev", opt.NoRev)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -90,6 +91,11 @@ func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmoc
 	fs.IntVar(&opt.Records, "records", 10000, "number of records")
 	fs.Int64Var(&opt.Seed, "seed", 1, "seed of the records and of the fault decisions")
 	fs.StringVar(&opt.Token, "token", "", "bearer `token` the API requires (empty: none)")
+	fs.Func("face", "API the records are served under: spec (/api/v1/memberships, the default) or v2 (/v2/members/changes, a homegrown shape)", func(s string) (err error) {
+		opt.Face, err = erpmock.ParseFace(s)
+		return err
+	})
+	fs.BoolVar(&opt.NoRev, "no-rev", false, "--face v2: leave rev out of the items (a source takes the version from modified)")
 	opt.Faults.Flags(fs, "")
 
 	var envErr error

@@ -1,5 +1,5 @@
 // Command erpsync copies an ERP's memberships into MySQL idempotently. See
-// the README and shared/spec/cli.md.
+// docs/configuration.md for its commands and settings.
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 func main() {
 	// A sync's heap is small and short-lived: collecting at 200% growth
 	// instead of 100% halves the collections for about 15 MiB more peak
-	// RSS (README, "Speed"). GOGC set in the environment wins.
+	// RSS (docs/performance.md). GOGC set in the environment wins.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(200)
 	}

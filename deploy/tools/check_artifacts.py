@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEPLOY = os.path.join(ROOT, "deploy")
 
-# Settings of shared/spec/cli.md and of the subcommands (flag --x-y is
+# Settings of docs/configuration.md and of the subcommands (flag --x-y is
 # ERPSYNC_X_Y). A name outside this list is most likely a typo.
 KNOWN_SETTINGS = {
     "ERPSYNC_MYSQL_DSN", "ERPSYNC_REDIS_ADDR", "ERPSYNC_REDIS_USERNAME",
@@ -135,7 +135,7 @@ def check_setting(where, name):
     if not name.startswith("ERPSYNC_"):
         return
     if name not in KNOWN_SETTINGS:
-        err(where, f"unknown setting {name} (typo? known: see shared/spec/cli.md)")
+        err(where, f"unknown setting {name} (typo? known: see docs/configuration.md)")
     elif GO_SETTINGS and name not in GO_SETTINGS:
         warn(where, f"{name} is not (yet) read by the Go source")
 
@@ -329,8 +329,9 @@ def check_compose():
             err(where, f"service {name} missing")
     if any(n not in svcs for n in ("mysql", "redis", "erpmock", "migrate", "sync-a", "sync-b")):
         return
-    if svcs["mysql"].get("image") != "mysql:8.0" or "healthcheck" not in svcs["mysql"]:
-        err(where, "mysql: want image mysql:8.0 with a healthcheck")
+    # The MariaDB the tests run against (mariadb --version on the CI machine).
+    if svcs["mysql"].get("image") != "mariadb:10.11" or "healthcheck" not in svcs["mysql"]:
+        err(where, "mysql: want image mariadb:10.11 (the version the tests use) with a healthcheck")
     if svcs["redis"].get("image") != "redis:7-alpine" or "healthcheck" not in svcs["redis"]:
         err(where, "redis: want image redis:7-alpine with a healthcheck")
     app = [n for n in ("erpmock", "migrate", "sync-a", "sync-b")]
@@ -434,8 +435,11 @@ def check_promql(where, expr):
             err(where, f"{m.group(1)}() of gauge {m.group(2)}")
 
 
-def readme_anchors():
-    path = os.path.join(DEPLOY, "README.md")
+RUNBOOKS = "docs/operations.md"
+
+
+def runbook_anchors():
+    path = os.path.join(ROOT, RUNBOOKS)
     if not os.path.exists(path):
         return set()
     anchors = set()
@@ -451,7 +455,7 @@ def readme_anchors():
 def check_alerts():
     where = "prometheus/alerts.yml"
     doc = load_yaml(os.path.join(DEPLOY, "prometheus", "alerts.yml"))
-    anchors = readme_anchors()
+    anchors = runbook_anchors()
     seen = {}
     for g in doc.get("groups", []):
         for r in g.get("rules", []):
@@ -474,8 +478,10 @@ def check_alerts():
             if not (ann.get("runbook_url") or ann.get("runbook")):
                 err(w, "no runbook hint (runbook_url or runbook)")
             url = ann.get("runbook_url", "")
-            if "deploy/README.md#" in url and url.split("#", 1)[1] not in anchors:
-                err(w, f"runbook_url anchor #{url.split('#', 1)[1]} is no heading of deploy/README.md")
+            if url and f"{RUNBOOKS}#" not in url:
+                err(w, f"runbook_url {url}: want a heading of {RUNBOOKS}")
+            elif url and url.split("#", 1)[1] not in anchors:
+                err(w, f"runbook_url anchor #{url.split('#', 1)[1]} is no heading of {RUNBOOKS}")
             check_promql(w, r.get("expr", ""))
     for name in REQUIRED_ALERTS:
         if name not in seen:

@@ -26,6 +26,7 @@ import (
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/cli"
 	"github.com/erpsync/erpsync/internal/loadtest"
+	"github.com/erpsync/erpsync/internal/redisproc"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
@@ -46,6 +47,17 @@ const (
 	Backfill = "backfill"
 	Rerun    = "rerun"
 	Memory   = "memory"
+	// Redlock and Cluster are the backfill with its locks on a Redlock of
+	// RedlockNodes masters and on a Redis Cluster of ClusterMasters, each
+	// started by the bench (redis-server and redis-cli in PATH).
+	Redlock = "redlock"
+	Cluster = "cluster"
+)
+
+// The lock topologies of the Redlock and Cluster measurements.
+const (
+	RedlockNodes   = 5
+	ClusterMasters = 3
 )
 
 // Config says what to measure. Zero fields take their defaults.
@@ -114,12 +126,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, m := range c.Only {
 		switch m {
-		case Ceiling, Seed, Backfill, Rerun, Memory:
+		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster:
 		default:
-			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory))
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster))
 		}
 	}
-	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory)) {
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster)) {
 		errs = append(errs, errors.New("no erpsync binary for the backfills"))
 	}
 	return c, errors.Join(errs...)
@@ -168,9 +180,13 @@ type Results struct {
 	Ceiling  *Result `json:"ceiling,omitempty"`
 	Seed     *Result `json:"seed16,omitempty"`
 	Backfill *Result `json:"backfill,omitempty"`
-	Rerun    *Result `json:"rerun,omitempty"`
-	Small    *Result `json:"memory_small,omitempty"`
-	Big      *Result `json:"memory_big,omitempty"`
+	// Redlock and Cluster are the backfill on the other lock topologies,
+	// measured in the same rounds as Backfill.
+	Redlock *Result `json:"backfill_redlock,omitempty"`
+	Cluster *Result `json:"backfill_cluster,omitempty"`
+	Rerun   *Result `json:"rerun,omitempty"`
+	Small   *Result `json:"memory_small,omitempty"`
+	Big     *Result `json:"memory_big,omitempty"`
 	// Stages are the stages of the write path timed alone (see Stages).
 	Stages []*Result `json:"stages,omitempty"`
 }
@@ -194,13 +210,18 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	feed := erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
 	truth := feed.Truth()
 	var url string
-	if cfg.wants(Backfill) || cfg.wants(Rerun) {
+	if cfg.wants(Backfill) || cfg.wants(Rerun) || cfg.wants(Redlock) || cfg.wants(Cluster) {
 		var srv *http.Server
 		if srv, url, err = serve(feed); err != nil {
 			return res, err
 		}
 		defer srv.Close()
 	}
+	topologies, stop, err := startTopologies(cfg, res)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
 	// Rounds interleave the measurements, so that a load that comes and
 	// goes on the machine weighs on each alike; each keeps its best round.
 	for range cfg.Repeat {
@@ -215,13 +236,20 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		// A re-run alone first fills the table.
 		if cfg.wants(Backfill) || cfg.wants(Rerun) && b.rows(ctx) != int64(cfg.Records) {
-			r, err := b.backfill(ctx, "backfill", url, true)
+			r, err := b.backfill(ctx, "backfill, one Redis", url, true)
 			if err != nil {
 				return res, err
 			}
 			if cfg.wants(Backfill) {
 				res.Backfill = best(res.Backfill, r)
 			}
+		}
+		for _, t := range topologies {
+			r, err := b.backfillOn(ctx, t.name, url, true, t.locks)
+			if err != nil {
+				return res, err
+			}
+			*t.out = best(*t.out, r)
 		}
 		if cfg.wants(Rerun) {
 			r, err := b.backfill(ctx, "re-run, unchanged", url, false)
@@ -257,6 +285,42 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 	}
 	return res, nil
+}
+
+// topology is a lock topology of its own servers, and the result its
+// backfill goes to.
+type topology struct {
+	name  string
+	locks locks
+	out   **Result
+}
+
+// startTopologies starts the servers of the Redlock and Cluster
+// measurements that cfg wants, and returns them with a func that stops
+// them.
+func startTopologies(cfg Config, res *Results) ([]topology, func(), error) {
+	var ts []topology
+	var all []*redisproc.Server
+	stop := func() { redisproc.StopAll(all) }
+	if cfg.wants(Redlock) {
+		nodes, err := redisproc.StartN(RedlockNodes)
+		if err != nil {
+			return nil, stop, fmt.Errorf("redlock nodes: %w", err)
+		}
+		all = append(all, nodes...)
+		ts = append(ts, topology{fmt.Sprintf("backfill, Redlock %d masters", RedlockNodes),
+			locks{[]string{"--redis-addrs", strings.Join(redisproc.Addrs(nodes), ",")}, redisproc.Ports(nodes)}, &res.Redlock})
+	}
+	if cfg.wants(Cluster) {
+		masters, err := redisproc.StartCluster(ClusterMasters)
+		if err != nil {
+			return nil, stop, fmt.Errorf("redis cluster: %w", err)
+		}
+		all = append(all, masters...)
+		ts = append(ts, topology{fmt.Sprintf("backfill, Redis Cluster %d masters", ClusterMasters),
+			locks{[]string{"--redis-cluster", "--redis-addr", strings.Join(redisproc.Addrs(masters), ",")}, redisproc.Ports(masters)}, &res.Cluster})
+	}
+	return ts, stop, nil
 }
 
 // bench holds the connections of a bench run.
@@ -308,7 +372,7 @@ func newBench(ctx context.Context, cfg Config) (*bench, error) {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	b := &bench{st: st, cfg: cfg, dsn: mc.FormatDSN(), dbName: mc.DBName, db: db, rdb: rdb, job: "bench-" + hex.EncodeToString(r[:]),
-		ports: serverPorts{mysql: portOf(mc.Addr, "3306"), redis: portOf(cfg.RedisAddr, "6379")},
+		ports: serverPorts{mysql: portOf(mc.Addr, "3306"), redis: []string{portOf(cfg.RedisAddr, "6379")}},
 		logf:  func(format string, args ...any) { fmt.Fprintf(cfg.Log, "bench: "+format+"\n", args...) }}
 	return b, nil
 }
@@ -505,8 +569,21 @@ func (b *bench) seed(ctx context.Context, recs []erpmock.Record) (*Result, error
 }
 
 // backfill runs `erpsync backfill` over the whole feed at url as a child
-// process, into an emptied table when empty is set.
+// process, into an emptied table when empty is set, with its locks on the
+// bench's Redis.
 func (b *bench) backfill(ctx context.Context, name, url string, empty bool) (*Result, error) {
+	return b.backfillOn(ctx, name, url, empty, locks{args: []string{"--redis-addr", b.cfg.RedisAddr}, ports: b.ports.redis})
+}
+
+// locks are where a backfill takes its locks: the erpsync flags that say
+// so, and the ports of those Redis servers, whose CPU the result counts.
+type locks struct {
+	args  []string
+	ports []string
+}
+
+// backfillOn is backfill with its locks where l says.
+func (b *bench) backfillOn(ctx context.Context, name, url string, empty bool, l locks) (*Result, error) {
 	if empty {
 		if err := b.empty(ctx); err != nil {
 			return nil, err
@@ -518,9 +595,9 @@ func (b *bench) backfill(ctx context.Context, name, url string, empty bool) (*Re
 	}
 	defer os.RemoveAll(dir)
 	report := filepath.Join(dir, "report.json")
-	args := append([]string{"backfill", "--since", "2000-01-01T00:00:00Z",
-		"--redis-addr", b.cfg.RedisAddr, "--erp-url", url,
-		"--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn"}, b.cfg.ChildArgs...)
+	args := append(append([]string{"backfill", "--since", "2000-01-01T00:00:00Z"}, l.args...),
+		"--erp-url", url, "--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn")
+	args = append(args, b.cfg.ChildArgs...)
 	b.logf("%s: %s %s", name, b.cfg.Bin, strings.Join(args[:3], " ")+" ... "+strings.Join(b.cfg.ChildArgs, " "))
 	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
 	// The DSN in the environment: a command line is public on the machine.
@@ -530,7 +607,7 @@ func (b *bench) backfill(ctx context.Context, name, url string, empty bool) (*Re
 	cmd.Stdout = io.Discard
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
-	meter := startCPU(b.ports)
+	meter := startCPU(serverPorts{mysql: b.ports.mysql, redis: l.ports})
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start erpsync: %w", name, err)

@@ -106,7 +106,7 @@ func TestQuick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, log.String())
 	}
-	for name, r := range map[string]*bench.Result{"ceiling": res.Ceiling, "seed": res.Seed, "backfill": res.Backfill, "rerun": res.Rerun, "small": res.Small, "big": res.Big} {
+	for name, r := range map[string]*bench.Result{"ceiling": res.Ceiling, "seed": res.Seed, "backfill": res.Backfill, "rerun": res.Rerun, "small": res.Small, "big": res.Big, "redlock": res.Redlock, "cluster": res.Cluster} {
 		if r == nil || r.PerSecond <= 0 {
 			t.Errorf("%s: %+v", name, r)
 		}
@@ -114,8 +114,8 @@ func TestQuick(t *testing.T) {
 	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 {
 		t.Errorf("backfill %+v, re-run %+v, big %+v", res.Backfill.Report, res.Rerun.Report, res.Big)
 	}
-	if got := len(res.Goals()); got != 5 {
-		t.Errorf("%d goals, want 5", got)
+	if got := len(res.Goals()); got != 7 {
+		t.Errorf("%d goals, want 7", got)
 	}
 	var md bytes.Buffer
 	res.Markdown(&md)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -38,8 +39,12 @@ type cpuMeter struct {
 	self         float64
 }
 
-// serverPorts are the TCP ports of the servers to meter.
-type serverPorts struct{ mysql, redis string }
+// serverPorts are the TCP ports of the servers to meter: one MySQL, and
+// the Redis servers of the locks (several for a Redlock or a cluster).
+type serverPorts struct {
+	mysql string
+	redis []string
+}
 
 func startCPU(p serverPorts) cpuMeter {
 	m, r := serverCPU(p)
@@ -85,7 +90,9 @@ func serverCPU(p serverPorts) (mysql, redis float64) {
 			}
 			into = &mysql
 		case "redis-server":
-			if !bytes.HasSuffix(bytes.TrimRight(cmdline, "\x00 "), []byte(":"+p.redis)) && !bytes.Contains(cmdline, []byte(":"+p.redis+" ")) {
+			if !slices.ContainsFunc(p.redis, func(port string) bool {
+				return bytes.HasSuffix(bytes.TrimRight(cmdline, "\x00 "), []byte(":"+port)) || bytes.Contains(cmdline, []byte(":"+port+" "))
+			}) {
 				continue
 			}
 			into = &redis

@@ -13,6 +13,8 @@ const (
 	GoalRerunRatio   = 1.0   // re-run / backfill
 	GoalPeakMiB      = 150.0 // peak RSS of the big backfill
 	GoalFlatRatio    = 1.25  // peak RSS big / small
+	GoalRedlockRatio = 0.5   // backfill on a Redlock / on one Redis
+	GoalClusterRatio = 0.8   // backfill on a Redis Cluster / on one Redis
 )
 
 // Goal is one goal and whether the measurements meet it.
@@ -39,6 +41,19 @@ func (r *Results) Goals() []Goal {
 		v := r.Rerun.PerSecond / r.Backfill.PerSecond
 		gs = append(gs, Goal{"re-run / backfill", v, fmt.Sprintf(">= %.1f", GoalRerunRatio), v >= GoalRerunRatio})
 	}
+	for _, t := range []struct {
+		name string
+		m    *Result
+		goal float64
+	}{
+		{fmt.Sprintf("backfill Redlock %d / one Redis", RedlockNodes), r.Redlock, GoalRedlockRatio},
+		{fmt.Sprintf("backfill Redis Cluster %d / one Redis", ClusterMasters), r.Cluster, GoalClusterRatio},
+	} {
+		if t.m != nil && r.Backfill != nil && r.Backfill.PerSecond > 0 {
+			v := t.m.PerSecond / r.Backfill.PerSecond
+			gs = append(gs, Goal{t.name, v, fmt.Sprintf(">= %.1f", t.goal), v >= t.goal})
+		}
+	}
 	if r.Big != nil {
 		v := mib(r.Big.PeakRSSKiB)
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS, %d-record backfill (MiB)", r.Config.Big), v, fmt.Sprintf("< %.0f", GoalPeakMiB), v < GoalPeakMiB})
@@ -56,7 +71,7 @@ func mib(kib int64) float64 { return float64(kib) / 1024 }
 func (r *Results) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-	for _, m := range append([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Rerun, r.Small, r.Big}, r.Stages...) {
+	for _, m := range append([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Stages...) {
 		if m == nil {
 			continue
 		}

@@ -1,5 +1,5 @@
 // Package cli is erpsync's command line: it parses the settings of
-// shared/spec/cli.md (flags and ERPSYNC_* environment variables), wires the
+// docs/configuration.md (flags and ERPSYNC_* environment variables), wires the
 // store, the locks and the ERP client, runs a command and maps the outcome to
 // the exit codes of the contract.
 package cli
@@ -52,8 +52,8 @@ Commands:
   runs       the run history, newest first, skipped runs included
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
-A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token) may
-come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
+A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token,
+--erp-password, --erp-oauth-client-secret) may come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
 Run "erpsync <command> -h" for a command's flags.
 
 Exit codes: 0 succeeded or skipped, 1 failed, 2 bad usage or a dependency
@@ -359,16 +359,24 @@ func (d *deps) Close() {
 // connect opens MySQL, Redis and the ERP client and checks that each
 // answers. Any failure is a depError: exit 2, nothing written.
 func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (*deps, error) {
+	shape, err := s.REST.shape(s.ERP.Kind)
+	if err != nil {
+		return nil, err
+	}
 	d := &deps{}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// The ERP settings are checked before anything connects.
+	if _, err := s.ERP.source(erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Shape: shape}); err != nil {
+		return nil, usageError{err}
+	}
 	st, err := s.openStore(cctx)
 	if err != nil {
 		return nil, err
 	}
 	d.store = st
 	lopt := &lock.Options{Prefix: s.LockPrefix}
-	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
+	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries, Shape: shape}
 	if ecfg.TLS, err = loadTLS("--erp-tls-ca", tlsconf.Files{CA: s.ERPTLSCA}); err != nil {
 		d.Close()
 		return nil, err
@@ -398,17 +406,19 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		}
 		ecfg.Limiter = ratelimit.New(d.rdb, key, rate, 1)
 	}
-	e, err := erp.New(ecfg)
-	if err != nil {
+	if d.erp, err = s.ERP.source(ecfg); err != nil {
 		d.Close()
-		return nil, usageError{fmt.Errorf("--erp-url: %w", err)}
+		return nil, usageError{err}
 	}
-	d.erp = e
 	if probeERP {
-		if _, err := e.Count(cctx, time.Time{}, time.Time{}); err != nil {
+		_, err := d.erp.Count(cctx, time.Time{}, time.Time{})
+		if errors.Is(err, erp.ErrNoCount) {
+			_, err = d.erp.Page(cctx, erp.Query{Limit: 1})
+		}
+		if err != nil {
 			d.Close()
 			if errors.Is(err, erp.ErrUnauthorized) {
-				return nil, depError{fmt.Errorf("erp at %s refused the token (check --erp-token): %w", erpHost(s.ERPURL), err)}
+				return nil, depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
 			}
 			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
 		}

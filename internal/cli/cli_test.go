@@ -69,3 +69,29 @@ func TestBar(t *testing.T) {
 		t.Fatalf("bar without a total = %q", got)
 	}
 }
+
+func TestERPSourceFlagErrorsNameTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--erp-kind", "soap"}, `--erp-kind "soap": want rest or odata`},
+		{[]string{"--erp-map", "erp_id=No,colour=Red"}, `--erp-map: unknown field "colour"`},
+		{[]string{"--erp-map", "erp_id=No,erp_id=Key"}, "--erp-map: field erp_id mapped twice"},
+		{[]string{"--erp-map", "member_id="}, "--erp-map: field member_id mapped to an empty property"},
+		{[]string{"--erp-status-map", "active=LIVE"}, `--erp-status-map: status map: "active" maps to "LIVE"`},
+		{[]string{"--erp-kind", "odata", "--erp-paging", "offset"}, `--erp-paging "offset": want keyset or server`},
+		{[]string{"--erp-paging", "server"}, `--erp-paging "server": only for --erp-kind odata`},
+		{[]string{"--erp-kind", "odata", "--erp-url", "http://h/odata/Set?$top=1"}, "--erp-url: erp: entity set URL"},
+		{[]string{"--erp-password", "pw"}, "--erp-password without --erp-username"},
+		{[]string{"--erp-oauth-client-id", "c"}, "OAuth needs --erp-oauth-token-url, --erp-oauth-client-id and --erp-oauth-client-secret"},
+		{[]string{"--erp-token", "t", "--erp-username", "u"}, "more than one ERP authentication"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"run", "--mysql-dsn", "root@tcp(127.0.0.1:1)/none"}, c.args...)
+		if code := Main(context.Background(), args, &out, &errb); code != ExitUsage || !strings.Contains(errb.String(), c.want) ||
+			strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}

@@ -38,10 +38,12 @@ type settings struct {
 	LockPrefix    string
 	ERPURL        string
 	ERPToken      string
+	ERP           erpSettings
 	ERPTimeout    time.Duration
 	ERPRetries    int
 	ERPRate       string
 	ERPRateKey    string
+	REST          restSettings
 	Job           string
 	Workers       int
 	LockTTL       time.Duration
@@ -98,13 +100,15 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.RedisTLSFiles.Cert, "redis-tls-cert", "", "PEM client certificate for Redis (with --redis-tls-key); turns TLS on")
 	fs.StringVar(&s.RedisTLSFiles.Key, "redis-tls-key", "", "PEM private key of --redis-tls-cert")
 	fs.StringVar(&s.LockPrefix, "lock-prefix", "erpsync:lock:", "prefix of every lock key in Redis (instances that write the same table must share it)")
-	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL")
+	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL (rest), or the entity set URL (odata)")
 	secretVar(fs, &s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
+	s.ERP.flags(fs)
 	fs.StringVar(&s.ERPTLSCA, "erp-tls-ca", "", "PEM CA bundle that an https ERP's certificate must chain to (default: the system's)")
 	fs.DurationVar(&s.ERPTimeout, "erp-timeout", 10*time.Second, "timeout of one ERP request attempt")
 	fs.IntVar(&s.ERPRetries, "erp-retries", 6, "retries of one ERP request (5xx, 429, network, truncated body)")
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
 	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
+	s.REST.flags(fs)
 	fs.StringVar(&s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.logFlags(fs)
 }
@@ -168,13 +172,15 @@ func secretVar(fs *flag.FlagSet, p *string, name, value, usage string) {
 // secretParts maps each setting that is or may embed a secret to the parts
 // of its value that the output redactor masks.
 var secretParts = map[string]func(string) []string{
-	"mysql-dsn":      dsnPassword,
-	"migrate-dsn":    dsnPassword,
-	"redis-password": whole,
-	"erp-token":      whole,
-	"redis-addr":     urlPasswords,
-	"redis-addrs":    urlPasswords,
-	"erp-url":        urlPasswords,
+	"mysql-dsn":               dsnPassword,
+	"migrate-dsn":             dsnPassword,
+	"redis-password":          whole,
+	"erp-token":               whole,
+	"erp-password":            whole,
+	"erp-oauth-client-secret": whole,
+	"redis-addr":              urlPasswords,
+	"redis-addrs":             urlPasswords,
+	"erp-url":                 urlPasswords,
 }
 
 func whole(v string) []string { return []string{v} }

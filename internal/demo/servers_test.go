@@ -27,6 +27,7 @@ func TestEmbeddedRedisRunsLockScripts(t *testing.T) {
 	ctx := context.Background()
 	locks := lock.New(rdb, &lock.Options{Prefix: "t:"})
 
+	asked := time.Now()
 	l, err := locks.Obtain(ctx, "a", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +39,9 @@ func TestEmbeddedRedisRunsLockScripts(t *testing.T) {
 	}
 	// The epoch counter holds it; the counter, the bound of the epoch,
 	// the multiple of 500 at or above it (see internal/lock's obtain.lua).
+	// The epoch lives 10 ms: on a loaded machine it may be over already.
 	stored, err := rdb.Get(ctx, "t:server:fence:epoch").Result()
-	if err != nil || stored != strconv.FormatInt(l.Fence(), 10) {
+	if over := errors.Is(err, redis.Nil) && time.Since(asked) >= 10*time.Millisecond; !over && (err != nil || stored != strconv.FormatInt(l.Fence(), 10)) {
 		t.Errorf("epoch counter %q (%v), want %d", stored, err, l.Fence())
 	}
 	bound, err := rdb.Get(ctx, "t:server:fence").Int64()

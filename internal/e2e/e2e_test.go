@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,17 +19,7 @@ import (
 
 var bin string // path of the erpsync binary built for these tests
 
-func TestMain(m *testing.M) {
-	var remove func()
-	var err error
-	if bin, remove, err = testenv.BuildTemp("./cmd/erpsync"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithBinary(m, "./cmd/erpsync", &bin) }
 
 // env is one test's proctest.Env with the few checks e2e adds to it.
 type env struct{ *proctest.Env }

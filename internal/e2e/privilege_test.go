@@ -12,7 +12,7 @@ import (
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
-// runtimeGrants are the README's grants for run, backfill, schedule, verify
+// runtimeGrants are docs/security.md's grants for run, backfill, schedule, verify
 // and runs: SELECT, INSERT, UPDATE on erpsync's tables and SELECT on
 // schema_migrations. No DELETE anywhere: a finished backfill resets its
 // window's checkpoint with an UPDATE.

@@ -41,7 +41,7 @@ type secureEnv struct {
 	job, pfx string
 }
 
-// redisACL is the README's example of the ACL rules erpsync needs.
+// redisACL is the example of the ACL rules erpsync needs in docs/security.md.
 var redisACL = []string{"~erpsync:*", "+@read", "+@write", "+@scripting", "+ping", "+time"}
 
 func setupSecure(t *testing.T, records int) *secureEnv {

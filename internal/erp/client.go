@@ -6,16 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
 var (
@@ -100,6 +95,17 @@ type Config struct {
 	// Token is sent as "Authorization: Bearer <Token>" when non-empty. It
 	// never appears in errors. Defaults to empty.
 	Token string
+	// Username and Password, when Username is non-empty, are sent as HTTP
+	// basic authentication. The password never appears in errors.
+	// Defaults to empty.
+	Username, Password string
+	// OAuth, when set, authenticates every request with an OAuth 2.0
+	// access token of the client credentials grant, fetched from its token
+	// endpoint, cached and renewed before it expires. Defaults to nil.
+	OAuth *OAuth
+	// Mapping names the properties the feed serves the fields under and
+	// translates its status values. Defaults to nil: the API's own names.
+	Mapping *Mapping
 	// Timeout bounds one attempt, from sending the request to reading the
 	// whole body. Defaults to 10s.
 	Timeout time.Duration
@@ -128,6 +134,10 @@ type Config struct {
 	// Limiter, when set, is waited on before every attempt, retries
 	// included: a rate shared by every instance (see internal/ratelimit).
 	Limiter Limiter
+	// Shape describes a REST API shaped differently from the spec's: its
+	// endpoints, parameter names, paging and envelope. Defaults to nil:
+	// the spec's API, read by a decoder written for it.
+	Shape *Shape
 }
 
 // Limiter paces requests.
@@ -144,76 +154,55 @@ type Stats struct {
 
 // Client reads the ERP membership feed. It is safe for concurrent use.
 type Client struct {
-	cfg      Config
-	base     string
-	auth     string
-	requests atomic.Int64
-	retries  atomic.Int64
+	g     *Getter
+	base  string
+	m     *Mapping
+	shape *Shape // nil: the spec's API
 }
 
-// Endpoint names, as Hooks.Request reports them.
+// Endpoint names, as Hooks.Request reports them, for the REST API and
+// for the OData source alike.
 const (
-	endpointPage  = "memberships"
-	endpointCount = "memberships/count"
+	EndpointPage  = "memberships"
+	EndpointCount = "memberships/count"
 )
 
 // New returns a client for cfg.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("erp: base URL %q: want an absolute http or https URL", cfg.BaseURL)
+	u, err := ParseURL("base URL", cfg.BaseURL)
+	if err != nil {
+		return nil, err
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("erp: base URL %q: no query or fragment allowed", cfg.BaseURL)
+	g, err := NewGetter(cfg)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case cfg.Timeout < 0, cfg.MinBackoff < 0, cfg.MaxBackoff < 0, cfg.MaxRetryAfter < 0, cfg.MaxBodyBytes < 0:
-		return nil, errors.New("erp: negative duration or size in config")
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.MaxRetries == 0 {
-		cfg.MaxRetries = 6
-	}
-	cfg.MaxRetries = max(cfg.MaxRetries, 0)
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = 100 * time.Millisecond
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = 10 * time.Second
-	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		return nil, errors.New("erp: MaxBackoff below MinBackoff")
-	}
-	if cfg.MaxRetryAfter == 0 {
-		cfg.MaxRetryAfter = 30 * time.Second
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 32 << 20
-	}
-	if cfg.HTTPClient == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		if cfg.TLS != nil {
-			t.TLSClientConfig = cfg.TLS.Clone()
+	c := &Client{g: g, base: strings.TrimRight(u.String(), "/"), m: cfg.Mapping}
+	if sh := cfg.Shape; sh != nil && !sh.spec() {
+		if err := sh.check(); err != nil {
+			return nil, err
 		}
-		cfg.HTTPClient = &http.Client{Transport: t}
-	}
-	if cfg.Hooks == nil {
-		cfg.Hooks = &Hooks{}
-	}
-	c := &Client{cfg: cfg, base: strings.TrimRight(u.String(), "/")}
-	if cfg.Token != "" {
-		c.auth = "Bearer " + cfg.Token
+		cp := *sh
+		c.shape = &cp
 	}
 	return c, nil
 }
 
-// Stats returns the client's counters.
-func (c *Client) Stats() Stats {
-	return Stats{Requests: c.requests.Load(), Retries: c.retries.Load()}
+// ParseURL parses the address of an ERP resource: an absolute http or
+// https URL without a query or fragment. what names it in errors.
+func ParseURL(what, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("erp: %s %q: want an absolute http or https URL", what, raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("erp: %s %q: no query or fragment allowed", what, raw)
+	}
+	return u, nil
 }
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats { return c.g.Stats() }
 
 // Page reads one page of the feed. Invalid items are in Page.Invalid and do
 // not fail the page.
@@ -221,7 +210,10 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 	if q.Limit < 0 || q.Limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d not in [1, 1000]", ErrBadRequest, q.Limit)
 	}
-	v := window(q.Since, q.Until)
+	if c.shape != nil {
+		return c.shapedPage(ctx, q)
+	}
+	v := DefaultParams.window(q.Since, q.Until)
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)
 	}
@@ -229,8 +221,8 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	var p *Page
-	err := c.call(ctx, endpointPage, "/api/v1/memberships", v, func(h http.Header, body []byte) (err error) {
-		if p, err = decodePage(body); err == nil {
+	err := c.get(ctx, EndpointPage, "/api/v1/memberships", v, func(h http.Header, body []byte) (err error) {
+		if p, err = decodePage(body, c.m); err == nil {
 			p.ServedAt = ServedAt(h)
 		}
 		return err
@@ -239,10 +231,14 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 }
 
 // Count returns how many records the feed holds in [since, until); zero
-// times leave a bound open.
+// times leave a bound open. It returns ErrNoCount when Config.Shape has no
+// count endpoint.
 func (c *Client) Count(ctx context.Context, since, until time.Time) (int64, error) {
+	if c.shape != nil {
+		return c.shapedCount(ctx, since, until)
+	}
 	var n int64
-	err := c.call(ctx, endpointCount, "/api/v1/memberships/count", window(since, until), func(_ http.Header, body []byte) (err error) {
+	err := c.get(ctx, EndpointCount, "/api/v1/memberships/count", DefaultParams.window(since, until), func(_ http.Header, body []byte) (err error) {
 		n, err = decodeCount(body)
 		return err
 	})
@@ -259,217 +255,11 @@ func ServedAt(h http.Header) time.Time {
 	return t.UTC()
 }
 
-func window(since, until time.Time) url.Values {
-	v := url.Values{}
-	if !since.IsZero() {
-		v.Set("updated_since", since.UTC().Format(time.RFC3339Nano))
-	}
-	if !until.IsZero() {
-		v.Set("updated_until", until.UTC().Format(time.RFC3339Nano))
-	}
-	return v
-}
-
-// attemptError is the failure of one attempt, with what decides a retry.
-type attemptError struct {
-	err        error
-	reason     string        // for Hooks.Retry; "" when not worth a retry
-	retryAfter time.Duration // from the answer; zero when none
-}
-
-// call GETs path until decode accepts a 2xx body, retrying what is
-// transient.
-func (c *Client) call(ctx context.Context, endpoint, path string, query url.Values, decode func(http.Header, []byte) error) error {
+// get GETs path with query.
+func (c *Client) get(ctx context.Context, endpoint, path string, query url.Values, decode func(http.Header, []byte) error) error {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	for attempt := 1; ; attempt++ {
-		if c.cfg.Limiter != nil {
-			if err := c.cfg.Limiter.Wait(ctx); err != nil {
-				return fmt.Errorf("erp: %s: wait for the rate limit: %w", endpoint, err)
-			}
-		}
-		c.requests.Add(1)
-		start := time.Now()
-		status, ae := c.attempt(ctx, u, decode)
-		var err error
-		if ae != nil {
-			err = ae.err
-		}
-		c.cfg.Hooks.request(endpoint, status, time.Since(start), err)
-		switch {
-		case ae == nil:
-			return nil
-		case ctx.Err() != nil:
-			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", endpoint, ctx.Err(), attempt, err)
-		case ae.reason == "":
-			return err
-		case attempt > c.cfg.MaxRetries:
-			return fmt.Errorf("erp: %s: giving up after %d attempts: %w", endpoint, attempt, err)
-		}
-		wait := max(c.backoff(attempt), min(ae.retryAfter, c.cfg.MaxRetryAfter))
-		c.retries.Add(1)
-		c.cfg.Hooks.retry(ae.reason, wait)
-		if ctxtime.Sleep(ctx, wait) != nil {
-			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", endpoint, ctx.Err(), attempt, err)
-		}
-	}
-}
-
-// attempt sends one request and decodes its answer. It returns the HTTP
-// status (0 without an answer) and, on failure, what to do about it.
-func (c *Client) attempt(ctx context.Context, u string, decode func(http.Header, []byte) error) (int, *attemptError) {
-	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, &attemptError{err: fmt.Errorf("erp: new request: %w", err)}
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
-	}
-	res, err := c.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return 0, transportError(ctx, err)
-	}
-	defer res.Body.Close()
-
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return res.StatusCode, c.statusError(res)
-	}
-	if res.ContentLength > c.cfg.MaxBodyBytes {
-		return res.StatusCode, &attemptError{err: fmt.Errorf("%w: Content-Length %d over %d", ErrTooLarge, res.ContentLength, c.cfg.MaxBodyBytes)}
-	}
-	body, err := readBody(res.Body, res.ContentLength, c.cfg.MaxBodyBytes)
-	switch {
-	case errors.Is(err, ErrTooLarge):
-		return res.StatusCode, &attemptError{err: err}
-	case err != nil:
-		return res.StatusCode, transportError(ctx, err)
-	}
-	if err := decode(res.Header, body); err != nil {
-		return res.StatusCode, &attemptError{err: fmt.Errorf("erp: %w", err), reason: "decode"}
-	}
-	return res.StatusCode, nil
-}
-
-// transportError classifies an error of sending or reading: the attempt's
-// own deadline is a timeout, a body cut short of its Content-Length is
-// truncated, anything else a network error. Both are
-// retried unless ctx itself has ended, which call checks. A server
-// certificate that fails verification is not retried: a wrong CA or name
-// does not heal.
-func transportError(ctx context.Context, err error) *attemptError {
-	reason := "network"
-	var cve *tls.CertificateVerificationError
-	switch {
-	case errors.As(err, &cve):
-		reason = ""
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		reason = "timeout"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		reason = "truncated"
-	}
-	return &attemptError{err: fmt.Errorf("erp: %w", err), reason: reason}
-}
-
-// statusError turns a non-2xx answer into an error, retryable for 408,
-// 429 and 5xx.
-func (c *Client) statusError(res *http.Response) *attemptError {
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-	body := strings.TrimSpace(string(b))
-	var msg struct{ Error string }
-	if json.Unmarshal(b, &msg) == nil && msg.Error != "" {
-		body = msg.Error
-	}
-	if len(body) > 512 {
-		body = body[:512] + "..."
-	}
-	if c.cfg.Token != "" {
-		body = strings.ReplaceAll(body, c.cfg.Token, "[token]")
-	}
-	switch code := res.StatusCode; {
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &attemptError{err: fmt.Errorf("%w: status %d: %s", ErrUnauthorized, code, body)}
-	case code == http.StatusBadRequest:
-		return &attemptError{err: fmt.Errorf("%w: %s", ErrBadRequest, body)}
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return &attemptError{
-			err:        &StatusError{Code: code, Body: body},
-			reason:     "status " + strconv.Itoa(code),
-			retryAfter: retryAfter(res.Header.Get("Retry-After"), time.Now()),
-		}
-	default:
-		return &attemptError{err: &StatusError{Code: code, Body: body}}
-	}
-}
-
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
-func retryAfter(h string, now time.Time) time.Duration {
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.ParseInt(h, 10, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(min(s, 1<<30)) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return 0
-}
-
-// readBody reads at most limit bytes of r; more is ErrTooLarge. A body cut
-// short of its Content-Length is io.ErrUnexpectedEOF, from net/http.
-func readBody(r io.Reader, contentLength, limit int64) ([]byte, error) {
-	size := int64(4 << 10)
-	if contentLength >= 0 {
-		size = contentLength + 1 // +1: room to see io.EOF without growing
-	}
-	b := make([]byte, 0, min(size, limit+1))
-	lr := io.LimitReader(r, limit+1)
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := lr.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if int64(len(b)) > limit {
-			return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
-		}
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// backoff draws the wait before retry number n (from 1) with full jitter.
-func (c *Client) backoff(n int) time.Duration {
-	ceiling := c.cfg.MinBackoff
-	for i := 1; i < n && ceiling < c.cfg.MaxBackoff; i++ {
-		ceiling = min(2*ceiling, c.cfg.MaxBackoff) // MaxBackoff < MaxInt64/2 in practice
-	}
-	if ceiling <= 0 {
-		return 0
-	}
-	return rand.N(ceiling + 1)
-}
-
-func (h *Hooks) request(endpoint string, status int, d time.Duration, err error) {
-	if h.Request != nil {
-		h.Request(endpoint, status, d, err)
-	}
-}
-
-func (h *Hooks) retry(reason string, wait time.Duration) {
-	if h.Retry != nil {
-		h.Retry(reason, wait)
-	}
+	return c.g.Get(ctx, endpoint, u, decode)
 }

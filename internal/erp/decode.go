@@ -30,8 +30,8 @@ func (e *syntaxError) Error() string { return fmt.Sprintf("offset %d: %s", e.off
 
 // decodePage decodes and validates a page body. An error means the body as
 // a whole is unusable; an item that breaks the schema goes to Page.Invalid.
-func decodePage(body []byte) (*Page, error) {
-	d := decoder{b: body}
+func decodePage(body []byte, m *Mapping) (*Page, error) {
+	d := decoder{b: body, m: m}
 	p, err := d.page()
 	if err != nil {
 		return nil, fmt.Errorf("decode page: %w", err)
@@ -41,6 +41,7 @@ func decodePage(body []byte) (*Page, error) {
 
 type decoder struct {
 	b       []byte
+	m       *Mapping // nil: the REST API's own names
 	i       int
 	ends    []time.Time // slab the EndsAt pointers point into
 	scratch []byte
@@ -72,6 +73,13 @@ func (d *decoder) next() byte {
 		return d.b[d.i]
 	}
 	return 0
+}
+
+// atEnd skips white space and reports whether the input ends there (a NUL
+// byte, which next also returns as 0, is not the end).
+func (d *decoder) atEnd() bool {
+	d.ws()
+	return d.i >= len(d.b)
 }
 
 // expect consumes c after white space.
@@ -147,7 +155,7 @@ func (d *decoder) page() (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.next() != 0 {
+	if !d.atEnd() {
 		return nil, d.fail("data after the page object")
 	}
 	switch {
@@ -256,7 +264,12 @@ func (d *decoder) item(f *fields) error {
 		if err := d.expect(':'); err != nil {
 			return err
 		}
-		k := fieldIndex(key)
+		var k int
+		if d.m == nil {
+			k = fieldIndex(key)
+		} else {
+			k = d.m.field(key)
+		}
 		var fl field
 		switch c := d.next(); {
 		case k < 0:
@@ -326,7 +339,11 @@ func (d *decoder) record(f *fields) (Record, string) {
 	}
 	var pb [nFields]string
 	problems := pb[:0]
-	bad := func(k int, msg string) { problems = append(problems, fieldNames[k]+": "+msg) }
+	names := &fieldNames
+	if d.m != nil {
+		names = &d.m.labels
+	}
+	bad := func(k int, msg string) { problems = append(problems, names[k]+": "+msg) }
 
 	erpID := f.text(fErpID, 64, bad)
 	if f.f[fErpID].kind == kString {
@@ -344,15 +361,16 @@ func (d *decoder) record(f *fields) (Record, string) {
 	var status string
 	if s := f.f[fStatus]; s.kind != kString {
 		bad(fStatus, describe(s)+", want a string")
-	} else if status = statusOf(s.val); status == "" {
+	} else if status = d.statusOf(s.val); status == "" {
 		bad(fStatus, quote(s.val)+" is not one of ACTIVE, SUSPENDED, CANCELLED, EXPIRED")
 	}
 
-	startsAt, okStart := f.time(fStartsAt, bad)
-	updatedAt, _ := f.time(fUpdatedAt, bad)
+	dates := d.m != nil // a mapped source may serve dates (Edm.Date) for starts_at and ends_at
+	startsAt, okStart := f.time(fStartsAt, dates, bad)
+	updatedAt, okUpdated := f.time(fUpdatedAt, false, bad)
 	var endsAt *time.Time
 	if e := f.f[fEndsAt]; e.kind != kMissing && e.kind != kNull {
-		if t, ok := f.time(fEndsAt, bad); ok {
+		if t, ok := f.time(fEndsAt, dates, bad); ok {
 			if okStart && t.Before(startsAt) {
 				bad(fEndsAt, "before starts_at")
 			}
@@ -365,8 +383,14 @@ func (d *decoder) record(f *fields) (Record, string) {
 	}
 
 	var version int64
-	switch v := f.f[fVersion]; v.kind {
-	case kInt:
+	switch v := f.f[fVersion]; {
+	case d.m != nil && d.m.noVersion:
+		if okUpdated {
+			if version = updatedAt.UnixMicro(); version < 1 {
+				bad(fVersion, "updated_at is not after 1970-01-01T00:00:00Z")
+			}
+		}
+	case v.kind == kInt:
 		n, err := strconv.ParseInt(string(v.val), 10, 64)
 		switch {
 		case err != nil:
@@ -380,7 +404,7 @@ func (d *decoder) record(f *fields) (Record, string) {
 		default:
 			version = n
 		}
-	case kNumber:
+	case v.kind == kNumber:
 		bad(fVersion, quote(v.val)+" is not an integer")
 	default:
 		bad(fVersion, describe(v)+", want an integer")
@@ -442,12 +466,20 @@ func controlChar(b []byte) (rune, bool) {
 	return 0, false
 }
 
-// time checks a required RFC 3339 date-time.
-func (f *fields) time(k int, bad func(int, string)) (time.Time, bool) {
+// time checks a required RFC 3339 date-time, or also a date
+// (YYYY-MM-DD, UTC midnight) when dates is true.
+func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool) {
 	v := f.f[k]
 	if v.kind != kString {
 		bad(k, describe(v)+", want an RFC 3339 date-time")
 		return time.Time{}, false
+	}
+	if dates && len(v.val) == len("2006-01-02") {
+		t, ok := parseDate(v.val)
+		if !ok {
+			bad(k, quote(v.val)+" is not a date (YYYY-MM-DD)")
+		}
+		return t, ok
 	}
 	t, ok := parseTime(v.val)
 	if !ok {
@@ -466,6 +498,17 @@ func invalid(f *fields, problems string, raw []byte) Invalid {
 		inv.UpdatedAt, _ = parseTime(v.val)
 	}
 	return inv
+}
+
+// statusOf returns the status a served value stands for, translated by
+// the mapping; "" when it is none of the contract's.
+func (d *decoder) statusOf(b []byte) string {
+	if d.m != nil {
+		if s, ok := d.m.status[string(b)]; ok {
+			return s
+		}
+	}
+	return statusOf(b)
 }
 
 func statusOf(b []byte) string {
@@ -737,34 +780,5 @@ func (d *decoder) skip() error {
 
 // decodeCount decodes the body of the count endpoint.
 func decodeCount(body []byte) (int64, error) {
-	d := decoder{b: body}
-	var count []byte
-	err := d.object(func(key []byte) error {
-		if string(key) != "count" {
-			return d.skip()
-		}
-		if c := d.next(); c != '-' && (c < '0' || c > '9') {
-			return d.fail("count is not a number")
-		}
-		v, isInt, err := d.number()
-		if err == nil && !isInt {
-			err = d.fail("count is not an integer")
-		}
-		count = v
-		return err
-	})
-	if err == nil && d.next() != 0 {
-		err = d.fail("data after the count object")
-	}
-	if err != nil {
-		return 0, fmt.Errorf("decode count: %w", err)
-	}
-	if count == nil {
-		return 0, errors.New("decode count: no count")
-	}
-	n, err := strconv.ParseInt(string(count), 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("decode count: %s is not a count", quote(count))
-	}
-	return n, nil
+	return decodeCountAt(body, JSONPath{"count"})
 }

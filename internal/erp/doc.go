@@ -1,5 +1,5 @@
-// Package erp is the client of the ERP membership feed
-// (shared/spec/erp-api.yaml): it pages memberships ordered by
+// Package erp is the client of the ERP membership feed of the contract
+// api/erp-api.yaml (api.ERPOpenAPI): it pages memberships ordered by
 // (updated_at, erp_id) and counts them.
 //
 // The client absorbs the feed's transient failures. An attempt that ends in
@@ -20,6 +20,14 @@
 // envelope is strict: an object with a data array and a next_cursor string
 // or null, or the attempt fails and is retried. The decoder is written by
 // hand for this one shape, since decoding is the client's hot path.
+//
+// Config.Shape reads an API shaped differently without code: its
+// endpoints, parameter names, cursor or offset paging and where its bodies
+// keep the records, the next cursor and the count (JSON paths). The same
+// hand-written decoder walks those paths, skipping the rest, and validates
+// the items as above; the spec's own shape keeps its dedicated decoder.
+// Offset paging skips a record whenever an earlier one changes while the
+// pages are read (it moves to the end of the feed): prefer a cursor.
 //
 // What the client does NOT promise: it does not deduplicate. The feed is
 // at-least-once, so a page can hold the same erp_id twice, an older

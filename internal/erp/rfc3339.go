@@ -73,6 +73,22 @@ func parseTime(b []byte) (time.Time, bool) {
 	return time.Unix(unix, int64(nsec)).UTC(), true
 }
 
+// parseDate parses a date (YYYY-MM-DD, an OData Edm.Date) as midnight UTC.
+func parseDate(b []byte) (time.Time, bool) {
+	if len(b) != len("2006-01-02") || b[4] != '-' || b[7] != '-' {
+		return time.Time{}, false
+	}
+	y1, ok1 := d2(b, 0)
+	y2, ok2 := d2(b, 2)
+	month, ok3 := d2(b, 5)
+	day, ok4 := d2(b, 8)
+	year := y1*100 + y2
+	if !(ok1 && ok2 && ok3 && ok4) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) {
+		return time.Time{}, false
+	}
+	return time.Unix(daysSinceEpoch(year, month, day)*86400, 0).UTC(), true
+}
+
 // d2 parses the two ASCII digits at b[i:].
 func d2(b []byte, i int) (int, bool) {
 	hi, lo := b[i]-'0', b[i+1]-'0' // a non-digit wraps around above 9

@@ -47,7 +47,7 @@ func BenchmarkObtainReleaseParallel(b *testing.B) {
 	})
 }
 
-const chunk = 250
+const chunk = 500
 
 // BenchmarkObtainMany obtains and releases a chunk of 250 keys per op: on a
 // single server with one script call (the default) and with a pipeline of
@@ -73,6 +73,20 @@ func BenchmarkObtainMany(b *testing.B) {
 		lock.SplitByKey(c)
 		benchObtainMany(b, c)
 	})
+}
+
+// BenchmarkObtainManyCluster3 obtains and releases a chunk per op on a
+// three-master cluster: one call per slot (each key its own hash tag) and
+// with the keys in a number of buckets, each a hash tag.
+func BenchmarkObtainManyCluster3(b *testing.B) {
+	rdb, _ := startCluster3(b)
+	for _, n := range []int{0, 16, 48, 128, 0, 16, 48, 128} {
+		b.Run(fmt.Sprintf("buckets-%d", n), func(b *testing.B) {
+			c := lock.New(rdb, &lock.Options{Prefix: randomPrefix()})
+			lock.SetBuckets(c, n)
+			benchObtainMany(b, c)
+		})
+	}
 }
 
 func benchObtainMany(b *testing.B, c *lock.Client) {

@@ -82,10 +82,10 @@ func TestCluster(t *testing.T) {
 	}
 	slots := map[uint16]bool{}
 	for _, k := range keys {
-		slots[lock.Slot(prefix+"{"+k+"}")] = true
+		slots[lock.Slot(lock.LockKey(c, k))] = true
 	}
-	if len(slots) < 250 {
-		t.Fatalf("only %d slots for %d keys", len(slots), len(keys))
+	if len(slots) < lock.ClusterBuckets*9/10 {
+		t.Fatalf("only %d slots for %d keys in %d buckets", len(slots), len(keys), lock.ClusterBuckets)
 	}
 
 	// fences holds the last fence of every key, across the subtests.
@@ -221,8 +221,8 @@ func checkSpread(t *testing.T, masters []*redis.Client, c *lock.Client, prefix s
 		if ttl != 0 {
 			t.Fatalf("%s: counter %s with TTL %v, want none", k, ck, ttl)
 		}
-		if lock.Slot(ck) != lock.Slot(prefix+"{"+k+"}") {
-			t.Fatalf("%s: counter %s in slot %d, lock key in %d", k, ck, lock.Slot(ck), lock.Slot(prefix+"{"+k+"}"))
+		if lk := lock.LockKey(c, k); lock.Slot(ck) != lock.Slot(lk) {
+			t.Fatalf("%s: counter %s in slot %d, lock key in %d", k, ck, lock.Slot(ck), lock.Slot(lk))
 		}
 		counters[ck] = true
 	}
@@ -238,7 +238,7 @@ func checkSpread(t *testing.T, masters []*redis.Client, c *lock.Client, prefix s
 		t.Errorf("%d fence counters on the masters, want one per slot: %d", total, len(counters))
 	}
 	for _, k := range keys[:20] {
-		lk := prefix + "{" + k + "}"
+		lk := lock.LockKey(c, k)
 		ck, _ := lock.Counter(c, k)
 		for _, m := range masters {
 			hasLock := m.Exists(ctx, lk).Val() == 1

@@ -14,6 +14,10 @@ import (
 // server while it runs (see ObtainMany).
 const maxBatch = 256
 
+// soloBatch is the size from which doMany sends a batch at once, never
+// queued.
+const soloBatch = maxBatch / 2
+
 // batcher coalesces the concurrent calls of one kind (grants or releases)
 // to one Client, as a database's group commit does. A call made while none
 // is in flight goes out at once, alone, from the caller's goroutine, so a
@@ -64,7 +68,7 @@ type pending struct {
 func (b *batcher) do(ctx context.Context, c *Client, s script, keys []string, args []any, g *grant) (int64, error) {
 	b.mu.Lock()
 	if b.busy {
-		p := &pending{g: g, rkey: keys[0], token: args[0], deadline: c.deadline(ctx), done: make(chan struct{})}
+		p := c.newPending(ctx, g, keys[0], args[0])
 		b.queue = append(b.queue, p)
 		b.mu.Unlock()
 		return p.wait(ctx)
@@ -74,6 +78,47 @@ func (b *batcher) do(ctx context.Context, c *Client, s script, keys []string, ar
 	n, err := c.run(ctx, s, keys, args).Int64()
 	b.leave()
 	return n, err
+}
+
+// doMany runs the calls ps together: at once, as one batch sent from this
+// goroutine, when no call of b is in flight; else queued, in the next
+// batches, with what other callers queued. A batch of soloBatch calls or
+// more is a full batch already and goes out at once in any case, beside
+// the call in flight: queued, it would wait for every batch before it,
+// and the concurrent chunks of a sync would take turns per node. It
+// returns each call's result, and the first error among them (ctx's for a
+// call still queued when ctx ended).
+func (b *batcher) doMany(ctx context.Context, ps []*pending) ([]int64, error) {
+	b.mu.Lock()
+	switch {
+	case len(ps) >= soloBatch:
+		b.mu.Unlock()
+		b.send(ps)
+	case b.busy:
+		b.queue = append(b.queue, ps...)
+		b.mu.Unlock()
+	default:
+		b.busy = true
+		b.mu.Unlock()
+		b.send(ps)
+		b.leave()
+	}
+	ns := make([]int64, len(ps))
+	var first error
+	for i, p := range ps {
+		n, err := p.wait(ctx)
+		ns[i] = n
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return ns, first
+}
+
+// newPending returns a call of the lock key rkey with token, queued under
+// ctx; g is its grant, nil for a release.
+func (c *Client) newPending(ctx context.Context, g *grant, rkey string, token any) *pending {
+	return &pending{g: g, rkey: rkey, token: token, deadline: c.deadline(ctx), done: make(chan struct{})}
 }
 
 // leave ends the call in flight, and sends what queued meanwhile, from a
@@ -183,6 +228,17 @@ func (c *Client) obtainOne(ctx context.Context, g *grant) (int64, error) {
 	return c.grants.do(ctx, c, obtainScript, g.keyList(), g.argv(), g)
 }
 
+// obtainBatch runs the grants gs together, coalesced with the other
+// grants of c (see batcher.doMany). It returns each grant's fencing token,
+// 0 where the key is held, or the first error.
+func (c *Client) obtainBatch(ctx context.Context, gs []*grant) ([]int64, error) {
+	ps := make([]*pending, len(gs))
+	for i, g := range gs {
+		ps[i] = c.newPending(ctx, g, g.keys[0], g.args[0])
+	}
+	return c.grants.doMany(ctx, ps)
+}
+
 // sendGrants runs a batch of grants and delivers their results; the
 // grants whose callers left are released.
 func (c *Client) sendGrants(batch []*pending) {
@@ -246,6 +302,17 @@ func fenceError(n int64, g *grant) error {
 // taken, -1 gone) or the error as Redis or go-redis gave it.
 func (c *Client) releaseOne(ctx context.Context, keys []string, args []any) (int64, error) {
 	return c.releases.do(ctx, c, releaseScript, keys, args, nil)
+}
+
+// releaseBatch deletes each lock key rkeys[i] that carries tokens[i],
+// coalesced with the other releases of c (see batcher.doMany). It returns
+// release.lua's result for each, or the first error.
+func (c *Client) releaseBatch(ctx context.Context, rkeys []string, tokens []any) ([]int64, error) {
+	ps := make([]*pending, len(rkeys))
+	for i, rk := range rkeys {
+		ps[i] = c.newPending(ctx, nil, rk, tokens[i])
+	}
+	return c.releases.doMany(ctx, ps)
 }
 
 // sendReleases runs a batch of releases and delivers their results.

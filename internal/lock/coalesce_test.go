@@ -321,16 +321,27 @@ func TestCoalescedCluster(t *testing.T) {
 	}
 }
 
+// occupyAll marks a grant (or a release) of every node in flight (see
+// lock.Occupy) until the returned func is called.
+func occupyAll(nodes []*lock.Client, releases bool) (resume func()) {
+	var resumes []func()
+	for _, c := range nodes {
+		resumes = append(resumes, lock.Occupy(c, releases))
+	}
+	return func() {
+		for _, r := range resumes {
+			r()
+		}
+	}
+}
+
 // A Redlock's calls to each node coalesce too: attempts queued behind one
 // in flight on every node all get their quorum, with tokens of their own.
 func TestCoalescedRedlock(t *testing.T) {
 	b := setupRedlock(t, 3, nil)
 	ctx := context.Background()
 	nodes := lock.Nodes(b.rl)
-	var resumes []func()
-	for _, c := range nodes {
-		resumes = append(resumes, lock.Occupy(c, false))
-	}
+	resume := occupyAll(nodes, false)
 	const n = 12
 	locks := make([]*lock.Lock, n)
 	var wg sync.WaitGroup
@@ -347,9 +358,7 @@ func TestCoalescedRedlock(t *testing.T) {
 	for _, c := range nodes {
 		waitFor(t, "the grants to queue", func() bool { g, _ := lock.Queued(c); return g == n })
 	}
-	for _, resume := range resumes {
-		resume()
-	}
+	resume()
 	wg.Wait()
 	if t.Failed() {
 		return
@@ -373,10 +382,7 @@ func TestCoalescedRedlock(t *testing.T) {
 		}
 	}
 
-	resumes = resumes[:0]
-	for _, c := range nodes {
-		resumes = append(resumes, lock.Occupy(c, true))
-	}
+	resume = occupyAll(nodes, true)
 	for _, l := range locks {
 		wg.Go(func() {
 			if err := l.Release(ctx); err != nil {
@@ -387,9 +393,7 @@ func TestCoalescedRedlock(t *testing.T) {
 	for _, c := range nodes {
 		waitFor(t, "the releases to queue", func() bool { _, r := lock.Queued(c); return r == n })
 	}
-	for _, resume := range resumes {
-		resume()
-	}
+	resume()
 	wg.Wait()
 	for _, l := range locks {
 		lock.Settle(l)

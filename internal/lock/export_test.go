@@ -120,3 +120,9 @@ func Settle(l *Lock) {
 		calls.settle()
 	}
 }
+
+// SetBuckets makes c put each lock key in one of n hash slots.
+func SetBuckets(c *Client, n int) { c.buckets = n }
+
+// LockKey returns the Redis key of key's lock in c.
+func LockKey(c *Client, key string) string { return c.lockKey(key) }

@@ -192,6 +192,9 @@ type Client struct {
 	// calls, and which fence counter a key uses; see groupKeys and
 	// counter.
 	group grouping
+	// buckets, on a Redis Cluster, puts each key's lock in one of that
+	// many hash slots (see bucketTag); 0 gives each key its own tag.
+	buckets int
 	// serverCounter is the fence counter of every key on a single server,
 	// and serverEpoch its epoch counter.
 	serverCounter, serverEpoch string
@@ -205,6 +208,9 @@ type Client struct {
 func New(rdb redis.UniversalClient, opt *Options) *Client {
 	o, hook := opt.withDefaults()
 	c := &Client{rdb: rdb, opt: o, hook: hook, group: groupingOf(rdb)}
+	if c.group == bySlot {
+		c.buckets = ClusterBuckets
+	}
 	c.serverCounter = o.Prefix + serverCounterName
 	c.serverEpoch = c.serverCounter + epochSuffix
 	c.grants.send = c.sendGrants
@@ -238,9 +244,33 @@ func (opt *Options) withDefaults() (Options, Hooks) {
 	return o, h
 }
 
+// ClusterBuckets is the number of hash slots a Client on a Redis Cluster
+// puts its lock keys in: each key's lock is Prefix + "{T}" + key, T the
+// tag of one of ClusterBuckets slots spread evenly over the 16384 (see
+// bucketTag), so that ObtainMany and ReleaseMany send a chunk of 500 keys
+// in about 64 script calls instead of about 500 (one per key's own slot),
+// while the keys still spread evenly over masters that split the slots
+// evenly (with three, 22, 21 and 21 buckets).
+const ClusterBuckets = 64
+
 // lockKey returns the Redis key of key's lock. The braces make key the
-// hash tag, so that a Redis Cluster puts every key of one lock in one slot.
-func (c *Client) lockKey(key string) string { return c.opt.Prefix + "{" + key + "}" }
+// hash tag, so that a Redis Cluster puts every key of one lock in one
+// slot; on a cluster, the tag is that of key's bucket (see
+// ClusterBuckets).
+func (c *Client) lockKey(key string) string {
+	if c.buckets > 0 {
+		return c.opt.Prefix + "{" + bucketTag(key, c.buckets) + "}" + key
+	}
+	return c.opt.Prefix + "{" + key + "}"
+}
+
+// bucketTag returns the hash tag of key's bucket among n: a tag of the
+// slot that starts the bucket's share of the 16384, so that n buckets
+// spread evenly over masters that split the slots evenly.
+func bucketTag(key string, n int) string {
+	b := int(crc16(key)) % n
+	return slotTag(uint16(b * 16384 / n))
+}
 
 // Names of the fence counters, after the Prefix. See counter.
 const (

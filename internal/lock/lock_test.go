@@ -422,18 +422,29 @@ func TestMutualExclusionGoroutines(t *testing.T) {
 // while it holds the lock.
 func TestMutualExclusionProcesses(t *testing.T) {
 	b := setup(t, nil)
+	const procs, rounds = 4, 30
+	logPath := runHolders(t, procs, func(i int) []string {
+		return []string{helperEnv + "=1", "LOCK_TEST_PREFIX=" + b.prefix, "LOCK_TEST_KEY=proc",
+			fmt.Sprintf("LOCK_TEST_N=%d", rounds), fmt.Sprintf("LOCK_TEST_ON_DEMAND=%t", i%2 == 1)}
+	})
+	if lines := checkHolderLog(t, logPath); lines != 2*procs*rounds {
+		t.Errorf("%d log lines, want %d", lines, 2*procs*rounds)
+	}
+}
+
+// runHolders runs procs holder processes of this test binary, process i
+// with env(i) added to its environment and LOCK_TEST_LOG naming the log
+// they share, and returns the log's path once all exited.
+func runHolders(t *testing.T, procs int, env func(i int) []string) string {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "log")
 	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const procs, rounds = 4, 30
 	cmds := make([]*exec.Cmd, procs)
 	for i := range cmds {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			helperEnv+"=1", "LOCK_TEST_PREFIX="+b.prefix, "LOCK_TEST_KEY=proc",
-			"LOCK_TEST_LOG="+logPath, fmt.Sprintf("LOCK_TEST_N=%d", rounds),
-			fmt.Sprintf("LOCK_TEST_ON_DEMAND=%t", i%2 == 1))
+		cmd.Env = append(append(os.Environ(), env(i)...), "LOCK_TEST_LOG="+logPath)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -445,41 +456,45 @@ func TestMutualExclusionProcesses(t *testing.T) {
 			t.Errorf("holder process: %v", err)
 		}
 	}
+	return logPath
+}
 
-	f, err := os.Open(logPath)
+// checkHolderLog reads the log that holder processes wrote, lines of
+// "enter KEY PID FENCE" and "exit KEY PID FENCE", and checks that no key
+// had two holders at once and that each key's fences rose. It returns the
+// number of lines.
+func checkHolderLog(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	var (
-		lines     int
-		inside    string
-		lastFence int64
-	)
+	inside := map[string]string{}
+	last := map[string]int64{}
+	lines := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		lines++
-		var op string
+		var op, key string
 		var pid, fence int64
-		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d", &op, &pid, &fence); err != nil {
+		if _, err := fmt.Sscanf(sc.Text(), "%s %s %d %d", &op, &key, &pid, &fence); err != nil {
 			t.Fatalf("line %d %q: %v", lines, sc.Text(), err)
 		}
 		id := fmt.Sprint(pid, fence)
 		switch {
-		case op == "enter" && inside == "":
-			if fence <= lastFence {
-				t.Fatalf("line %d: fence %d after %d", lines, fence, lastFence)
+		case op == "enter" && inside[key] == "":
+			if fence <= last[key] {
+				t.Fatalf("line %d: %s fence %d after %d", lines, key, fence, last[key])
 			}
-			inside, lastFence = id, fence
-		case op == "exit" && inside == id:
-			inside = ""
+			inside[key], last[key] = id, fence
+		case op == "exit" && inside[key] == id:
+			inside[key] = ""
 		default:
-			t.Fatalf("line %d: %q while %q is inside", lines, sc.Text(), inside)
+			t.Fatalf("line %d: %q while %q holds %s", lines, sc.Text(), inside[key], key)
 		}
 	}
-	if lines != 2*procs*rounds {
-		t.Errorf("%d log lines, want %d", lines, 2*procs*rounds)
-	}
+	return lines
 }
 
 func TestUnavailable(t *testing.T) {

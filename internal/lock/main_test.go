@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperProcess())
 	}
+	if os.Getenv(manyHelperEnv) != "" {
+		os.Exit(manyHelperProcess())
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		deleteRunKeys()
 		os.Exit(code)
@@ -186,9 +189,9 @@ func helperProcess() int {
 			fmt.Fprintln(os.Stderr, "fetch fence:", err)
 			return 1
 		}
-		fmt.Fprintf(f, "enter %d %d\n", pid, fence)
+		fmt.Fprintf(f, "enter %s %d %d\n", key, pid, fence)
 		time.Sleep(100 * time.Microsecond)
-		fmt.Fprintf(f, "exit %d %d\n", pid, fence)
+		fmt.Fprintf(f, "exit %s %d %d\n", key, pid, fence)
 		if err := l.Release(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "release:", err)
 			return 1

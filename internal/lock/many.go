@@ -252,21 +252,9 @@ func (c *Client) cleanUp(locks []*Lock) {
 // counts the groups that did answer, and for a lock obtained from a
 // Redlock (ErrInvalid, before anything is released).
 func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, err error) {
-	var held []*Lock
-	for _, l := range locks {
-		if l == nil {
-			continue
-		}
-		if _, ok := l.b.(*Client); !ok {
-			return 0, fmt.Errorf("%w: release many: %s was not obtained from a Client", ErrInvalid, l)
-		}
-		held = append(held, l)
-	}
-	for _, l := range held {
-		l.stop()
-	}
-	if len(held) == 0 {
-		return 0, nil
+	held, err := toRelease(locks, func(l *Lock) bool { _, ok := l.b.(*Client); return ok }, "a Client")
+	if err != nil || len(held) == 0 {
+		return 0, err
 	}
 	rkeys := make([]string, len(held))
 	tokens := make([]any, len(held))
@@ -291,6 +279,56 @@ func (c *Client) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, e
 		return notHeld, translate(ctx, "release many", err)
 	}
 	return notHeld, nil
+}
+
+// raiseFences raises each fence counter counters[i] to tokens[i] (see
+// raise_fence.lua), one script call per group of counters, and returns
+// the counters as they are then.
+func (c *Client) raiseFences(ctx context.Context, counters []string, tokens []any, fenceTTLms int64) ([]int64, error) {
+	groups := c.groupKeys(counters)
+	calls := make([]scriptCall, len(groups))
+	for g, idx := range groups {
+		keys := make([]string, len(idx))
+		args := make([]any, 1, 1+len(idx))
+		args[0] = fenceTTLms
+		for j, i := range idx {
+			keys[j] = counters[i]
+			args = append(args, tokens[i])
+		}
+		calls[g] = scriptCall{keys: keys, args: args}
+	}
+	cmds, err := c.runMany(ctx, raiseFenceScript, calls)
+	out := make([]int64, len(counters))
+	for g, idx := range groups {
+		ns, rerr := results(cmds[g], err, len(idx))
+		if rerr != nil {
+			return nil, rerr
+		}
+		for j, i := range idx {
+			out[i] = ns[j]
+		}
+	}
+	return out, nil
+}
+
+// toRelease returns the non-nil locks, their watchdogs stopped; or, with
+// nothing stopped, ErrInvalid for a lock that ours says was not obtained
+// from the releaser, which owner names.
+func toRelease(locks []*Lock, ours func(*Lock) bool, owner string) ([]*Lock, error) {
+	var held []*Lock
+	for _, l := range locks {
+		if l == nil {
+			continue
+		}
+		if !ours(l) {
+			return nil, fmt.Errorf("%w: release many: %s was not obtained from %s", ErrInvalid, l, owner)
+		}
+		held = append(held, l)
+	}
+	for _, l := range held {
+		l.stop()
+	}
+	return held, nil
 }
 
 // scriptCall is one call of a script in a batch.

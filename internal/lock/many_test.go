@@ -52,14 +52,14 @@ func testObtainMany(t *testing.T, rdb redis.UniversalClient, prefix string) {
 			t.Errorf("fence %d granted twice", l.Fence())
 		}
 		fences[l.Fence()] = true
-		if got := rdb.Get(ctx, prefix+"{"+keys[i]+"}").Val(); got != l.Token() {
+		if got := rdb.Get(ctx, lock.LockKey(ours, keys[i])).Val(); got != l.Token() {
 			t.Errorf("keys[%d] in Redis = %q, want its token", i, got)
 		}
 	}
 
 	// One of ours expired and was taken by another: ReleaseMany counts it
 	// and leaves the new holder alone.
-	rdb.PExpire(ctx, prefix+"{"+keys[3]+"}", time.Millisecond)
+	rdb.PExpire(ctx, lock.LockKey(ours, keys[3]), time.Millisecond)
 	time.Sleep(5 * time.Millisecond)
 	taker := mustObtain(t, theirs, keys[3], time.Minute)
 	if taker.Fence() <= locks[3].Fence() {
@@ -81,7 +81,7 @@ func testObtainMany(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		if i == 3 {
 			want = taker.Token()
 		}
-		if got := rdb.Get(ctx, prefix+"{"+keys[i]+"}").Val(); got != want {
+		if got := rdb.Get(ctx, lock.LockKey(ours, keys[i])).Val(); got != want {
 			t.Errorf("keys[%d] after ReleaseMany = %q, want %q", i, got, want)
 		}
 	}
@@ -146,12 +146,12 @@ func TestClusterSlots(t *testing.T) {
 	bySlot := map[int64][]string{}
 	for i := range 3000 {
 		key := fmt.Sprintf("erp:%d", i)
-		want, err := node.ClusterKeySlot(ctx, prefix+"{"+key+"}").Result()
+		if got, want := lock.Slot(prefix+"{"+key+"}:fence"), node.ClusterKeySlot(ctx, prefix+"{"+key+"}").Val(); int64(got) != want {
+			t.Fatalf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
+		}
+		want, err := node.ClusterKeySlot(ctx, lock.LockKey(c, key)).Result()
 		if err != nil {
 			t.Fatal(err)
-		}
-		if got := lock.Slot(prefix + "{" + key + "}:fence"); int64(got) != want {
-			t.Fatalf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
 		}
 		if ck, _ := lock.Counter(c, key); lock.Slot(ck) != uint16(want) {
 			t.Fatalf("counter %s of %s in slot %d, want %d", ck, key, lock.Slot(ck), want)
@@ -209,7 +209,7 @@ func TestClusterSlots(t *testing.T) {
 	if n, err := c.ReleaseMany(ctx, locks); err != nil || n != 0 {
 		t.Fatalf("ReleaseMany = %d, %v", n, err)
 	}
-	if n := node.Exists(ctx, prefix+"{"+keys[0]+"}").Val(); n != 0 {
+	if n := node.Exists(ctx, lock.LockKey(c, keys[0])).Val(); n != 0 {
 		t.Errorf("released key still exists")
 	}
 }

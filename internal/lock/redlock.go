@@ -110,7 +110,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	// their tokens would rarely agree (see clockStep); a slot's counter
 	// sees another grant in the same millisecond only when two keys of one
 	// slot are granted together. It needs no TTL, unlike a key's own.
-	rkey := r.opt.Prefix + "{" + key + "}"
+	rkey := r.lockKey(key)
 	g, err := newGrant(rkey, slotCounter(r.opt.Prefix, rkey), "", ttl, 0)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,8 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 	var err error
 	switch {
 	case granted >= r.quorum:
-		err = r.raise(ctx, g.keys[1], fence, g.counterTTL, replies, nt)
+		counters, fences := g.keys[1:2], []int64{fence}
+		err = r.raise(ctx, counters, fences, g.counterTTL, replies, func(i, _ int) int64 { return replies[i].n }, nt)
 		if err == nil {
 			took := time.Since(start)
 			if took < validity(ttl) {
@@ -168,7 +169,7 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 					// The slower nodes that granted a smaller token get
 					// the fence too, as the quorum did, so that it
 					// survives the loss of more nodes than a minority.
-					_ = r.raise(context.WithoutCancel(ctx), g.keys[1], fence, g.counterTTL, all, nt)
+					_ = r.raise(context.WithoutCancel(ctx), counters, fences, g.counterTTL, all, func(i, _ int) int64 { return all[i].n }, nt)
 				})
 				return fence, start, calls, nil
 			}
@@ -193,37 +194,78 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 	return 0, start, nil, err
 }
 
-// raise writes fence back to the counter at fenceKey on the granting nodes
-// that handed out a smaller token, and checks that a quorum of nodes then
-// holds a counter at or above fence.
-func (r *Redlock) raise(ctx context.Context, fenceKey string, fence, fenceTTLms int64, replies []reply, nt time.Duration) error {
-	have := 0
-	for _, rep := range replies {
-		if rep.err == nil && rep.n == fence {
-			have++
+// raise writes each granted key's fencing token back to the key's fence
+// counter on the nodes that answered and handed out less, in one call per
+// node, and checks that a quorum of nodes then holds a counter at or above
+// each token. Key k's counter is counters[k] and its token fences[k] (0:
+// not granted, left alone); got(i, k) is the token node i handed out for
+// it, read only where replies[i] answered.
+func (r *Redlock) raise(ctx context.Context, counters []string, fences []int64, fenceTTLms int64, replies []reply, got func(i, k int) int64, nt time.Duration) error {
+	have := make([]int, len(fences))
+	type raising struct {
+		counters []string
+		tokens   []any
+		keys     []int
+	}
+	ups := make([]raising, len(r.nodes))
+	for i, rep := range replies {
+		if !rep.asked || rep.err != nil {
+			continue
+		}
+		for k, f := range fences {
+			switch n := got(i, k); {
+			case f == 0 || n <= 0:
+			case n >= f:
+				have[k]++
+			default:
+				u := &ups[i]
+				u.counters = append(u.counters, counters[k])
+				u.tokens = append(u.tokens, f)
+				u.keys = append(u.keys, k)
+			}
 		}
 	}
-	keys := []string{fenceKey}
-	ups := r.each(ctx, time.Now().Add(nt), func(i int) bool {
-		return replies[i].err == nil && replies[i].n > 0 && replies[i].n < fence
-	}, func(ctx context.Context, c *Client) (int64, error) {
-		return raiseFenceScript.Run(ctx, c.rdb, keys, fence, fenceTTLms).Int64()
+	raised := make([][]int64, len(r.nodes))
+	rs := r.each(ctx, time.Now().Add(nt), func(i int) bool { return len(ups[i].keys) > 0 }, func(ctx context.Context, c *Client) (int64, error) {
+		i := r.indexOf(c)
+		ns, err := c.raiseFences(ctx, ups[i].counters, ups[i].tokens, fenceTTLms)
+		raised[i] = ns
+		return 0, err
 	})
 	var failure error
-	for _, up := range ups {
+	for i, rep := range rs {
 		switch {
-		case !up.asked:
-		case up.err != nil:
-			failure = cmp.Or(failure, up.err)
-		case up.n >= fence:
-			have++
+		case !rep.asked:
+		case rep.err != nil:
+			failure = cmp.Or(failure, rep.err)
+		default:
+			for j, k := range ups[i].keys {
+				if raised[i][j] >= fences[k] {
+					have[k]++
+				}
+			}
 		}
 	}
-	if have >= r.quorum {
-		return nil
+	for k, f := range fences {
+		if f > 0 && have[k] < r.quorum {
+			err := fmt.Errorf("%w: redlock: fencing token written to %d of %d nodes, %d needed", ErrUnavailable, have[k], len(r.nodes), r.quorum)
+			if failure != nil {
+				err = fmt.Errorf("%w: %w", err, failure)
+			}
+			return err
+		}
 	}
-	return fmt.Errorf("%w: redlock: fencing token written to %d of %d nodes, %d needed: %w",
-		ErrUnavailable, have, len(r.nodes), r.quorum, failure)
+	return nil
+}
+
+// indexOf returns the index of the node c.
+func (r *Redlock) indexOf(c *Client) int {
+	for i, n := range r.nodes {
+		if n == c {
+			return i
+		}
+	}
+	panic("lock: not a node of this Redlock")
 }
 
 // proposedFloor returns the fencing floor an attempt begun at start

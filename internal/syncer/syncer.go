@@ -44,9 +44,9 @@ type Source interface {
 
 // Locker is what the syncer needs of a lock service. A *lock.Client (one
 // Redis, or a Redis Cluster) and a *lock.Redlock (a quorum of masters) both
-// provide it. When it also has ObtainMany and ReleaseMany (a *lock.Client),
-// a chunk's locks are taken and released in one round trip each; otherwise
-// one by one.
+// provide it. When it also has ObtainMany and ReleaseMany (both do), a
+// chunk's locks are taken and released in one round trip each (to every
+// node at once, for a Redlock); otherwise one by one.
 type Locker interface {
 	Obtain(ctx context.Context, key string, ttl time.Duration, opt *lock.ObtainOptions) (*lock.Lock, error)
 }

@@ -108,6 +108,22 @@ func Redis(t testing.TB) *redis.Client {
 	return rdb
 }
 
+// MainWithBinary is a TestMain of tests that run the binary of pkg: it
+// builds it into a temporary directory, stores its path in *bin, runs the
+// tests, removes the binary and exits with the tests' code (1 when the
+// build fails).
+func MainWithBinary(m *testing.M, pkg string, bin *string) {
+	b, remove, err := BuildTemp(pkg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = b
+	code := m.Run()
+	remove()
+	os.Exit(code)
+}
+
 // BuildTemp is Build into a new temporary directory; remove deletes the
 // directory and the binary.
 func BuildTemp(pkg string) (bin string, remove func(), err error) {

@@ -1,0 +1,29 @@
+// Package captest runs a real OData v4 server for tests: the SAP CAP
+// project in ./cap, served by @sap/cds on Node.js with an in-memory SQLite
+// database (the sql.js driver, no native build). It exists so that erpsync's
+// OData source is tested against the server it will meet in production
+// rather than against a mock that shares the source's own reading of the
+// protocol.
+//
+// Start copies the project into the test's temporary directory (linking
+// node_modules), writes N deterministic records for a seed as the CSV seed
+// data, starts cds-serve on a free loopback port and stops its process
+// group when the test ends. The Server it returns has the entity set URLs,
+// the basic-auth credentials, and methods that PATCH, POST and DELETE
+// records while a sync pages, and that read back every record as the
+// reference a test compares the database with.
+//
+// The service is ErpService at /odata/v4/erp with two entity sets:
+// Memberships (key MembershipID; LastChangeDateTime, an Edm.DateTimeOffset
+// stamped by the server on insert and on every update, is its only change
+// marker) and VersionedMemberships (the same plus ChangeCounter, an
+// Edm.Int32 that every update increments). The page limit, reliable
+// (key-based) paging and authentication are Options.
+//
+// The package needs node (Node.js 20 or later) in PATH and the project's
+// node_modules, installed with `make cap-deps` (npm ci); without them Start
+// fails the test with a line saying so. It does not skip. It promises
+// nothing about CAP beyond what its own tests assert (captest_test.go
+// documents the OData behaviour the source relies on), and it has no delta
+// or change tracking: a DELETE leaves no trace in the feed.
+package captest

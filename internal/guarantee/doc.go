@@ -1,0 +1,38 @@
+// Package guarantee holds the model-based test of erpsync's guarantee: any
+// number of `run` and `backfill` executions, in any overlap, with kills,
+// leave memberships with exactly one row per valid erp_id at the ERP's
+// latest version and fields; no row's erp_version ever goes down; and a run
+// that reported succeeded has written or found current every valid version
+// it was served.
+//
+// The package has no code outside its tests. A generator, deterministic
+// from a seed and fuzz bytes, builds an adversarial ERP: its own clock that
+// stamps every change and sets every response's Date header; the tail of
+// the previous page replayed at the start of the next one, in the version
+// served or an older one; duplicates within a page in any version order;
+// records that change while a client pages, the record on the page boundary
+// included; invalid and unstorable items (on erp_ids no valid record uses)
+// with any timestamps, far past and far future; valid records dated in the
+// future; ties in updated_at; page sizes from 1 to 1000. An httptest server
+// serves that ERP with the API of the feed's spec, and logs what each
+// execution was served under its own path prefix.
+//
+// Executions are the real syncer on the real MariaDB and Redis: mostly in
+// this process, several at once, and a share as bin/erpsync processes
+// killed with SIGKILL at a page and run again. After each wave the ERP
+// stops changing, one more run brings the table up to date, and the table
+// must equal the reference model (the ERP's latest valid records) field by
+// field. A watcher polls the table for versions that go down.
+//
+// Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
+// bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
+// ./internal/guarantee/` to search further. A failure names the seed (and
+// fuzz input) that reproduces the feed; the interleaving of the executions
+// is the scheduler's, so a rare failure may need a few repetitions of its
+// seed (-guarantee.seed N -count 20).
+//
+// What it does not promise: it does not prove the guarantee. It samples
+// feeds, interleavings and kill points; the watcher samples the table every
+// few milliseconds, so a version that went down and up again between two
+// polls escapes it; and the ERP never deletes a record.
+package guarantee

@@ -1,0 +1,473 @@
+package guarantee
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tsLayout is how the simulated ERP writes a date-time: RFC 3339 with
+// milliseconds, "Z" for UTC.
+const tsLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// record is one version of a valid membership: what the model holds and
+// what memberships must end up with.
+type record struct {
+	ID, Member, Product, Status string
+	Starts                      time.Time
+	Ends                        *time.Time
+	Version                     int64
+	Updated                     time.Time
+}
+
+func (r record) json() []byte {
+	w := map[string]any{
+		"erp_id": r.ID, "member_id": r.Member, "product_code": r.Product, "status": r.Status,
+		"starts_at": r.Starts.Format(tsLayout), "version": r.Version, "updated_at": r.Updated.Format(tsLayout),
+	}
+	if r.Ends != nil {
+		w["ends_at"] = r.Ends.Format(tsLayout)
+	} else if r.Version%2 == 0 {
+		w["ends_at"] = nil // explicit null half of the time
+	}
+	b, _ := json.Marshal(w)
+	return b
+}
+
+// item is one entry of the feed as the ERP orders it: a valid record's
+// version, or an invalid item with the time it sorts at.
+type item struct {
+	id  string
+	at  time.Time
+	raw []byte
+	rec *record // nil for an invalid item
+}
+
+func (a item) cmp(b item) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+func recordItem(r record) item { return item{id: r.ID, at: r.Updated, raw: r.json(), rec: &r} }
+
+// adversary is how hostile the ERP is, in percent per page request.
+type adversary struct {
+	Replay   int // replay the previous page's tail at the start of the page
+	Stale    int // a replayed or duplicated copy carries an older version
+	Dup      int // a duplicate of one of the page's records, anywhere in it
+	StaleAny int // an old version of any record, anywhere in the page
+	Boundary int // the last record this client was served changes before the page
+	Change   int // one or two random records change before the page
+	Create   int // a new record appears before the page
+}
+
+// execLog is what the ERP served one execution.
+type execLog struct {
+	requests int
+	served   map[string]int64 // erp_id -> highest valid version served
+	last     []item           // the previous page as served
+	done     bool             // served a page with next_cursor null
+	// onPage, when set, runs before the n-th page's answer is written,
+	// outside the ERP's lock: a test kills a process there.
+	onPage func(n int)
+}
+
+// erpSim is the simulated ERP: its records, their histories, its invalid
+// items and its clock. It serves the feed's API under /x/<execution>/.
+type erpSim struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	adv     adversary
+	frozen  bool          // no changes, no creations
+	start   time.Time     // real time the clock started
+	base    time.Time     // the ERP clock at start
+	skew    time.Duration // added to the clock (advance)
+	cur     map[string]record
+	hist    map[string][]record // older versions, oldest first
+	invalid []item
+	nextNew int
+	execs   map[string]*execLog
+	// budget is how many more changes and creations the adversary may
+	// make: without a bound, a client reading one record a page could
+	// chase a tail that moves as fast as it reads.
+	budget int
+}
+
+func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
+	return &erpSim{
+		rng:   rand.New(rand.NewPCG(seed, seed^0x5bd1e995)),
+		adv:   adv,
+		start: time.Now(),
+		base:  base,
+		cur:   map[string]record{},
+		hist:  map[string][]record{},
+		execs: map[string]*execLog{},
+	}
+}
+
+// now is the ERP's clock, in milliseconds; it moves with real time from
+// base, plus what advance added. Callers hold mu.
+func (e *erpSim) now() time.Time {
+	return e.base.Add(time.Since(e.start) + e.skew).Truncate(time.Millisecond)
+}
+
+// advance moves the ERP's clock forward by d.
+func (e *erpSim) advance(d time.Duration) {
+	e.mu.Lock()
+	e.skew += d
+	e.mu.Unlock()
+}
+
+// clock reads the ERP's clock.
+func (e *erpSim) clock() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now()
+}
+
+// onPage sets the hook run before each page answer to execution x.
+func (e *erpSim) onPage(x string, fn func(n int)) {
+	e.mu.Lock()
+	e.logLocked(x).onPage = fn
+	e.mu.Unlock()
+}
+
+// freeze stops changes while clients page.
+func (e *erpSim) freeze() {
+	e.mu.Lock()
+	e.frozen = true
+	e.mu.Unlock()
+}
+
+// thaw lets the adversary change records again, on up to budget pages.
+func (e *erpSim) thaw(budget int) {
+	e.mu.Lock()
+	e.frozen = false
+	e.budget = budget
+	e.mu.Unlock()
+}
+
+// truth returns the latest version of every valid record.
+func (e *erpSim) truth() map[string]record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]record, len(e.cur))
+	for id, r := range e.cur {
+		out[id] = r
+	}
+	return out
+}
+
+// done reports whether execution x was served the feed's last page.
+func (e *erpSim) done(x string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.logLocked(x).done
+}
+
+func (e *erpSim) logLocked(x string) *execLog {
+	l := e.execs[x]
+	if l == nil {
+		l = &execLog{served: map[string]int64{}}
+		e.execs[x] = l
+	}
+	return l
+}
+
+// served returns a copy of what execution x was served.
+func (e *erpSim) served(x string) (map[string]int64, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.logLocked(x)
+	out := make(map[string]int64, len(l.served))
+	for id, v := range l.served {
+		out[id] = v
+	}
+	return out, l.requests
+}
+
+// change makes a new version of record id, stamped with the clock.
+// Callers hold mu.
+func (e *erpSim) change(id string) {
+	old, ok := e.cur[id]
+	if !ok {
+		return
+	}
+	e.hist[id] = append(e.hist[id], old)
+	n := old
+	n.Version += 1 + int64(e.rng.IntN(2))
+	n.Updated = e.now()
+	switch e.rng.IntN(3) {
+	case 0:
+		n.Status = statuses[e.rng.IntN(len(statuses))]
+	case 1:
+		n.Member = fmt.Sprintf("U%d", e.rng.IntN(1000))
+	}
+	e.cur[id] = n
+}
+
+// changeAll changes every valid record once.
+func (e *erpSim) changeAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range e.ids() {
+		e.change(id)
+	}
+}
+
+func (e *erpSim) ids() []string { return sortedKeys(e.cur) }
+
+// mutate applies the changes the adversary makes before a page of l.
+func (e *erpSim) mutate(l *execLog) {
+	if e.frozen || e.budget <= 0 {
+		return
+	}
+	e.budget--
+	if len(l.last) > 0 && e.rng.IntN(100) < e.adv.Boundary {
+		for i := len(l.last) - 1; i >= 0; i-- {
+			if l.last[i].rec != nil {
+				e.change(l.last[i].id)
+				break
+			}
+		}
+	}
+	if e.rng.IntN(100) < e.adv.Change && len(e.cur) > 0 {
+		ids := e.ids()
+		for range 1 + e.rng.IntN(2) {
+			e.change(ids[e.rng.IntN(len(ids))])
+		}
+	}
+	if e.rng.IntN(100) < e.adv.Create {
+		e.nextNew++
+		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
+		r.Updated = e.now()
+		e.cur[r.ID] = r
+	}
+}
+
+// older returns a version of id older than v, if the ERP had one.
+func (e *erpSim) older(id string, v int64) (record, bool) {
+	var cands []record
+	for _, r := range e.hist[id] {
+		if r.Version < v {
+			cands = append(cands, r)
+		}
+	}
+	if len(cands) == 0 {
+		return record{}, false
+	}
+	return cands[e.rng.IntN(len(cands))], true
+}
+
+// copyOf is a copy of it for a replay or a duplicate: the same version, or
+// an older one when the adversary asks for it and one exists.
+func (e *erpSim) copyOf(it item) item {
+	if it.rec != nil && e.rng.IntN(100) < e.adv.Stale {
+		if r, ok := e.older(it.id, it.rec.Version); ok {
+			return recordItem(r)
+		}
+	}
+	return it
+}
+
+// feed returns every item the ERP holds now, in feed order.
+func (e *erpSim) feed() []item {
+	items := make([]item, 0, len(e.cur)+len(e.invalid))
+	for _, r := range e.cur {
+		items = append(items, recordItem(r))
+	}
+	items = append(items, e.invalid...)
+	slices.SortFunc(items, item.cmp)
+	return items
+}
+
+// cursorOf and parseCursor are the keyset cursor: (at, id) of the last
+// item of a page. Seconds and nanoseconds, since years outside 1678-2262
+// overflow UnixNano.
+func cursorOf(it item) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d.%d|%s", it.at.Unix(), it.at.Nanosecond(), it.id)))
+}
+
+func parseCursor(s string) (item, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return item{}, err
+	}
+	ts, id, ok := strings.Cut(string(b), "|")
+	sec, nsec, ok2 := strings.Cut(ts, ".")
+	if !ok || !ok2 {
+		return item{}, fmt.Errorf("cursor %q", s)
+	}
+	a, err1 := strconv.ParseInt(sec, 10, 64)
+	n, err2 := strconv.ParseInt(nsec, 10, 64)
+	if err1 != nil || err2 != nil {
+		return item{}, fmt.Errorf("cursor %q", s)
+	}
+	return item{id: id, at: time.Unix(a, n).UTC()}, nil
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Write(b)
+}
+
+func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/x/"), "/")
+	if !ok || !strings.HasPrefix(r.URL.Path, "/x/") {
+		http.NotFound(w, r)
+		return
+	}
+	q := r.URL.Query()
+	var since, until time.Time
+	var err error
+	if v := q.Get("updated_since"); v != "" {
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			badRequest(w, "updated_since: "+err.Error())
+			return
+		}
+	}
+	if v := q.Get("updated_until"); v != "" {
+		if until, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			badRequest(w, "updated_until: "+err.Error())
+			return
+		}
+	}
+	inWindow := func(it item) bool {
+		return !it.at.Before(since) && (until.IsZero() || it.at.Before(until))
+	}
+
+	e.mu.Lock()
+	now := e.now()
+	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+	w.Header().Set("Content-Type", "application/json")
+	switch rest {
+	case "api/v1/memberships/count":
+		n := 0
+		for _, it := range e.feed() {
+			if inWindow(it) {
+				n++
+			}
+		}
+		e.mu.Unlock()
+		fmt.Fprintf(w, `{"count":%d}`, n)
+		return
+	case "api/v1/memberships":
+	default:
+		e.mu.Unlock()
+		http.NotFound(w, r)
+		return
+	}
+	limit := 500
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			e.mu.Unlock()
+			badRequest(w, "limit: want 1..1000")
+			return
+		}
+	}
+	var after *item
+	if v := q.Get("cursor"); v != "" {
+		c, err := parseCursor(v)
+		if err != nil {
+			e.mu.Unlock()
+			badRequest(w, "cursor: "+err.Error())
+			return
+		}
+		after = &c
+	}
+	l := e.logLocked(x)
+	l.requests++
+	n := l.requests
+	e.mutate(l)
+	var match []item
+	for _, it := range e.feed() {
+		if inWindow(it) && (after == nil || it.cmp(*after) > 0) {
+			match = append(match, it)
+		}
+	}
+	page, base := e.page(l, match, limit, after != nil)
+	more := base < len(match)
+	for _, it := range page {
+		if it.rec != nil {
+			l.served[it.id] = max(l.served[it.id], it.rec.Version)
+		}
+	}
+	l.last = page
+	l.done = l.done || !more
+	hook := l.onPage
+	e.mu.Unlock()
+
+	var body strings.Builder
+	body.WriteString(`{"data":[`)
+	for i, it := range page {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(it.raw)
+	}
+	body.WriteString(`],"next_cursor":`)
+	if more {
+		body.WriteString(`"` + cursorOf(match[base-1]) + `"`)
+	} else {
+		body.WriteString("null")
+	}
+	body.WriteString("}")
+	if hook != nil {
+		hook(n)
+	}
+	w.Write([]byte(body.String()))
+}
+
+// page builds one page from the items after the cursor: the keyset part
+// and the adversary's extras, at most limit items (at least one of them
+// from the keyset when any is left). It returns the page and how many items
+// of match it holds.
+func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]item, int) {
+	var extras []item
+	if continued && len(l.last) > 0 && e.rng.IntN(100) < e.adv.Replay {
+		r := 1 + e.rng.IntN(min(3, len(l.last)))
+		for _, it := range l.last[len(l.last)-r:] {
+			extras = append(extras, e.copyOf(it))
+		}
+	}
+	nExtra := min(len(extras), limit-1)
+	if len(match) == 0 {
+		nExtra = 0
+	}
+	base := min(len(match), limit-nExtra)
+	page := append([]item(nil), extras[:nExtra]...)
+	page = append(page, match[:base]...)
+	// Duplicates and stale copies anywhere, while the page has room.
+	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.Dup {
+		c := e.copyOf(page[e.rng.IntN(len(page))])
+		page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
+	}
+	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.StaleAny && len(e.hist) > 0 {
+		ids := sortedKeys(e.hist)
+		h := e.hist[ids[e.rng.IntN(len(ids))]]
+		c := recordItem(h[e.rng.IntN(len(h))])
+		page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
+	}
+	return page, base
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

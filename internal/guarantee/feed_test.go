@@ -1,0 +1,387 @@
+package guarantee
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+// world is a migrated database and the Redis client that feeds use one
+// after another; each feed empties the tables first and takes its own
+// job name and lock prefix.
+type world struct {
+	st  *store.Store
+	dsn string
+	rdb *redis.Client
+}
+
+// pool hands out worlds to parallel feeds.
+type pool chan *world
+
+func newPool(t testing.TB, n int) pool {
+	p := make(pool, n)
+	rdb := testenv.Redis(t)
+	for range n {
+		st, dsn := testenv.MigratedStore(t)
+		p <- &world{st: st, dsn: dsn, rdb: rdb}
+	}
+	return p
+}
+
+func (w *world) reset(t testing.TB) {
+	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records"} {
+		if err := w.st.DB().Exec("DELETE FROM " + table).Error; err != nil {
+			t.Fatalf("empty %s: %v", table, err)
+		}
+	}
+}
+
+// versions reads erp_id -> erp_version of every row.
+func (w *world) versions(ctx context.Context) (map[string]int64, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships").Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			return nil, err
+		}
+		out[id] = v
+	}
+	return out, rows.Err()
+}
+
+var (
+	binOnce   sync.Once
+	binPath   string
+	binRemove func()
+	binErr    error
+)
+
+// erpsyncBin builds bin/erpsync once per test binary.
+func erpsyncBin(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() { binPath, binRemove, binErr = testenv.BuildTemp("./cmd/erpsync") })
+	if binErr != nil {
+		t.Fatalf("build erpsync: %v", binErr)
+	}
+	return binPath
+}
+
+// feed is one scenario running in a world.
+type feed struct {
+	t      testing.TB
+	w      *world
+	sc     *scenario
+	erp    *erpSim
+	url    string
+	job    string
+	prefix string
+	locks  *lock.Client
+	execs  atomic.Int64
+	stop   chan struct{} // ends the watcher
+	downs  chan []string // the watcher's findings
+}
+
+// runFeed runs sc in w and fails t on every breach of the guarantee.
+func runFeed(t testing.TB, w *world, sc *scenario) {
+	w.reset(t)
+	e := newERP(sc.ERPSeed, sc.Base, sc.Adv)
+	for _, r := range sc.Records {
+		e.cur[r.ID] = r
+	}
+	e.invalid = sc.Invalid
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	f := &feed{
+		t: t, w: w, sc: sc, erp: e, url: srv.URL,
+		job: testenv.RandomName("guarantee-"), prefix: testenv.RandomName("guarantee:") + ":",
+		stop: make(chan struct{}), downs: make(chan []string, 1),
+	}
+	f.locks = lock.New(w.rdb, &lock.Options{Prefix: f.prefix})
+	defer func() {
+		_ = redistest.DeletePrefix(w.rdb, f.prefix)
+		if t.Failed() {
+			t.Logf("scenario: %s", sc)
+		}
+	}()
+	go f.watch()
+	for i, wave := range sc.Waves {
+		e.thaw(sc.Budget)
+		var wg sync.WaitGroup
+		for _, x := range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.execute(x)
+			}()
+		}
+		wg.Wait()
+		e.freeze()
+		f.settle(fmt.Sprintf("after wave %d", i))
+		e.advance(sc.Advance[i])
+	}
+	if sc.Sigterm {
+		f.sigterm()
+		f.settle("after the SIGTERM scenario")
+	}
+	close(f.stop)
+	if downs := <-f.downs; len(downs) > 0 {
+		t.Errorf("a row's erp_version went down: %s", strings.Join(downs, "; "))
+	}
+}
+
+// watch polls memberships until stop and reports every version that went
+// down between two polls.
+func (f *feed) watch() {
+	seen := map[string]int64{}
+	var downs []string
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		vs, err := f.w.versions(context.Background())
+		if err == nil {
+			for id, v := range vs {
+				if prev, ok := seen[id]; ok && v < prev && len(downs) < 10 {
+					downs = append(downs, fmt.Sprintf("%s v%d -> v%d", id, prev, v))
+				}
+				seen[id] = max(seen[id], v)
+			}
+		}
+		select {
+		case <-f.stop:
+			f.downs <- downs
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (f *feed) newExec() string { return "e" + strconv.FormatInt(f.execs.Add(1), 10) }
+
+// execute runs one execution of a wave.
+func (f *feed) execute(x execSpec) {
+	if x.Proc {
+		f.process(x)
+		return
+	}
+	id := f.newExec()
+	rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
+	if err == nil && rep.Status == store.StatusSucceeded {
+		f.checkServed(id, x, "in-process "+x.String())
+	}
+}
+
+func (f *feed) syncerConfig(x execSpec, ttl time.Duration) syncer.Config {
+	return syncer.Config{
+		Job: f.job, Mode: x.Mode, Since: x.Since, Until: x.Until, Shard: x.Shard, Shards: x.Shards,
+		Workers: x.Workers, PageSize: x.PageSize, ChunkSize: x.ChunkSize, LockTTL: ttl,
+		Overlap: x.Overlap, CheckpointEvery: 20 * time.Millisecond, MaxAttempts: 20,
+	}
+}
+
+// inProcess runs the syncer of this process as execution id.
+func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Duration) (*syncer.Report, error) {
+	c, err := erp.New(erp.Config{BaseURL: f.url + "/x/" + id, Timeout: time.Minute, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		f.t.Fatalf("erp client: %v", err)
+	}
+	s, err := syncer.New(f.syncerConfig(x, ttl), c, f.w.st, f.locks, zerolog.Nop())
+	if err != nil {
+		f.t.Fatalf("syncer: %v", err)
+	}
+	return s.Run(ctx)
+}
+
+func (f *feed) env(id string) *proctest.Env {
+	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, ERPURL: f.url + "/x/" + id, Job: f.job, Prefix: f.prefix}
+}
+
+func processArgs(x execSpec, report string) []string {
+	args := []string{x.Mode, "--page-size", strconv.Itoa(x.PageSize), "--chunk-size", strconv.Itoa(x.ChunkSize),
+		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report}
+	if x.Mode == "run" {
+		return append(args, "--overlap", x.Overlap.String())
+	}
+	args = append(args, "--since", x.Since.Format(time.RFC3339Nano))
+	if !x.Until.IsZero() {
+		args = append(args, "--until", x.Until.Format(time.RFC3339Nano))
+	}
+	if x.Shards > 1 {
+		args = append(args, "--shard", fmt.Sprintf("%d/%d", x.Shard, x.Shards))
+	}
+	return args
+}
+
+// process runs x as a bin/erpsync process, killed with SIGKILL before its
+// KillAt-th page when KillAt is set and then run again until it is not
+// skipped.
+func (f *feed) process(x execSpec) {
+	dir := f.t.TempDir()
+	for attempt := 0; attempt < 30; attempt++ {
+		id := f.newExec()
+		report := filepath.Join(dir, id+".json")
+		env := f.env(id)
+		var proc atomic.Pointer[proctest.Proc]
+		started := make(chan struct{})
+		kill := attempt == 0 && x.KillAt > 0
+		if kill {
+			f.erp.onPage(id, func(n int) {
+				if n == x.KillAt {
+					<-started
+					proc.Load().Signal(syscall.SIGKILL)
+					proc.Load().Wait()
+				}
+			})
+		}
+		began := time.Now()
+		p := env.Start(processArgs(x, report)...)
+		proc.Store(p)
+		close(started)
+		res := p.Wait()
+		f.t.Logf("process %s (%s): exit %d after %s", id, x, res.Code, time.Since(began).Round(time.Millisecond))
+		if res.Code == -1 {
+			continue // killed: run it again
+		}
+		rep, err := proctest.ReadReport(report)
+		if err != nil {
+			f.t.Errorf("process %s (%s) exit %d: %v\n%s", id, x, res.Code, err, res.Stdout)
+			return
+		}
+		switch rep["status"] {
+		case store.StatusSucceeded:
+			f.checkServed(id, x, "process "+x.String())
+			return
+		case store.StatusSkipped:
+			time.Sleep(200 * time.Millisecond)
+			continue
+		default:
+			return // failed: the guarantee promises nothing of it
+		}
+	}
+}
+
+// checkServed checks that every valid version execution id was served is
+// in the table at that version or higher, now that it succeeded.
+func (f *feed) checkServed(id string, x execSpec, what string) {
+	served, requests := f.erp.served(id)
+	vs, err := f.w.versions(context.Background())
+	if err != nil {
+		f.t.Errorf("read versions: %v", err)
+		return
+	}
+	var lost []string
+	for _, erpID := range sortedKeys(served) {
+		if x.Shards > 1 && syncer.ShardOf(erpID, x.Shards) != x.Shard {
+			continue
+		}
+		if v := served[erpID]; vs[erpID] < v {
+			lost = append(lost, fmt.Sprintf("%s served v%d, table v%d", erpID, v, vs[erpID]))
+		}
+	}
+	if len(lost) > 0 {
+		f.t.Errorf("%s %s reported succeeded after %d pages, yet the table is behind what it was served: %s",
+			id, what, requests, strings.Join(lost, "; "))
+	}
+}
+
+// settle runs `run` on the frozen ERP until one succeeds, then compares the
+// table with the model.
+func (f *feed) settle(when string) {
+	x := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
+	for failed, skipped := 0, 0; ; {
+		id := f.newExec()
+		rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
+		if err == nil && rep.Status == store.StatusSucceeded {
+			f.checkServed(id, x, "the run "+when)
+			break
+		}
+		if rep != nil && rep.Status == store.StatusSkipped {
+			skipped++ // a killed process's job lock, until its TTL ends
+		} else {
+			failed++
+		}
+		if failed == 3 || skipped == 20 {
+			f.t.Errorf("%s: no run succeeded on the frozen ERP: last %v, %+v", when, err, rep)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.compare(when)
+}
+
+// compare checks that memberships is the model: one row per valid record
+// of the ERP, at its latest version and fields, and nothing else.
+func (f *feed) compare(when string) {
+	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at FROM memberships").Rows()
+	if err != nil {
+		f.t.Fatalf("read memberships: %v", err)
+	}
+	defer rows.Close()
+	truth := f.erp.truth()
+	var diffs []string
+	seen := map[string]bool{}
+	for rows.Next() {
+		var g record
+		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated); err != nil {
+			f.t.Fatalf("scan memberships: %v", err)
+		}
+		if seen[g.ID] {
+			diffs = append(diffs, "two rows for "+g.ID)
+		}
+		seen[g.ID] = true
+		w, ok := truth[g.ID]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("a row for %s, which is no valid record", g.ID))
+		case !sameRecord(g, w):
+			diffs = append(diffs, fmt.Sprintf("%s is %s, the ERP has %s", g.ID, g, w))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatalf("read memberships: %v", err)
+	}
+	for _, id := range sortedKeys(truth) {
+		if !seen[id] {
+			diffs = append(diffs, fmt.Sprintf("no row for %s (the ERP has %s)", id, truth[id]))
+		}
+	}
+	if len(diffs) > 0 {
+		cp, _, _ := f.w.st.Checkpoint(context.Background(), f.job)
+		f.t.Errorf("%s: memberships differs from the ERP's latest records in %d ways (job checkpoint %s, ERP clock %s): %s",
+			when, len(diffs), cp.Position.Format(tsLayout), f.erp.clock().Format(tsLayout), strings.Join(diffs[:min(len(diffs), 8)], "; "))
+	}
+}
+
+func sameRecord(a, b record) bool {
+	return a.ID == b.ID && a.Member == b.Member && a.Product == b.Product && a.Status == b.Status &&
+		a.Starts.Equal(b.Starts) && a.Version == b.Version && a.Updated.Equal(b.Updated) &&
+		(a.Ends == nil) == (b.Ends == nil) && (a.Ends == nil || a.Ends.Equal(*b.Ends))
+}
+
+func (r record) String() string {
+	return fmt.Sprintf("v%d (%s %s %s updated %s)", r.Version, r.Status, r.Member, r.Product, r.Updated.Format(tsLayout))
+}

@@ -1,0 +1,299 @@
+package guarantee
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+var (
+	statuses = []string{"ACTIVE", "SUSPENDED", "CANCELLED", "EXPIRED"}
+	products = []string{"GYM", "POOL", "SPA", "ALL-IN"}
+	// Storable extremes and far-away dates a valid record may carry.
+	minStorable = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxStorable = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+	year2999    = time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)
+	epoch       = time.Unix(0, 0).UTC()
+)
+
+// source draws the generator's decisions: from the fuzz bytes while they
+// last, then from a PCG seeded by the seed and the bytes.
+type source struct {
+	b []byte
+	r *rand.Rand
+}
+
+func newSource(seed uint64, data []byte) *source {
+	h := fnv.New64a()
+	h.Write(data)
+	return &source{b: data, r: rand.New(rand.NewPCG(seed, h.Sum64()))}
+}
+
+// intn returns a number in [0, n).
+func (s *source) intn(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	if len(s.b) > 0 {
+		v := int(s.b[0])
+		s.b = s.b[1:]
+		return v % n
+	}
+	return s.r.IntN(n)
+}
+
+func (s *source) pct(p int) bool { return s.intn(100) < p }
+
+func (s *source) u64() uint64 { return uint64(s.intn(1<<30))<<30 | uint64(s.intn(1<<30)) }
+
+// execSpec is one execution of a wave.
+type execSpec struct {
+	Mode          string // "run" or "backfill"
+	Since, Until  time.Time
+	Shard, Shards int
+	PageSize      int
+	ChunkSize     int
+	Workers       int
+	Overlap       time.Duration
+	Proc          bool // a bin/erpsync process instead of the syncer in this process
+	KillAt        int  // a process is killed with SIGKILL before its KillAt-th page (0: never), then run again
+}
+
+func (x execSpec) String() string {
+	s := fmt.Sprintf("%s page=%d chunk=%d workers=%d", x.Mode, x.PageSize, x.ChunkSize, x.Workers)
+	if x.Mode == "backfill" {
+		s += " since=" + x.Since.Format(tsLayout)
+		if !x.Until.IsZero() {
+			s += " until=" + x.Until.Format(tsLayout)
+		}
+		if x.Shards > 1 {
+			s += fmt.Sprintf(" shard=%d/%d", x.Shard, x.Shards)
+		}
+	} else {
+		s += " overlap=" + x.Overlap.String()
+	}
+	if x.Proc {
+		s += " process"
+		if x.KillAt > 0 {
+			s += fmt.Sprintf(" SIGKILL@page%d", x.KillAt)
+		}
+	}
+	return s
+}
+
+// scenario is one generated feed and what runs against it.
+type scenario struct {
+	ERPSeed uint64
+	Base    time.Time // the ERP clock at start
+	Adv     adversary
+	Records []record
+	Invalid []item
+	Waves   [][]execSpec
+	Advance []time.Duration // ERP clock moved forward after each wave
+	Budget  int             // page requests on which the adversary may change or create records
+	// Sigterm adds the scenario of a run stopped by SIGTERM while it
+	// still writes for a grace longer than its lock TTL, and a second run
+	// started meanwhile.
+	Sigterm bool
+}
+
+func (sc *scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d valid records, %d invalid items, adversary %+v for %d pages", len(sc.Records), len(sc.Invalid), sc.Adv, sc.Budget)
+	for i, w := range sc.Waves {
+		fmt.Fprintf(&b, "\n  wave %d (then clock +%s):", i, sc.Advance[i])
+		for _, x := range w {
+			b.WriteString("\n    " + x.String())
+		}
+	}
+	if sc.Sigterm {
+		b.WriteString("\n  then: SIGTERM a run that still writes, lock TTL < grace, a second run")
+	}
+	return b.String()
+}
+
+// opts bound what generate makes.
+type opts struct {
+	MaxRecords int  // valid records at most
+	MaxWaves   int  // waves at most
+	MaxExecs   int  // executions per wave at most
+	Procs      bool // some executions are processes
+	Sigterm    bool // add the SIGTERM scenario
+}
+
+func newRecord(id string, r interface{ IntN(int) int }) record {
+	starts := time.Date(2000+r.IntN(30), time.Month(1+r.IntN(12)), 1+r.IntN(28), 0, 0, 0, 0, time.UTC)
+	switch r.IntN(10) {
+	case 0:
+		starts = minStorable
+	case 1:
+		starts = maxStorable
+	}
+	rec := record{
+		ID: id, Member: fmt.Sprintf("U%d", r.IntN(1000)), Product: products[r.IntN(len(products))],
+		Status: statuses[r.IntN(len(statuses))], Starts: starts, Version: 1 + int64(r.IntN(5)),
+	}
+	if r.IntN(2) == 0 {
+		ends := starts.Add(time.Duration(r.IntN(1000)) * time.Hour)
+		if ends.After(maxStorable) {
+			ends = maxStorable
+		}
+		rec.Ends = &ends
+	}
+	return rec
+}
+
+// intner adapts a source to newRecord.
+type intner struct{ s *source }
+
+func (i intner) IntN(n int) int { return i.s.intn(n) }
+
+// generate builds a scenario from s.
+func generate(s *source, o opts) *scenario {
+	base := time.Now().UTC().Truncate(time.Second)
+	sc := &scenario{ERPSeed: s.u64(), Base: base}
+	if s.pct(80) {
+		sc.Adv = adversary{
+			Replay: s.intn(90), Stale: s.intn(80), Dup: s.intn(40), StaleAny: s.intn(30),
+			Boundary: s.intn(50), Change: s.intn(40), Create: s.intn(20),
+		}
+	}
+	// Times valid records are stamped with: a few shared ones (ties,
+	// across page boundaries), the far past, and, in some feeds, the future.
+	ties := make([]time.Time, 1+s.intn(6))
+	for i := range ties {
+		ties[i] = base.Add(-time.Duration(1+s.intn(3600_000)) * time.Millisecond)
+	}
+	future := s.pct(30)
+	stamp := func() time.Time {
+		switch k := s.intn(20); {
+		case k == 0:
+			return minStorable
+		case k == 1:
+			return epoch
+		case k == 2 && future:
+			return base.Add(time.Duration(1+s.intn(7200)) * time.Second)
+		case k == 3 && future:
+			return []time.Time{year2999, maxStorable}[s.intn(2)]
+		case k < 12:
+			return ties[s.intn(len(ties))]
+		default:
+			return base.Add(-time.Duration(1+s.intn(7200_000)) * time.Millisecond)
+		}
+	}
+	n := 1 + s.intn(o.MaxRecords)
+	for i := range n {
+		id := fmt.Sprintf("m%03d", i)
+		if s.pct(5) {
+			id = strings.ToUpper(fmt.Sprintf("m%03d", i-1)) // differs only in case from another id
+		}
+		r := newRecord(id, intner{s})
+		r.Updated = stamp()
+		sc.Records = append(sc.Records, r)
+	}
+	sc.Budget = s.intn(4 * n)
+	for i := range s.intn(6) {
+		sc.Invalid = append(sc.Invalid, invalidItem(s, i, stamp))
+	}
+	waves := 1 + s.intn(o.MaxWaves)
+	for range waves {
+		var wave []execSpec
+		for range 1 + s.intn(o.MaxExecs) {
+			wave = append(wave, genExec(s, o, sc))
+		}
+		sc.Waves = append(sc.Waves, wave)
+		var adv time.Duration
+		if future && s.pct(40) {
+			adv = time.Duration(s.intn(3*3600)) * time.Second
+		}
+		sc.Advance = append(sc.Advance, adv)
+	}
+	sc.Sigterm = o.Sigterm
+	return sc
+}
+
+func genExec(s *source, o opts, sc *scenario) execSpec {
+	x := execSpec{Mode: "run", Workers: 1 + s.intn(8), ChunkSize: 1 + s.intn(20)}
+	switch k := s.intn(10); {
+	case k < 5:
+		x.PageSize = 1 + s.intn(4)
+	case k < 9:
+		x.PageSize = 1 + s.intn(40)
+	default:
+		x.PageSize = 1 + s.intn(1000)
+	}
+	x.Overlap = []time.Duration{3 * time.Second, 10 * time.Second, time.Minute}[s.intn(3)]
+	if s.pct(45) {
+		x.Mode = "backfill"
+		times := []time.Time{minStorable}
+		for _, r := range sc.Records {
+			times = append(times, r.Updated)
+		}
+		x.Since = times[s.intn(len(times))]
+		if s.pct(50) {
+			if u := times[s.intn(len(times))]; u.After(x.Since) {
+				x.Until = u
+			}
+		}
+		if s.pct(40) {
+			x.Shards = 2 + s.intn(3)
+			x.Shard = s.intn(x.Shards)
+		}
+	}
+	if o.Procs && s.pct(35) {
+		x.Proc = true
+		if s.pct(70) {
+			x.KillAt = 1 + s.intn(4)
+		}
+	}
+	return x
+}
+
+// invalidItem makes an item the consumer must quarantine, on an erp_id no
+// valid record uses: a bad status, a bad erp_id, a missing field, a bad
+// version, a date-time the table cannot store, or a broken updated_at.
+func invalidItem(s *source, i int, stamp func() time.Time) item {
+	at := stamp()
+	if s.pct(40) {
+		at = []time.Time{year2999, epoch, maxStorable, time.Date(2999, 12, 31, 0, 0, 0, 0, time.UTC)}[s.intn(4)]
+	}
+	w := map[string]any{
+		"erp_id": fmt.Sprintf("inv-%d", i), "member_id": "U1", "product_code": "GYM", "status": "ACTIVE",
+		"starts_at": "2024-01-01T00:00:00Z", "version": 1 + s.intn(9), "updated_at": at.Format(tsLayout),
+	}
+	switch s.intn(8) {
+	case 0:
+		w["status"] = "BOGUS"
+	case 1:
+		w["erp_id"] = []string{fmt.Sprintf("bad id %d", i), fmt.Sprintf("x{%d}", i), "", strings.Repeat("z", 65) + fmt.Sprint(i)}[s.intn(4)]
+	case 2:
+		delete(w, []string{"member_id", "product_code", "status", "starts_at", "version"}[s.intn(5)])
+	case 3:
+		w["version"] = []any{0, -3, "7", 1.5}[s.intn(4)]
+	case 4:
+		// Valid RFC 3339 the table cannot store: past year 9999 in UTC.
+		w["updated_at"] = "9999-12-31T23:59:59-23:59"
+		at, _ = time.Parse(time.RFC3339, "9999-12-31T23:59:59-23:59")
+	case 5:
+		w[[]string{"starts_at", "ends_at"}[s.intn(2)]] = []string{"0999-12-31T23:59:59Z", "9999-12-31T23:59:59-23:59"}[s.intn(2)]
+	case 6:
+		if s.pct(50) {
+			delete(w, "updated_at")
+		} else {
+			w["updated_at"] = "not-a-date"
+		}
+	default:
+		w["ends_at"] = "2000-01-01T00:00:00Z" // before starts_at
+	}
+	if s.pct(30) {
+		w["status"] = "BOGUS"
+		w["updated_at"] = "2999-01-01T00:00:00Z"
+		at = year2999
+	}
+	raw, _ := json.Marshal(w)
+	id, _ := w["erp_id"].(string)
+	return item{id: fmt.Sprintf("~%d:%s", i, id), at: at, raw: raw}
+}

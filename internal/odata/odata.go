@@ -1,0 +1,300 @@
+package odata
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/erp"
+)
+
+// Paging styles.
+const (
+	// PagingKeyset asks each page with a $filter after the last
+	// (updated_at, erp_id) seen. The default.
+	PagingKeyset = "keyset"
+	// PagingServer follows the server's @odata.nextLink.
+	PagingServer = "server"
+)
+
+// Config configures a Source.
+type Config struct {
+	// URL is the entity set's absolute http or https URL, e.g.
+	// https://host/odata/v4/erp/Memberships. Required.
+	URL string
+	// Mapping names the entity's properties and translates its status
+	// values. Defaults to the fields' own names (erp.IdentityMapping).
+	Mapping *erp.Mapping
+	// Paging is PagingKeyset or PagingServer. Defaults to PagingKeyset.
+	Paging string
+	// HTTP configures the requests: authentication, timeouts, retries,
+	// body cap, shared rate and hooks (its BaseURL and Mapping are
+	// ignored). Defaults to erp.Config's defaults.
+	HTTP erp.Config
+}
+
+// Source reads memberships from an OData v4 entity set. It is safe for
+// concurrent use.
+type Source struct {
+	g        *erp.Getter
+	url      string // the entity set, without a query
+	m        *erp.Mapping
+	paging   string
+	key      string // the property of erp_id
+	modified string // the property of updated_at
+	selected string // the $select value
+}
+
+// New returns a Source for cfg.
+func New(cfg Config) (*Source, error) {
+	u, err := erp.ParseURL("entity set URL", cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	switch cfg.Paging {
+	case "":
+		cfg.Paging = PagingKeyset
+	case PagingKeyset, PagingServer:
+	default:
+		return nil, fmt.Errorf("odata: paging %q: want %s or %s", cfg.Paging, PagingKeyset, PagingServer)
+	}
+	if cfg.Mapping == nil {
+		cfg.Mapping = erp.IdentityMapping()
+	}
+	g, err := erp.NewGetter(cfg.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	key, _ := cfg.Mapping.Property("erp_id")
+	modified, _ := cfg.Mapping.Property("updated_at")
+	return &Source{
+		g: g, url: strings.TrimRight(u.String(), "/"), m: cfg.Mapping, paging: cfg.Paging,
+		key: key, modified: modified, selected: strings.Join(cfg.Mapping.Properties(), ","),
+	}, nil
+}
+
+// Stats returns the source's request counters.
+func (s *Source) Stats() erp.Stats { return s.g.Stats() }
+
+// cursor is the position a page ends at: the last (updated_at, erp_id)
+// served under keyset paging, the next link under server paging.
+type cursor struct {
+	T    time.Time `json:"t,omitzero"`
+	K    string    `json:"k,omitempty"`
+	Next string    `json:"n,omitempty"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(v string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return cursor{}, fmt.Errorf("%w: cursor %q is not one of this source's", erp.ErrBadRequest, v)
+	}
+	return c, nil
+}
+
+// Page reads one page of the entity set: the records of q's window in
+// (updated_at, erp_id) order after q.Cursor. Invalid items are in
+// Page.Invalid. Under keyset paging only an empty page is the last one (a
+// server may serve fewer rows than $top with more to come); under server
+// paging, a page without @odata.nextLink.
+func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
+	if q.Limit < 0 || q.Limit > 1000 {
+		return nil, fmt.Errorf("%w: limit %d not in [1, 1000]", erp.ErrBadRequest, q.Limit)
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = 500
+	}
+	var after cursor
+	if q.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(q.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	u := after.Next
+	var header http.Header
+	if u == "" {
+		filter := s.window(q.Since, q.Until)
+		params := [][2]string{{"$select", s.selected}}
+		if s.paging == PagingKeyset {
+			if !after.T.IsZero() {
+				filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
+					s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+stringLiteral(after.K)+"))")
+			}
+		}
+		if len(filter) > 0 {
+			params = append(params, [2]string{"$filter", strings.Join(filter, " and ")})
+		}
+		params = append(params, [2]string{"$orderby", s.modified + "," + s.key})
+		if s.paging == PagingKeyset {
+			params = append(params, [2]string{"$top", strconv.Itoa(limit)})
+		} else {
+			// $top would bound the whole result: ask the server for its
+			// page size instead.
+			header = http.Header{"Prefer": {"odata.maxpagesize=" + strconv.Itoa(limit)}}
+		}
+		u = s.url + "?" + encodeQuery(params)
+	}
+	var p *erp.Page
+	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
+		var next string
+		var last cursor
+		var err error
+		if p, next, last, err = s.decodePage(body); err != nil {
+			return err
+		}
+		p.ServedAt = erp.ServedAt(h)
+		switch s.paging {
+		case PagingServer:
+			if next != "" {
+				ref, err := resolve(u, next)
+				if err != nil {
+					return err
+				}
+				p.NextCursor = cursor{Next: ref}.encode()
+			}
+		case PagingKeyset:
+			if len(p.Records)+len(p.Invalid) == 0 {
+				return nil
+			}
+			if last.T.IsZero() {
+				return fmt.Errorf("odata: a page of %d items without one whose %s and %s are readable: keyset paging cannot go on", len(p.Records)+len(p.Invalid), s.modified, s.key)
+			}
+			if last == after {
+				return fmt.Errorf("odata: the page after %s=%s, %s=%q ends where it started: does the server compare %s at a finer precision than it serves?",
+					s.modified, timeLiteral(after.T), s.key, after.K, s.modified)
+			}
+			p.NextCursor = last.encode()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// decodePage decodes an OData collection response: its value array, each
+// item decoded with the mapping, its @odata.nextLink, and the position of
+// its last item with a readable updated_at and erp_id (zero when none).
+func (s *Source) decodePage(body []byte) (p *erp.Page, next string, last cursor, err error) {
+	var env struct {
+		Value    *[]json.RawMessage `json:"value"`
+		NextLink string             `json:"@odata.nextLink"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, "", cursor{}, fmt.Errorf("decode page: %w", err)
+	}
+	if env.Value == nil {
+		return nil, "", cursor{}, errors.New("decode page: no value array")
+	}
+	p = &erp.Page{Records: make([]erp.Record, 0, len(*env.Value))}
+	for _, raw := range *env.Value {
+		rec, inv, ok, err := s.m.DecodeItem(raw)
+		switch {
+		case err != nil:
+			return nil, "", cursor{}, fmt.Errorf("decode page: %w", err)
+		case ok:
+			p.Records = append(p.Records, rec)
+			last = cursor{T: rec.UpdatedAt, K: rec.ErpID}
+		default:
+			p.Invalid = append(p.Invalid, inv)
+			if !inv.UpdatedAt.IsZero() && inv.ErpID != "" {
+				last = cursor{T: inv.UpdatedAt, K: inv.ErpID}
+			}
+		}
+	}
+	return p, env.NextLink, last, nil
+}
+
+// Count returns how many records the entity set holds in [since, until)
+// (zero times leave a bound open), from <url>/$count.
+func (s *Source) Count(ctx context.Context, since, until time.Time) (int64, error) {
+	u := s.url + "/$count"
+	if filter := s.window(since, until); len(filter) > 0 {
+		u += "?" + encodeQuery([][2]string{{"$filter", strings.Join(filter, " and ")}})
+	}
+	var n int64
+	err := s.g.GetWith(ctx, erp.EndpointCount, u, http.Header{"Accept": {"text/plain"}}, func(_ http.Header, body []byte) error {
+		v, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")))), 10, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("decode count: %q is not a count", truncate(body, 40))
+		}
+		n = v
+		return nil
+	})
+	return n, err
+}
+
+// window returns the $filter terms of [since, until).
+func (s *Source) window(since, until time.Time) []string {
+	var terms []string
+	if !since.IsZero() {
+		terms = append(terms, s.modified+" ge "+timeLiteral(since))
+	}
+	if !until.IsZero() {
+		terms = append(terms, s.modified+" lt "+timeLiteral(until))
+	}
+	return terms
+}
+
+// timeLiteral is an Edm.DateTimeOffset literal: unquoted RFC 3339 in UTC
+// with as many fraction digits as t has.
+func timeLiteral(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// stringLiteral is an Edm.String literal: quoted, ' doubled.
+func stringLiteral(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
+
+// encodeQuery writes the query of params in order: values percent-encoded
+// with %20 for a space (OData servers such as SAP CAP answer 400 to a '+'
+// for a space), no trailing '&'.
+func encodeQuery(params [][2]string) string {
+	var b strings.Builder
+	for i, p := range params {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(p[0])
+		b.WriteByte('=')
+		b.WriteString(strings.ReplaceAll(url.QueryEscape(p[1]), "+", "%20"))
+	}
+	return b.String()
+}
+
+// resolve makes a next link absolute against the request URL it came in.
+func resolve(request, link string) (string, error) {
+	base, err := url.Parse(request)
+	if err != nil {
+		return "", err
+	}
+	ref, err := url.Parse(link)
+	if err != nil {
+		return "", fmt.Errorf("odata: @odata.nextLink %q: %w", truncate([]byte(link), 80), err)
+	}
+	return base.ResolveReference(ref).String(), nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,164 @@
+// Package redisproc starts redis-server processes for the benchmarks:
+// single servers without persistence on free loopback ports (the nodes of
+// a Redlock) and Redis Clusters of several masters. It needs redis-server,
+// and for a cluster redis-cli, in PATH. The tests start theirs with
+// internal/redistest, which ties each server to a test.
+package redisproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	// Addr is its host:port.
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// Start starts a redis-server (--save "" --appendonly no) with extra
+// args on a free loopback port, in a directory of its own, and waits until
+// it answers.
+func Start(args ...string) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp("", "redisproc-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir}, args...)...)
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir}
+	if err := s.wait(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartN starts n servers with Start; on an error it stops those started.
+func StartN(n int, args ...string) ([]*Server, error) {
+	var out []*Server
+	for range n {
+		s, err := Start(args...)
+		if err != nil {
+			StopAll(out)
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// StartCluster starts a Redis Cluster of n masters (n >= 3), the slots
+// split evenly between them by redis-cli, and waits until every master
+// reports cluster_state:ok.
+func StartCluster(n int) ([]*Server, error) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return nil, fmt.Errorf("a cluster needs redis-cli: %w", err)
+	}
+	servers, err := StartN(n, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, Addrs(servers)...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		StopAll(servers)
+		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.clusterOK(ctx); err != nil {
+			StopAll(servers)
+			return nil, err
+		}
+	}
+	return servers, nil
+}
+
+// Addrs returns the addresses of servers.
+func Addrs(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Addr
+	}
+	return out
+}
+
+// Ports returns the ports of servers.
+func Ports(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		_, out[i], _ = net.SplitHostPort(s.Addr)
+	}
+	return out
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = os.RemoveAll(s.dir)
+}
+
+// StopAll stops every server.
+func StopAll(servers []*Server) {
+	for _, s := range servers {
+		s.Stop()
+	}
+}
+
+func (s *Server) wait() error {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer func() { _ = rdb.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s did not answer: %w", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *Server) clusterOK(ctx context.Context) error {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer func() { _ = rdb.Close() }()
+	for {
+		info, err := rdb.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errors.Join(fmt.Errorf("cluster node %s not ok: %q", s.Addr, info), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
