@@ -45,6 +45,9 @@ type Faults struct {
 	// ChangeRate, per page request, changes this many random valid records
 	// before the page is read.
 	ChangeRate int
+	// DeleteRate, per page request, deletes this many random valid records
+	// before the page is read (see Mock.Delete).
+	DeleteRate int
 	// MaxRate caps API requests per second over all clients (token bucket,
 	// burst of one second); above it the mock answers 429 with Retry-After.
 	// Zero means unlimited.
@@ -90,6 +93,8 @@ func (f Faults) Validate() error {
 		return errors.New("erpmock: retry_after is negative")
 	case f.ChangeRate < 0:
 		return errors.New("erpmock: change_rate is negative")
+	case f.DeleteRate < 0:
+		return errors.New("erpmock: delete_rate is negative")
 	case !(f.MaxRate >= 0) || math.IsInf(f.MaxRate, 0):
 		return fmt.Errorf("erpmock: max_rate %v is not a finite rate >= 0", f.MaxRate)
 	}
@@ -110,6 +115,7 @@ type faultsJSON struct {
 	StaleRate     float64 `json:"stale_rate"`
 	InvalidRate   float64 `json:"invalid_rate"`
 	ChangeRate    int     `json:"change_rate"`
+	DeleteRate    int     `json:"delete_rate"`
 	MaxRate       float64 `json:"max_rate"`
 }
 
@@ -120,7 +126,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		Latency: f.Latency.String(), ErrorRate: f.ErrorRate, RateLimitRate: f.RateLimitRate,
 		RetryAfter: f.RetryAfter, TruncateRate: f.TruncateRate, HangRate: f.HangRate,
 		Hang: f.Hang.String(), DuplicateRate: f.DuplicateRate, StaleRate: f.StaleRate,
-		InvalidRate: f.InvalidRate, ChangeRate: f.ChangeRate, MaxRate: f.MaxRate,
+		InvalidRate: f.InvalidRate, ChangeRate: f.ChangeRate, DeleteRate: f.DeleteRate, MaxRate: f.MaxRate,
 	})
 }
 
@@ -153,7 +159,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		Latency: latency, ErrorRate: j.ErrorRate, RateLimitRate: j.RateLimitRate,
 		RetryAfter: j.RetryAfter, TruncateRate: j.TruncateRate, HangRate: j.HangRate,
 		Hang: hang, DuplicateRate: j.DuplicateRate, StaleRate: j.StaleRate,
-		InvalidRate: j.InvalidRate, ChangeRate: j.ChangeRate, MaxRate: j.MaxRate,
+		InvalidRate: j.InvalidRate, ChangeRate: j.ChangeRate, DeleteRate: j.DeleteRate, MaxRate: j.MaxRate,
 	}
 	return nil
 }
@@ -225,5 +231,6 @@ func (f *Faults) Flags(fs *flag.FlagSet, usagePrefix string) {
 	fs.Float64Var(&f.StaleRate, "stale-rate", f.StaleRate, u("probability per page of an older version after the newest"))
 	fs.Float64Var(&f.InvalidRate, "invalid-rate", f.InvalidRate, u("share of records served invalid"))
 	fs.IntVar(&f.ChangeRate, "change-rate", f.ChangeRate, u("records changed per page request"))
+	fs.IntVar(&f.DeleteRate, "delete-rate", f.DeleteRate, u("records deleted per page request"))
 	fs.Float64Var(&f.MaxRate, "max-rate", f.MaxRate, u("requests per second over all clients (0: unlimited)"))
 }

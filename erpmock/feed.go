@@ -140,7 +140,7 @@ type cursor struct {
 var errCursor = errors.New("cursor: not one this server issued")
 
 func (m *Mock) encodeCursor(e entry) string {
-	b, _ := json.Marshal(cursor{UpdatedAt: e.ua, ErpID: string(appendPadded(nil, 'M', uint64(e.idx)+1, m.width))})
+	b, _ := json.Marshal(cursor{UpdatedAt: e.ua, ErpID: m.erpID(e.idx)})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -182,8 +182,8 @@ func (m *Mock) page(q pageQuery) (items []served, more bool) {
 			return items, false
 		}
 		r := m.recs[e.idx]
-		if r.ua != e.ua {
-			continue // the record has moved on
+		if !m.live(e) {
+			continue // the record has moved on, or is deleted
 		}
 		if skip > 0 {
 			skip--
@@ -210,7 +210,7 @@ func (m *Mock) count(w window) int64 {
 	}
 	var n int64
 	for _, e := range m.order[lo:hi] {
-		if m.recs[e.idx].ua == e.ua {
+		if m.live(e) {
 			n++
 		}
 	}

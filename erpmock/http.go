@@ -37,6 +37,8 @@ func (m *Mock) routes() {
 	m.mux.HandleFunc("PUT /admin/faults", m.putFaults)
 	m.mux.HandleFunc("PATCH /admin/faults", m.putFaults)
 	m.mux.HandleFunc("POST /admin/change", m.postChange)
+	m.mux.HandleFunc("POST /admin/delete", m.postDelete)
+	m.mux.HandleFunc("POST /admin/recreate", m.postRecreate)
 	m.mux.HandleFunc("GET /admin/truth", m.getTruth)
 	m.mux.HandleFunc("GET /admin/stats", m.getStats)
 }
@@ -108,6 +110,9 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 func (m *Mock) pageItems(q pageQuery, f Faults) (items []served, next string) {
 	if f.ChangeRate > 0 {
 		m.Change(f.ChangeRate)
+	}
+	if f.DeleteRate > 0 {
+		m.Delete(f.DeleteRate)
 	}
 	items, more := m.page(q)
 	if more {
@@ -233,6 +238,12 @@ func (m *Mock) putFaults(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Mock) postChange(w http.ResponseWriter, r *http.Request) {
+	postRandom(w, r, "changed", m.Change)
+}
+
+// postRandom runs do on ?n=K random records (default 1) and answers
+// {key: [erp_ids]}.
+func postRandom(w http.ResponseWriter, r *http.Request, key string, do func(n int) []string) {
 	n := 1
 	if s := r.URL.Query().Get("n"); s != "" {
 		v, err := strconv.Atoi(s)
@@ -242,11 +253,41 @@ func (m *Mock) postChange(w http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	ids := m.Change(n)
+	ids := do(n)
 	if ids == nil {
 		ids = []string{}
 	}
-	writeAdmin(w, http.StatusOK, map[string][]string{"changed": ids})
+	writeAdmin(w, http.StatusOK, map[string][]string{key: ids})
+}
+
+// postDelete deletes the records ?id=...&id=... or, without ids, ?n=K
+// random ones (default 1), and answers {"deleted": [erp_ids]}.
+func (m *Mock) postDelete(w http.ResponseWriter, r *http.Request) {
+	ids := r.URL.Query()["id"]
+	if len(ids) > 0 {
+		if err := m.DeleteIDs(ids); err != nil {
+			writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		writeAdmin(w, http.StatusOK, map[string][]string{"deleted": ids})
+		return
+	}
+	postRandom(w, r, "deleted", m.Delete)
+}
+
+// postRecreate brings the deleted records ?id=...&id=... back at a higher
+// version, and answers {"recreated": [erp_ids]}.
+func (m *Mock) postRecreate(w http.ResponseWriter, r *http.Request) {
+	ids := r.URL.Query()["id"]
+	if len(ids) == 0 {
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "id: want at least one erp_id"})
+		return
+	}
+	if err := m.Recreate(ids); err != nil {
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeAdmin(w, http.StatusOK, map[string][]string{"recreated": ids})
 }
 
 // getTruth streams Truth as a JSON array, in the API's record format.
@@ -257,7 +298,7 @@ func (m *Mock) getTruth(w http.ResponseWriter, _ *http.Request) {
 	buf := make([]byte, 0, 512)
 	sep := byte('[')
 	for i := range recs {
-		if recs[i].invalid != flawNone {
+		if recs[i].invalid != flawNone || recs[i].deleted {
 			continue
 		}
 		buf = append(append(buf[:0], sep), '\n')

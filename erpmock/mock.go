@@ -46,13 +46,14 @@ type Mock struct {
 	invalidRate float64
 	mux         *http.ServeMux
 
-	mu    sync.RWMutex
-	recs  []rec   // by index; erp_id order is index order
-	order []entry // by (updated_at, index); an entry is stale when its record has moved on
-	stale int     // stale entries in order
-	maxUA int64   // newest updated_at
-	valid []int32 // indexes of valid records
-	flaws []int32 // indexes of invalid records
+	mu      sync.RWMutex
+	recs    []rec   // by index; erp_id order is index order
+	order   []entry // by (updated_at, index); an entry is stale when its record has moved on
+	stale   int     // stale entries in order
+	maxUA   int64   // newest updated_at
+	valid   []int32 // indexes of valid records in the feed, ascending
+	flaws   []int32 // indexes of invalid records
+	deleted int     // valid records deleted
 
 	fmu    sync.Mutex // guards faults, rng and the token bucket
 	faults Faults
@@ -134,12 +135,10 @@ func (m *Mock) Faults() Faults {
 func (m *Mock) Change(n int) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n = min(max(n, 0), len(m.valid))
-	if n == 0 {
+	picked := m.pick(n)
+	if len(picked) == 0 {
 		return nil
 	}
-	picked := m.pick(n)
-	slices.Sort(picked)
 	ua := max(m.clock().UnixMilli(), m.maxUA+1)
 	ids := make([]string, len(picked))
 	for k, idx := range picked {
@@ -150,7 +149,7 @@ func (m *Mock) Change(n int) []string {
 		// All changed records share ua and are appended in index order, so
 		// order stays sorted.
 		m.order = append(m.order, entry{ua: ua, idx: idx})
-		ids[k] = string(appendPadded(nil, 'M', uint64(idx)+1, m.width))
+		ids[k] = m.erpID(idx)
 	}
 	m.maxUA = ua
 	m.stale += len(picked)
@@ -161,27 +160,31 @@ func (m *Mock) Change(n int) []string {
 	return ids
 }
 
-// pick returns n distinct indexes of valid records; m.mu is held.
+// pick returns, sorted, n distinct indexes of valid records (all of them
+// when there are fewer); m.mu is held.
 func (m *Mock) pick(n int) []int32 {
+	n = min(max(n, 0), len(m.valid))
+	if n == 0 {
+		return nil
+	}
 	m.fmu.Lock()
 	defer m.fmu.Unlock()
-	if n > len(m.valid)/2 {
-		perm := m.rng.Perm(len(m.valid))[:n]
-		out := make([]int32, n)
-		for k, p := range perm {
-			out[k] = m.valid[p]
-		}
-		return out
-	}
-	seen := make(map[int32]struct{}, n)
 	out := make([]int32, 0, n)
-	for len(out) < n {
-		idx := m.valid[m.rng.IntN(len(m.valid))]
-		if _, dup := seen[idx]; !dup {
-			seen[idx] = struct{}{}
-			out = append(out, idx)
+	if n > len(m.valid)/2 {
+		for _, p := range m.rng.Perm(len(m.valid))[:n] {
+			out = append(out, m.valid[p])
+		}
+	} else {
+		seen := make(map[int32]struct{}, n)
+		for len(out) < n {
+			idx := m.valid[m.rng.IntN(len(m.valid))]
+			if _, dup := seen[idx]; !dup {
+				seen[idx] = struct{}{}
+				out = append(out, idx)
+			}
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -203,7 +206,7 @@ func (m *Mock) mutate(r *rec) {
 func (m *Mock) compact() {
 	live := m.order[:0]
 	for _, e := range m.order {
-		if m.recs[e.idx].ua == e.ua {
+		if m.live(e) {
 			live = append(live, e)
 		}
 	}
@@ -212,12 +215,20 @@ func (m *Mock) compact() {
 	m.stale = 0
 }
 
-// Truth returns the latest version of every valid record, sorted by erp_id.
+// live reports whether e is the current entry of a record in the feed: the
+// record has not moved on since, and is not deleted; m.mu is held.
+func (m *Mock) live(e entry) bool {
+	r := &m.recs[e.idx]
+	return r.ua == e.ua && !r.deleted
+}
+
+// Truth returns the latest version of every valid record the feed holds
+// (deleted records are not), sorted by erp_id.
 func (m *Mock) Truth() []Record {
 	recs := m.snapshot()
 	out := make([]Record, 0, len(recs))
 	for i := range recs {
-		if recs[i].invalid == flawNone {
+		if recs[i].invalid == flawNone && !recs[i].deleted {
 			out = append(out, m.record(int32(i), recs[i]))
 		}
 	}
@@ -235,7 +246,7 @@ func (m *Mock) snapshot() []rec {
 // record converts the valid record idx to a Record.
 func (m *Mock) record(idx int32, r rec) Record {
 	out := Record{
-		ErpID:       string(appendPadded(nil, 'M', uint64(idx)+1, m.width)),
+		ErpID:       m.erpID(idx),
 		MemberID:    string(appendPadded(nil, 'U', uint64(r.member), m.width)),
 		ProductCode: products[r.product],
 		Status:      statuses[r.status],
@@ -281,7 +292,11 @@ type Stats struct {
 	Stale      int64 `json:"stale"`
 	// Changed counts record changes, by Change and by Faults.ChangeRate.
 	Changed int64 `json:"changed"`
-	// Records, Valid and Invalid count the records.
+	// Deleted counts the records deleted now (by Delete and by
+	// Faults.DeleteRate, less those Recreate brought back).
+	Deleted int `json:"deleted"`
+	// Records, Valid and Invalid count the records (Valid: those in the
+	// feed, deleted ones not).
 	Records int `json:"records"`
 	Valid   int `json:"valid"`
 	Invalid int `json:"invalid"`
@@ -298,9 +313,11 @@ func (m *Mock) Stats() Stats {
 		Stale:      m.staled.Load(),
 		Changed:    m.changed.Load(),
 		Records:    len(m.recs),
-		Valid:      len(m.valid),
 		Invalid:    len(m.flaws),
 	}
+	m.mu.RLock()
+	s.Valid, s.Deleted = len(m.valid), m.deleted
+	m.mu.RUnlock()
 	for code := range m.byStatus {
 		if v := m.byStatus[code].Load(); v > 0 {
 			s.Statuses[code] = v

@@ -29,6 +29,7 @@ type rec struct {
 	product  uint8
 	status   uint8
 	invalid  uint8 // one of the flaw constants; valid when zero
+	deleted  bool  // gone from the feed (Delete) until Recreate
 }
 
 const noEnd = math.MinInt64

@@ -48,6 +48,8 @@ KNOWN_SETTINGS = {
     "ERPSYNC_LOG_LEVEL", "ERPSYNC_REPORT", "ERPSYNC_HTTP_ADDR", "ERPSYNC_EVERY",
     "ERPSYNC_SHARDS", "ERPSYNC_SHARD", "ERPSYNC_SINCE", "ERPSYNC_UNTIL",
     "ERPSYNC_CRON", "ERPSYNC_TICKS",
+    # reconcile, and schedule's reconciles
+    "ERPSYNC_MAX_DELETE", "ERPSYNC_DRY_RUN", "ERPSYNC_FORCE", "ERPSYNC_RECONCILE_EVERY",
 }
 
 # Metric names exported by the Go side, and the label values the rules and
@@ -55,6 +57,7 @@ KNOWN_SETTINGS = {
 COUNTERS = {
     "erpsync_runs_total", "erpsync_records_total", "erpsync_lock_events_total",
     "erpsync_erp_requests_total", "erpsync_erp_retries_total",
+    "erpsync_reconcile_refused_total",
 }
 GAUGES = {
     "erpsync_last_success_timestamp_seconds", "erpsync_checkpoint_lag_seconds",
@@ -68,14 +71,15 @@ METRICS = COUNTERS | GAUGES | {h + s for h in HISTOGRAMS for s in ("_bucket", "_
 LABEL_VALUES = {
     "status": {"succeeded", "skipped", "failed", "interrupted"},
     "outcome": {"inserted", "updated", "unchanged", "duplicate", "invalid", "failed",
-                "stale_rejected", "unique_violation"},
+                "stale_rejected", "unique_violation", "restored", "deleted", "repaired"},
     "kind": {"job", "record"},
     "event": {"obtained", "contended", "not_obtained", "lost", "renew_failed"},
-    "mode": {"run", "backfill"},
+    "mode": {"run", "backfill", "reconcile"},
 }
 REQUIRED_ALERTS = [
     "ErpsyncNoSuccessIn3Intervals", "ErpsyncSkipStreak", "ErpsyncQuarantineGrowing",
     "ErpsyncLockLost", "ErpsyncRunsFailing", "ErpsyncCheckpointLagHigh",
+    "ErpsyncReconcileRefused",
 ]
 REQUIRED_PANELS = [
     "Runs by status", "Records by outcome", "Skips vs successes", "Last success age",

@@ -48,6 +48,7 @@ Commands:
   backfill   one bounded window: --since T [--until T] [--shard i/n]
   schedule   a run every D (--every 1m) or by --cron; serves /metrics, /healthz, /readyz
   verify     compare the whole ERP feed with the database (exit 1 on any difference)
+  reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
@@ -114,6 +115,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdSchedule(ctx, rest, stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, rest, stdout, stderr)
+	case "reconcile":
+		err = cmdReconcile(ctx, rest, stdout, stderr)
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
@@ -431,7 +434,9 @@ func erpHost(v string) string {
 	return v
 }
 
-func writeReport(path string, rep *syncer.Report) error {
+// writeReport writes rep (a run's or a reconcile's report) as JSON to
+// path, when path is set.
+func writeReport(path string, rep any) error {
 	if path == "" {
 		return nil
 	}

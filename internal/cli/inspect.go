@@ -70,14 +70,14 @@ func printVerify(w io.Writer, r *verify.Result) {
 	fmt.Fprintln(w, verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  feed records\t%d\t(%d invalid items skipped)\n", r.FeedRecords, r.FeedInvalid)
-	fmt.Fprintf(tw, "  database rows\t%d\n", r.Rows)
+	fmt.Fprintf(tw, "  database rows\t%d\t(and %d soft-deleted)\n", r.Rows, r.SoftDeleted)
 	fmt.Fprintf(tw, "  matching\t%d\n", r.Matching)
 	for _, c := range []struct {
 		name string
 		s    verify.Sample
 		what string
 	}{
-		{"missing", r.Missing, "in the feed, not in the database"},
+		{"missing", r.Missing, "in the feed, not in the database (or soft-deleted)"},
 		{"stale", r.Stale, "older version, or fields differ at the same version"},
 		{"unknown", r.Unknown, "in the database, not in the feed"},
 		{"ahead", r.Ahead, "newer version in the database than in the feed"},

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/reconcile"
 	"github.com/erpsync/erpsync/internal/schedule"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
@@ -24,9 +25,13 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var every time.Duration
 	var cronExpr, httpAddr string
 	var ticks int
+	var reconcileEvery time.Duration
+	var r reconcileSettings
 	fs := newFlagSet("erpsync schedule", stderr)
 	s.connFlags(fs)
 	s.syncFlags(fs)
+	fs.DurationVar(&reconcileEvery, "reconcile-every", 0, "also run reconcile every D on the wall-clock grid of D, under its own lock (0: never)")
+	r.guardFlags(fs)
 	fs.DurationVar(&every, "every", 0, "run every D on the wall-clock grid of D (fixed delay: a run longer than D skips the ticks it overran)")
 	fs.StringVar(&cronExpr, "cron", "", "run by a cron expression (5 fields or @hourly...; UTC) instead of --every")
 	fs.StringVar(&httpAddr, "http-addr", ":9090", "serve /metrics, /healthz and /readyz here (empty: off)")
@@ -41,6 +46,12 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sched, err := schedule.Parse(every, cronExpr)
 	if err != nil {
 		return usageError{err}
+	}
+	if reconcileEvery < 0 {
+		return usageError{fmt.Errorf("--reconcile-every %s: must not be negative (0: never)", reconcileEvery)}
+	}
+	if err := r.check(); err != nil {
+		return err
 	}
 	cfg := s.syncConfig(syncer.ModeRun)
 	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
@@ -63,6 +74,22 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if every > 0 {
 		m.SetInterval(s.Job, every)
 	}
+	if reconcileEvery > 0 {
+		m.Init(s.Job, reconcile.Mode)
+		rcfg := r.config()
+		rcfg.PageSize = s.PageSize
+		rctx, stopReconciles := context.WithCancel(ctx)
+		done := make(chan struct{})
+		scfg := cfg // the ticks below change cfg.HoldUntil
+		go func() {
+			defer close(done)
+			reconcileLoop(rctx, schedule.Every(reconcileEvery), rcfg, scfg, d, log, m)
+		}()
+		defer func() {
+			stopReconciles()
+			<-done
+		}()
+	}
 
 	if httpAddr != "" {
 		ln, err := net.Listen("tcp", httpAddr)
@@ -79,7 +106,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		slog.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
 	}
 
-	slog.Info().Dur("every", every).Str("cron", cronExpr).Msg("schedule started")
+	slog.Info().Dur("every", every).Str("cron", cronExpr).Dur("reconcile_every", reconcileEvery).Msg("schedule started")
 	failedTicks := 0
 	for n := 0; ticks == 0 || n < ticks; n++ {
 		tick := sched.Next(time.Now())
@@ -129,6 +156,38 @@ func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger
 		m.SetQuarantined(cfg.Job, n)
 	}
 	return rep, err
+}
+
+// reconcileLoop runs a reconcile on every tick of sched until ctx ends,
+// beside the incremental runs: its own lock (held to halfway to the next
+// tick, as the runs' job lock), history rows and metrics. A reconcile
+// that fails or is refused is logged and counted; the loop goes on.
+func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.Config, cfg syncer.Config, d *deps, log zerolog.Logger, m *metrics.Metrics) {
+	for {
+		tick := sched.Next(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(tick)):
+		}
+		next := sched.Next(tick)
+		rcfg.HoldUntil = tick.Add(next.Sub(tick) / 2)
+		rc, err := newReconciler(rcfg, cfg, d, log)
+		if err != nil {
+			log.Error().Err(err).Msg("reconcile tick failed")
+			continue
+		}
+		rep, err := rc.Run(ctx)
+		if rep != nil && rep.FinishedAt != nil {
+			m.ObserveRun(rep.Run, nil)
+			if rep.Refused != "" {
+				m.ObserveRefused(cfg.Job)
+			}
+		}
+		if err != nil {
+			log.Error().Err(err).Str("job", cfg.Job).Time("tick", tick).Msg("reconcile tick failed")
+		}
+	}
 }
 
 // opsMux serves /metrics, /healthz (the process lives) and /readyz (MySQL

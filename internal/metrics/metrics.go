@@ -1,6 +1,8 @@
 // Package metrics exports erpsync's Prometheus metrics: runs by status
-// (skipped included), records by outcome, lock events and acquire latency,
-// ERP requests, retries and latency, last success and checkpoint lag.
+// (skipped included), records by outcome (soft deletes and restores
+// included), reconciles the deletion guard refused, lock events and
+// acquire latency, ERP requests, retries and latency, last success and
+// checkpoint lag.
 //
 // Record counters are added when a run finishes, from its report, so they
 // always match the run reports exactly.
@@ -36,6 +38,7 @@ type Metrics struct {
 	checkpointLag *prometheus.GaugeVec
 	quarantined   *prometheus.GaugeVec
 	interval      *prometheus.GaugeVec
+	refused       *prometheus.CounterVec
 }
 
 // New creates the collectors, with Go and process collectors beside them.
@@ -66,9 +69,11 @@ func New() *Metrics {
 			Help: "Distinct invalid payloads in quarantine."}, []string{"job"}),
 		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "erpsync_schedule_interval_seconds",
 			Help: "The schedule's interval (--every), for alerts counted in intervals."}, []string{"job"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "erpsync_reconcile_refused_total",
+			Help: "Reconciles the deletion guard refused: more deletions than --max-delete, or an empty scan of a table with rows."}, []string{"job"}),
 	}
 	m.reg.MustRegister(m.runs, m.records, m.lockEvents, m.lockAcquire, m.erpRequests, m.erpRetries, m.erpLatency,
-		m.runDuration, m.lastSuccess, m.checkpointLag, m.quarantined, m.interval,
+		m.runDuration, m.lastSuccess, m.checkpointLag, m.quarantined, m.interval, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -91,12 +96,15 @@ func (m *Metrics) ObserveRun(r store.Run, checkpoint *time.Time) {
 	for outcome, n := range map[string]int64{
 		"inserted": c.Inserted, "updated": c.Updated, "unchanged": c.Unchanged, "duplicate": c.DuplicatesInFeed,
 		"invalid": c.Invalid, "failed": c.Failed, "stale_rejected": c.StaleRejected, "unique_violation": c.UniqueViolations,
+		"restored": c.Restored, "deleted": c.Deleted, "repaired": c.Repaired,
 	} {
 		m.records.WithLabelValues(r.Job, outcome).Add(float64(n))
 	}
 	if r.FinishedAt != nil {
 		m.runDuration.WithLabelValues(r.Job, r.Mode).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
-		if r.Status == store.StatusSucceeded {
+		// A reconcile's success says nothing of the incremental runs that
+		// ErpsyncNoSuccessIn3Intervals watches.
+		if r.Status == store.StatusSucceeded && r.Mode != "reconcile" {
 			m.lastSuccess.WithLabelValues(r.Job).Set(float64(r.FinishedAt.UnixNano()) / 1e9)
 		}
 	}
@@ -111,14 +119,20 @@ func (m *Metrics) Init(job, mode string) {
 	for _, st := range []string{store.StatusSucceeded, store.StatusSkipped, store.StatusFailed, store.StatusInterrupted} {
 		m.runs.WithLabelValues(job, mode, st)
 	}
-	for _, o := range []string{"inserted", "updated", "unchanged", "duplicate", "invalid", "failed", "stale_rejected", "unique_violation"} {
+	for _, o := range []string{"inserted", "updated", "unchanged", "duplicate", "invalid", "failed", "stale_rejected", "unique_violation", "restored", "deleted", "repaired"} {
 		m.records.WithLabelValues(job, o)
 	}
+	m.refused.WithLabelValues(job)
 	for _, kind := range []string{"job", "record"} {
 		for _, ev := range []string{"obtained", "contended", "not_obtained", "lost", "renew_failed"} {
 			m.lockEvents.WithLabelValues(kind, ev)
 		}
 	}
+}
+
+// ObserveRefused counts a reconcile of job that the deletion guard refused.
+func (m *Metrics) ObserveRefused(job string) {
+	m.refused.WithLabelValues(job).Inc()
 }
 
 // SetQuarantined sets the quarantine size.

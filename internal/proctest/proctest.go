@@ -350,7 +350,8 @@ func (s State) String() string {
 		s.Truth, s.Rows, s.Distinct, s.Missing, s.Stale, s.Unknown, s.Example)
 }
 
-// Check reads memberships and compares it with the mock's truth.
+// Check reads the live rows of memberships (soft-deleted ones are absent)
+// and compares them with the mock's truth.
 func (e *Env) Check() State {
 	e.T.Helper()
 	truth := map[string]int64{}
@@ -358,11 +359,11 @@ func (e *Env) Check() State {
 		truth[r.ErpID] = r.Version
 	}
 	s := State{Truth: len(truth)}
-	if err := e.DB.QueryRow("SELECT COUNT(*), COUNT(DISTINCT erp_id) FROM "+e.Table("memberships")).Scan(&s.Rows, &s.Distinct); err != nil {
+	if err := e.DB.QueryRow("SELECT COUNT(*), COUNT(DISTINCT erp_id) FROM "+e.Table("memberships")+" WHERE deleted_at IS NULL").Scan(&s.Rows, &s.Distinct); err != nil {
 		e.T.Fatalf("count memberships: %v", err)
 	}
 	seen := map[string]bool{}
-	e.each("SELECT erp_id, erp_version FROM "+e.Table("memberships"), func(rows *sql.Rows) error {
+	e.each("SELECT erp_id, erp_version FROM "+e.Table("memberships")+" WHERE deleted_at IS NULL", func(rows *sql.Rows) error {
 		var id string
 		var v int64
 		if err := rows.Scan(&id, &v); err != nil {

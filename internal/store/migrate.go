@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/erpsync/erpsync/migrations"
@@ -168,7 +169,7 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 				continue
 			}
 			for _, stmt := range statements(m.SQL) {
-				if err := conn.Exec(stmt).Error; err != nil {
+				if err := conn.Exec(stmt).Error; err != nil && !alreadyApplied(err) {
 					return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
 				}
 			}
@@ -184,6 +185,16 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 		return nil, err
 	}
 	return res, nil
+}
+
+// alreadyApplied reports whether err says that a statement's change is in
+// place already: a column or index added before (1060 ER_DUP_FIELDNAME,
+// 1061 ER_DUP_KEYNAME). ALTER TABLE has no IF NOT EXISTS that both MySQL 8
+// and MariaDB accept, and a crash between a statement and the bookkeeping
+// row must not wedge the schema.
+func alreadyApplied(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1060 || me.Number == 1061)
 }
 
 // CheckSchema returns ErrNotMigrated unless every embedded migration has

@@ -18,14 +18,23 @@ type Counters struct {
 	StaleRejected    int64 `json:"stale_rejected" gorm:"column:stale_rejected"`
 	Invalid          int64 `json:"invalid" gorm:"column:invalid"`
 	Failed           int64 `json:"failed" gorm:"column:failed"`
-	ERPRequests      int64 `json:"erp_requests" gorm:"column:erp_requests"`
-	ERPRetries       int64 `json:"erp_retries" gorm:"column:erp_retries"`
+	// Restored counts soft-deleted rows a write made live again: their
+	// record came back to the ERP, at the same version or a newer one.
+	Restored int64 `json:"restored" gorm:"column:restored"`
+	// Deleted counts rows a reconcile soft-deleted: their erp_id was gone
+	// from the ERP.
+	Deleted int64 `json:"deleted" gorm:"column:deleted"`
+	// Repaired counts rows a reconcile wrote because verify's comparison
+	// found them missing or stale (restores not included).
+	Repaired    int64 `json:"repaired" gorm:"column:repaired"`
+	ERPRequests int64 `json:"erp_requests" gorm:"column:erp_requests"`
+	ERPRetries  int64 `json:"erp_retries" gorm:"column:erp_retries"`
 }
 
 // Handled counts the records a run has finished with, whatever the outcome:
 // written, found current, quarantined, failed, or dropped as a duplicate.
 func (c Counters) Handled() int64 {
-	return c.Inserted + c.Updated + c.Unchanged + c.Invalid + c.Failed + c.DuplicatesInFeed
+	return c.Inserted + c.Updated + c.Restored + c.Unchanged + c.Invalid + c.Failed + c.DuplicatesInFeed
 }
 
 // Run is one row of the run history, skipped runs included.

@@ -24,7 +24,7 @@ type Report struct {
 
 // counters are the live, concurrently updated outcomes of a run.
 type counters struct {
-	fetched, inserted, updated, unchanged, duplicates, contended,
+	fetched, inserted, updated, restored, unchanged, duplicates, contended,
 	uniqueViolations, staleRejected, invalid, failed atomic.Int64
 }
 
@@ -33,6 +33,7 @@ func (c *counters) snapshot() store.Counters {
 		Fetched:          c.fetched.Load(),
 		Inserted:         c.inserted.Load(),
 		Updated:          c.updated.Load(),
+		Restored:         c.restored.Load(),
 		Unchanged:        c.unchanged.Load(),
 		DuplicatesInFeed: c.duplicates.Load(),
 		LockContended:    c.contended.Load(),

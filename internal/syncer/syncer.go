@@ -131,14 +131,12 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 		rep.Shard = fmt.Sprintf("%d/%d", s.cfg.Shard, s.cfg.Shards)
 	}
 	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("mode", s.cfg.Mode).Logger()
-	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
-	r.preRead.Store(true)
-	r.cleanNeeded.Store(1)
+	r := s.newRun(rep, log)
 
 	var since, until time.Time
 	workCtx := ctx
 	if s.cfg.Mode == ModeRun {
-		jl, err := s.locks.Obtain(ctx, JobLockKey(s.cfg.Job), s.cfg.LockTTL, nil)
+		fence, jobCtx, done, err := s.HoldJob(ctx, JobLockKey(s.cfg.Job), s.cfg.HoldUntil, log)
 		if errors.Is(err, lock.ErrNotObtained) {
 			r.finish(ctx, store.StatusSkipped, nil)
 			log.Warn().Msg("job lock held by another instance; run skipped")
@@ -149,34 +147,12 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 			r.finish(ctx, store.StatusFailed, err)
 			return rep, err
 		}
-		rep.Fence = jl.Fence()
+		defer done()
+		rep.Fence = fence
 		// The watchdog renews the job lock until the run has finished,
 		// the grace period after a signal included: a second run must not
-		// start while this one still writes the records in hand. workCtx
-		// ends with ctx (a signal) or when the lock is lost.
-		holdCtx, stopHold := context.WithCancel(context.WithoutCancel(ctx))
-		defer stopHold()
-		held := jl.Hold(holdCtx)
-		var cancelWork context.CancelCauseFunc
-		workCtx, cancelWork = context.WithCancelCause(ctx)
-		defer cancelWork(nil)
-		defer context.AfterFunc(held, func() { cancelWork(context.Cause(held)) })()
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-			defer cancel()
-			if left := time.Until(s.cfg.HoldUntil); left > 10*time.Millisecond && ctx.Err() == nil && held.Err() == nil {
-				// Lock-at-least-for: stop renewing, and let the lease
-				// run out at the tick boundary.
-				stopHold()
-				if err := jl.Refresh(rctx, left); err != nil {
-					log.Warn().Err(err).Msg("keep job lock until the next tick")
-				}
-				return
-			}
-			if err := jl.Release(rctx); err != nil {
-				log.Warn().Err(err).Msg("release job lock")
-			}
-		}()
+		// start while this one still writes the records in hand.
+		workCtx = jobCtx
 		cp, ok, err := s.store.Checkpoint(ctx, s.cfg.Job)
 		if err != nil {
 			r.finish(ctx, store.StatusFailed, err)
@@ -255,6 +231,53 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	return rep, err
 }
 
+// HoldJob takes the job lock key and starts its watchdog. It returns the
+// lock's fencing token; a ctx that ends with ctx or, with the lock's loss
+// as its cause, when the lock is lost; and done, which stops the watchdog
+// and releases the lock, or, when holdUntil is still ahead and nothing was
+// cancelled, keeps it until then (lock-at-least-for: replicas whose ticks
+// fire a little later skip the tick). The watchdog renews the lock until
+// done, whatever happens to ctx, so work in hand after a signal stays
+// covered. A lock held elsewhere is lock.ErrNotObtained.
+func (s *Syncer) HoldJob(ctx context.Context, key string, holdUntil time.Time, log zerolog.Logger) (fence int64, work context.Context, done func(), err error) {
+	jl, err := s.locks.Obtain(ctx, key, s.cfg.LockTTL, nil)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	holdCtx, stopHold := context.WithCancel(context.WithoutCancel(ctx))
+	held := jl.Hold(holdCtx)
+	work, cancelWork := context.WithCancelCause(ctx)
+	stopAfter := context.AfterFunc(held, func() { cancelWork(context.Cause(held)) })
+	done = func() {
+		stopAfter()
+		cancelWork(nil)
+		defer stopHold()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		if left := time.Until(holdUntil); left > 10*time.Millisecond && ctx.Err() == nil && held.Err() == nil {
+			// Lock-at-least-for: stop renewing, and let the lease run
+			// out at the tick boundary.
+			stopHold()
+			if err := jl.Refresh(rctx, left); err != nil {
+				log.Warn().Err(err).Msg("keep job lock until the next tick")
+			}
+			return
+		}
+		if err := jl.Release(rctx); err != nil {
+			log.Warn().Err(err).Msg("release job lock")
+		}
+	}
+	return jl.Fence(), work, done, nil
+}
+
+// newRun returns the state of one execution that reports into rep.
+func (s *Syncer) newRun(rep *Report, log zerolog.Logger) *run {
+	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
+	r.preRead.Store(true)
+	r.cleanNeeded.Store(1)
+	return r
+}
+
 // run is the state of one execution.
 type run struct {
 	s   *Syncer
@@ -320,7 +343,7 @@ func (r *run) finish(ctx context.Context, status string, err error) {
 		ev = r.log.Error().AnErr("error", err)
 	}
 	ev.Str("status", status).
-		Int64("fetched", rep.Fetched).Int64("inserted", rep.Inserted).Int64("updated", rep.Updated).
+		Int64("fetched", rep.Fetched).Int64("inserted", rep.Inserted).Int64("updated", rep.Updated).Int64("restored", rep.Restored).
 		Int64("unchanged", rep.Unchanged).Int64("duplicates_in_feed", rep.DuplicatesInFeed).
 		Int64("lock_contended", rep.LockContended).Int64("unique_violations", rep.UniqueViolations).
 		Int64("stale_rejected", rep.StaleRejected).Int64("invalid", rep.Invalid).Int64("failed", rep.Failed).

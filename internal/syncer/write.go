@@ -154,13 +154,21 @@ func (r *run) skipCurrent(ctx context.Context, recs []erp.Record) []erp.Record {
 	}
 	out := recs[:0:0]
 	for _, rec := range recs {
-		if c, ok := cur[rec.ErpID]; ok && c.Version >= rec.Version {
+		if c, ok := cur[rec.ErpID]; ok && upToDate(c, rec) {
 			r.c.unchanged.Add(1)
 			continue
 		}
 		out = append(out, rec)
 	}
 	return out
+}
+
+// upToDate reports whether a row needs no write of rec: it holds a higher
+// version, or rec's version and is live. A soft-deleted row at rec's
+// version is restored (the record is back); one at a higher version stays
+// as it is, as the version guard keeps every row from going back.
+func upToDate(c store.Current, rec erp.Record) bool {
+	return c.Version > rec.Version || c.Version == rec.Version && !c.Deleted
 }
 
 // obtainMany tries each key's lock once: in one round trip when the locker
@@ -345,6 +353,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		r.learnPresent(len(cur))
 	}
 	var ins, upd []held
+	var restoring map[string]bool // the erp_ids of upd whose row is soft-deleted
 	unchanged := 0
 	for _, h := range hs {
 		c, ok := cur[h.rec.ErpID]
@@ -357,8 +366,14 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		switch {
 		case !ok:
 			ins = append(ins, h)
-		case h.rec.Version > c.Version:
+		case !upToDate(c, h.rec):
 			upd = append(upd, h)
+			if c.Deleted {
+				if restoring == nil {
+					restoring = map[string]bool{}
+				}
+				restoring[h.rec.ErpID] = true
+			}
 		default:
 			unchanged++
 		}
@@ -410,7 +425,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			return nil, 0, err
 		}
 		if ok {
-			r.c.updated.Add(1)
+			r.countWritten(upd[0], restoring)
 			return nil, current, nil
 		}
 	} else {
@@ -435,9 +450,9 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	for _, h := range upd {
 		c := after[h.rec.ErpID]
 		switch {
-		case c.Version == h.rec.Version && c.Fence == h.lock.Fence():
-			r.c.updated.Add(1)
-		case c.Version >= h.rec.Version:
+		case c.Version == h.rec.Version && c.Fence == h.lock.Fence() && !c.Deleted:
+			r.countWritten(h, restoring)
+		case upToDate(c, h.rec):
 			r.c.unchanged.Add(1)
 			current++
 		default:
@@ -448,4 +463,14 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		}
 	}
 	return again, current, nil
+}
+
+// countWritten counts a write of ours that landed: a restore when its row
+// was soft-deleted, else an update.
+func (r *run) countWritten(h held, restoring map[string]bool) {
+	if restoring[h.rec.ErpID] {
+		r.c.restored.Add(1)
+		return
+	}
+	r.c.updated.Add(1)
 }

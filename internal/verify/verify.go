@@ -13,11 +13,14 @@ import (
 	"github.com/erpsync/erpsync/internal/store"
 )
 
-// Result is what Verify found.
+// Result is what Verify found. A soft-deleted row counts as absent: a
+// record of the feed whose row is soft-deleted is missing, and a
+// soft-deleted row the feed lacks is as it should be.
 type Result struct {
 	FeedRecords int64     `json:"feed_records"`
 	FeedInvalid int64     `json:"feed_invalid"`
-	Rows        int64     `json:"rows"`
+	Rows        int64     `json:"rows"`         // live rows
+	SoftDeleted int64     `json:"soft_deleted"` // soft-deleted rows
 	Matching    int64     `json:"matching"`
 	Missing     Sample    `json:"missing"`
 	Stale       Sample    `json:"stale"`
@@ -40,7 +43,8 @@ type Sample struct {
 
 const sampleSize = 20
 
-func (s *Sample) add(id string) {
+// Add counts id and keeps it while the sample has room.
+func (s *Sample) Add(id string) {
 	s.Count++
 	if len(s.IDs) < sampleSize {
 		s.IDs = append(s.IDs, id)
@@ -50,7 +54,8 @@ func (s *Sample) add(id string) {
 type want struct {
 	version int64
 	sum     uint64
-	seen    bool // matched by a row
+	seen    bool        // matched by a live row
+	rec     *erp.Record // the record, when the scan keeps them
 }
 
 var seed = maphash.MakeSeed()
@@ -75,77 +80,155 @@ type Pager interface {
 	Page(ctx context.Context, q erp.Query) (*erp.Page, error)
 }
 
-// Verify pages the whole feed (highest version per erp_id wins) and compares
-// it with every row of memberships.
-func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Result, error) {
-	res := &Result{Started: time.Now().UTC()}
-	feed := map[string]*want{}
+// Feed is the whole ERP feed as one scan saw it: the highest version of
+// each erp_id, and the records themselves when Scan keeps them.
+type Feed struct {
+	started time.Time
+	invalid int64
+	byID    map[string]*want
+}
+
+// Records is the number of distinct erp_ids of valid records the scan saw.
+func (f *Feed) Records() int64 { return int64(len(f.byID)) }
+
+// Has reports whether the feed holds erp_id.
+func (f *Feed) Has(erpID string) bool { return f.byID[erpID] != nil }
+
+// Scan pages the whole feed; the highest version of each erp_id wins. With
+// keep, the feed keeps each record (Compare's Diff lists them for a
+// repair); without, a hash of its fields.
+func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
+	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}}
 	q := erp.Query{Limit: pageSize}
 	for {
 		p, err := e.Page(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("page the feed: %w", err)
 		}
-		res.FeedInvalid += int64(len(p.Invalid))
-		for _, r := range p.Records {
-			w := feed[r.ErpID]
+		f.invalid += int64(len(p.Invalid))
+		for i, r := range p.Records {
+			w := f.byID[r.ErpID]
 			if w != nil && w.version >= r.Version {
 				continue
 			}
 			if w == nil {
 				w = &want{}
-				feed[r.ErpID] = w
+				f.byID[r.ErpID] = w
 			}
 			w.version = r.Version
 			w.sum = fieldsSum(r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt, r.EndsAt, r.UpdatedAt)
+			if keep {
+				w.rec = &p.Records[i]
+			}
 		}
 		if p.NextCursor == "" {
-			break
+			return f, nil
 		}
 		q.Cursor = p.NextCursor
 	}
-	res.FeedRecords = int64(len(feed))
+}
 
-	rows, err := st.DB().WithContext(ctx).Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at FROM memberships").Rows()
+// Row is what Compare reads of a row it lists.
+type Row struct {
+	ErpID   string
+	Version int64
+	Fence   int64
+	Written time.Time // the row's updated_at: when erpsync last wrote it, by the database's clock
+}
+
+// Diff is what a repair of the table needs: the live rows the feed lacks,
+// and the feed's records whose row is absent, soft-deleted or stale. The
+// record lists are filled only by a Scan that kept the records.
+type Diff struct {
+	Absent  []Row        // live rows whose erp_id the feed lacks
+	Missing []erp.Record // no row
+	Restore []erp.Record // a soft-deleted row
+	Stale   []erp.Record // a live row at an older version, or other fields at the same version
+}
+
+// Verify pages the whole feed (highest version per erp_id wins) and compares
+// it with every row of memberships.
+func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Result, error) {
+	f, err := Scan(ctx, e, pageSize, false)
 	if err != nil {
-		return nil, fmt.Errorf("read memberships: %w", err)
+		return nil, err
+	}
+	res, _, err := f.Compare(ctx, st)
+	return res, err
+}
+
+// Compare reads every row of memberships and compares it with the feed.
+// It may be called once per Feed.
+func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, error) {
+	res := &Result{Started: f.started, FeedRecords: f.Records(), FeedInvalid: f.invalid}
+	diff := &Diff{}
+	stale := func(id string, w *want) {
+		res.Stale.Add(id)
+		if w.rec != nil {
+			diff.Stale = append(diff.Stale, *w.rec)
+		}
+	}
+	rows, err := st.DB().WithContext(ctx).Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL FROM memberships").Rows()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read memberships: %w", err)
 	}
 	defer rows.Close()
+	var restore []string // erp_ids of the feed whose row is soft-deleted
 	for rows.Next() {
 		var id, member, product, status string
-		var starts, updated time.Time
+		var starts, updated, written time.Time
 		var ends *time.Time
-		var version int64
-		if err := rows.Scan(&id, &member, &product, &status, &starts, &ends, &version, &updated); err != nil {
-			return nil, fmt.Errorf("read memberships: %w", err)
+		var version, fence int64
+		var deleted bool
+		if err := rows.Scan(&id, &member, &product, &status, &starts, &ends, &version, &updated, &fence, &written, &deleted); err != nil {
+			return nil, nil, fmt.Errorf("read memberships: %w", err)
+		}
+		w := f.byID[id]
+		if deleted {
+			res.SoftDeleted++
+			if w != nil {
+				restore = append(restore, id) // missing, below
+			}
+			continue
 		}
 		res.Rows++
-		w := feed[id]
 		switch {
 		case w == nil:
-			res.Unknown.add(id)
+			res.Unknown.Add(id)
+			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: fence, Written: written})
 		case version < w.version:
 			w.seen = true
-			res.Stale.add(id)
+			stale(id, w)
 		case version > w.version:
 			w.seen = true
-			res.Ahead.add(id)
+			res.Ahead.Add(id)
 		case fieldsSum(id, member, product, status, starts, ends, updated) != w.sum:
 			w.seen = true
-			res.Stale.add(id)
+			stale(id, w)
 		default:
 			w.seen = true
 			res.Matching++
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read memberships: %w", err)
+		return nil, nil, fmt.Errorf("read memberships: %w", err)
 	}
-	for id, w := range feed {
+	for _, id := range restore {
+		w := f.byID[id]
+		w.seen = true
+		res.Missing.Add(id)
+		if w.rec != nil {
+			diff.Restore = append(diff.Restore, *w.rec)
+		}
+	}
+	for id, w := range f.byID {
 		if !w.seen {
-			res.Missing.add(id)
+			res.Missing.Add(id)
+			if w.rec != nil {
+				diff.Missing = append(diff.Missing, *w.rec)
+			}
 		}
 	}
 	res.Duration = time.Since(res.Started).Seconds()
-	return res, nil
+	return res, diff, nil
 }

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/reconcile"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+	"github.com/erpsync/erpsync/internal/verify"
+)
+
+// reconcileSettings are the settings of reconcile (the command, and the
+// reconciles of schedule).
+type reconcileSettings struct {
+	MaxDelete string
+	Force     bool
+	DryRun    bool
+	limit     reconcile.Limit
+}
+
+// guardFlags: the deletion guard's limit.
+func (r *reconcileSettings) guardFlags(fs *flag.FlagSet) {
+	fs.StringVar(&r.MaxDelete, "max-delete", "5%", "most rows one reconcile may soft-delete: a count N, or P% of the live rows; more refuses the reconcile (exit 1)")
+}
+
+// check parses the limit; a bad one is a usage error.
+func (r *reconcileSettings) check() error {
+	l, err := reconcile.ParseLimit(r.MaxDelete)
+	if err != nil {
+		return usageError{fmt.Errorf("--max-delete %w", err)}
+	}
+	r.limit = l
+	return nil
+}
+
+func (r *reconcileSettings) config() reconcile.Config {
+	l := r.limit
+	return reconcile.Config{MaxDelete: &l, Force: r.Force, DryRun: r.DryRun}
+}
+
+// newReconciler wires a reconciler of cfg's job onto d.
+func newReconciler(rcfg reconcile.Config, cfg syncer.Config, d *deps, log zerolog.Logger) (*reconcile.Reconciler, error) {
+	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile.New(rcfg, sy, d.erp, d.store, log)
+}
+
+func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	var r reconcileSettings
+	fs := newFlagSet("erpsync reconcile", stderr)
+	s.connFlags(fs)
+	s.syncFlags(fs)
+	r.guardFlags(fs)
+	fs.BoolVar(&r.DryRun, "dry-run", false, "print what would change (counts and a sample of erp_ids) and change nothing")
+	fs.BoolVar(&r.Force, "force", false, "go past the deletion guard (logged at warn level)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(&s, stderr)
+	if err != nil {
+		return err
+	}
+	if err := r.check(); err != nil {
+		return err
+	}
+	cfg := s.syncConfig(syncer.ModeRun)
+	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
+		return usageError{err}
+	}
+	rcfg := r.config()
+	rcfg.PageSize = s.PageSize
+	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
+		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	d, err := connect(ctx, &s, true, nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	rc, err := newReconciler(rcfg, cfg, d, log)
+	if err != nil {
+		return usageError{err}
+	}
+	rep, runErr := rc.Run(ctx)
+	if rep != nil {
+		if r.DryRun && rep.Plan != nil {
+			printPlan(stdout, rep)
+		}
+		if err := writeReport(s.Report, rep); err != nil {
+			log.Error().Err(err).Msg("write report")
+			if runErr == nil {
+				runErr = err
+			}
+		}
+	}
+	switch {
+	case runErr == nil:
+		return nil
+	case errors.Is(runErr, reconcile.ErrRefused) && r.DryRun:
+		return errFailed // the plan says why
+	case errors.Is(runErr, reconcile.ErrRefused):
+		// One line that says how many and why: exit 1.
+		return fmt.Errorf("%v; nothing changed (--dry-run lists them, --force goes past the guard)", runErr)
+	case rep != nil && rep.FinishedAt != nil && !r.DryRun:
+		return fmt.Errorf("%w: %v", errFailed, runErr) // the summary line says why
+	default:
+		return runErr
+	}
+}
+
+// printPlan prints a reconcile's plan, for --dry-run.
+func printPlan(w io.Writer, rep *reconcile.Report) {
+	p := rep.Plan
+	switch {
+	case rep.Refused != "":
+		fmt.Fprintf(w, "DRY RUN, nothing changed. The guard would REFUSE this reconcile: %s\n", rep.Refused)
+	case rep.Forced != "":
+		fmt.Fprintf(w, "DRY RUN, nothing changed. The guard would refuse, --force would go past it: %s\n", rep.Forced)
+	default:
+		fmt.Fprintln(w, "DRY RUN, nothing changed. The guard would let this reconcile through.")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  feed records\t%d\n", p.FeedRecords)
+	fmt.Fprintf(tw, "  live rows\t%d\n", p.Rows)
+	fmt.Fprintf(tw, "  max delete\t%d\n", p.MaxDelete)
+	for _, c := range []struct {
+		name string
+		s    verify.Sample
+		what string
+	}{
+		{"delete", p.Delete, "live rows the feed no longer has: would be soft-deleted"},
+		{"restore", p.Restore, "soft-deleted rows the feed has again: would be restored"},
+		{"repair", p.Repair, "rows missing or stale: would be written"},
+	} {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.s.Count, c.what)
+		if len(c.s.IDs) > 0 {
+			more := ""
+			if c.s.Count > int64(len(c.s.IDs)) {
+				more = fmt.Sprintf(" (+%d more)", c.s.Count-int64(len(c.s.IDs)))
+			}
+			fmt.Fprintf(tw, "\t\te.g. %s%s\n", strings.Join(c.s.IDs, ", "), more)
+		}
+	}
+	if p.Kept > 0 {
+		fmt.Fprintf(tw, "  kept\t%d\tlive rows the feed lacks but written since the scan began: left for the next reconcile\n", p.Kept)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,350 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+	"github.com/erpsync/erpsync/internal/verify"
+)
+
+// Mode is the mode of a reconcile in the run history.
+const Mode = "reconcile"
+
+// ErrRefused is returned when the guard refused a reconcile: it would have
+// deleted more than MaxDelete allows, or the scan found nothing while the
+// table has rows. Nothing was written.
+var ErrRefused = errors.New("reconcile: refused by the deletion guard")
+
+// Limit bounds the rows one reconcile may delete: a count, or a percentage
+// of the live rows.
+type Limit struct {
+	Count   int64
+	Percent float64 // used when IsPercent
+	// IsPercent says the limit is Percent of the live rows.
+	IsPercent bool
+}
+
+// DefaultLimit is 5% of the live rows.
+var DefaultLimit = Limit{Percent: 5, IsPercent: true}
+
+// ParseLimit parses "N" (a count) or "P%" (a percentage of the live rows,
+// 0 to 100).
+func ParseLimit(s string) (Limit, error) {
+	s = strings.TrimSpace(s)
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(v >= 0 && v <= 100) {
+			return Limit{}, fmt.Errorf("%q: want a count N or a percentage P%% with 0 <= P <= 100", s)
+		}
+		return Limit{Percent: v, IsPercent: true}, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return Limit{}, fmt.Errorf("%q: want a count N >= 0 or a percentage P%%", s)
+	}
+	return Limit{Count: n}, nil
+}
+
+// Of returns how many of rows may be deleted.
+func (l Limit) Of(rows int64) int64 {
+	if !l.IsPercent {
+		return l.Count
+	}
+	return int64(math.Floor(float64(rows) * l.Percent / 100))
+}
+
+func (l Limit) String() string {
+	if l.IsPercent {
+		return strconv.FormatFloat(l.Percent, 'f', -1, 64) + "%"
+	}
+	return strconv.FormatInt(l.Count, 10)
+}
+
+// Config says what a reconcile does. Zero fields take their defaults.
+type Config struct {
+	// PageSize is the page size of the scan. Defaults to 1000.
+	PageSize int
+	// MaxDelete bounds the rows one reconcile may delete. Defaults to
+	// DefaultLimit (5% of the live rows).
+	MaxDelete *Limit
+	// Force lets a reconcile past the guard (logged at warn level).
+	Force bool
+	// DryRun computes the plan and changes nothing: no lock, no write, no
+	// run history.
+	DryRun bool
+	// HoldUntil, when later than the end of a reconcile, keeps its job lock
+	// until then (lock-at-least-for, as syncer.Config.HoldUntil).
+	HoldUntil time.Time
+}
+
+// Plan is what a reconcile found to do, with a sample of erp_ids of each
+// kind.
+type Plan struct {
+	FeedRecords int64         `json:"feed_records"`
+	Rows        int64         `json:"rows"` // live rows
+	MaxDelete   int64         `json:"max_delete"`
+	Delete      verify.Sample `json:"delete"`
+	Restore     verify.Sample `json:"restore"`
+	Repair      verify.Sample `json:"repair"`
+	// Kept counts the live rows the scan lacks that were written since
+	// the scan began: not deleted, looked at again by the next reconcile.
+	Kept int64 `json:"kept"`
+}
+
+// Report is a reconcile's run history row plus what only the report
+// carries.
+type Report struct {
+	store.Run
+	// Plan is what the comparison found, before any write.
+	Plan *Plan `json:"plan,omitempty"`
+	// Refused says why the guard refused the reconcile, if it did.
+	Refused string `json:"refused,omitempty"`
+	// Forced says the guard would have refused, and Force overrode it.
+	Forced string `json:"forced,omitempty"`
+	// DryRun says nothing was changed.
+	DryRun bool `json:"dry_run,omitempty"`
+	// FailedIDs lists (up to 1,000) erp_ids whose repair failed.
+	FailedIDs []string `json:"failed_ids,omitempty"`
+}
+
+// Reconciler runs reconciles of one job.
+type Reconciler struct {
+	cfg   Config
+	sy    *syncer.Syncer
+	src   syncer.Source
+	store *store.Store
+	log   zerolog.Logger
+	// afterScan and beforeWrite, when set (by tests), run after the scan
+	// and after the comparison (before the first write).
+	afterScan, beforeWrite func()
+}
+
+// New returns a Reconciler that writes through sy (its job, locks, lock
+// TTL, workers and chunks) and reads the feed from src.
+func New(cfg Config, sy *syncer.Syncer, src syncer.Source, st *store.Store, log zerolog.Logger) (*Reconciler, error) {
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 1000
+	}
+	if cfg.PageSize < 1 || cfg.PageSize > 1000 {
+		return nil, fmt.Errorf("reconcile: page size %d: want 1..1000", cfg.PageSize)
+	}
+	if cfg.MaxDelete == nil {
+		l := DefaultLimit
+		cfg.MaxDelete = &l
+	}
+	return &Reconciler{cfg: cfg, sy: sy, src: src, store: st, log: log}, nil
+}
+
+// JobLockKey is the lock key of the reconcile of job: its own, so that a
+// reconcile and the job's incremental runs go on side by side.
+func JobLockKey(job string) string { return syncer.JobLockKey(Mode + ":" + job) }
+
+// Run runs one reconcile. It returns the report even with an error, except
+// for errors before anything started. ErrRefused (wrapped) says the guard
+// refused; a reconcile whose job lock is held elsewhere is skipped (status
+// skipped, nil error).
+func (rc *Reconciler) Run(ctx context.Context) (*Report, error) {
+	scfg := rc.sy.Config()
+	start := time.Now()
+	rep := &Report{Run: store.Run{
+		RunID: syncer.NewRunID(start), Job: scfg.Job, Mode: Mode, Status: store.StatusRunning,
+		Host: scfg.Host, PID: scfg.PID, StartedAt: start.UTC(),
+	}, DryRun: rc.cfg.DryRun}
+	log := rc.log.With().Str("run_id", rep.RunID).Str("job", scfg.Job).Str("mode", Mode).Logger()
+	if rc.cfg.DryRun {
+		err := rc.reconcile(ctx, rep, log)
+		rep.Status = store.StatusSucceeded
+		if err != nil {
+			rep.Status = store.StatusFailed
+		}
+		fin := time.Now().UTC()
+		rep.FinishedAt = &fin
+		return rep, err
+	}
+
+	fence, workCtx, done, err := rc.sy.HoldJob(ctx, JobLockKey(scfg.Job), rc.cfg.HoldUntil, log)
+	if errors.Is(err, lock.ErrNotObtained) {
+		log.Warn().Msg("reconcile lock held by another instance; reconcile skipped")
+		rc.finish(ctx, rep, store.StatusSkipped, nil, log)
+		return rep, nil
+	}
+	if err != nil {
+		err = fmt.Errorf("take reconcile lock: %w", err)
+		rc.finish(ctx, rep, store.StatusFailed, err, log)
+		return rep, err
+	}
+	defer done()
+	rep.Fence = fence
+	if err := rc.store.StartRun(ctx, &rep.Run); err != nil {
+		return rep, err
+	}
+	log.Info().Int64("fence_token", rep.Fence).Msg("reconcile started")
+
+	err = rc.reconcile(workCtx, rep, log)
+	status := store.StatusSucceeded
+	switch {
+	case err == nil && rep.Failed > 0:
+		status = store.StatusFailed
+		err = fmt.Errorf("%d records failed after their retries (failed_ids in the report)", rep.Failed)
+	case err != nil && ctx.Err() != nil:
+		status = store.StatusInterrupted
+	case err != nil && workCtx.Err() != nil:
+		status = store.StatusFailed
+		err = fmt.Errorf("reconcile lock: %w", context.Cause(workCtx))
+	case err != nil:
+		status = store.StatusFailed
+	}
+	rc.finish(ctx, rep, status, err, log)
+	return rep, err
+}
+
+// reconcile scans, compares, applies the guard and, unless it refuses or
+// this is a dry run, repairs and deletes.
+func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Logger) error {
+	before := rc.src.Stats()
+	defer func() {
+		after := rc.src.Stats()
+		rep.ERPRequests += after.Requests - before.Requests
+		rep.ERPRetries += after.Retries - before.Retries
+	}()
+	// The scan is no snapshot: a record recreated after the scan passed
+	// its place, and written by a run before the comparison reads its
+	// row, is absent from the scan and present in the table. A row
+	// written since the scan began is therefore never a deletion: the
+	// next reconcile looks at it again.
+	scanStart, err := rc.store.Now(ctx)
+	if err != nil {
+		return err
+	}
+	feed, err := verify.Scan(ctx, rc.src, rc.cfg.PageSize, true)
+	if err != nil {
+		return err
+	}
+	if rc.afterScan != nil {
+		rc.afterScan()
+	}
+	res, diff, err := feed.Compare(ctx, rc.store)
+	if err != nil {
+		return err
+	}
+	rep.Fetched = res.FeedRecords + res.FeedInvalid
+	plan := &Plan{FeedRecords: res.FeedRecords, Rows: res.Rows, MaxDelete: rc.cfg.MaxDelete.Of(res.Rows)}
+	absent := diff.Absent[:0]
+	for _, r := range diff.Absent {
+		if !r.Written.Before(scanStart) {
+			plan.Kept++
+			continue
+		}
+		absent = append(absent, r)
+		plan.Delete.Add(r.ErpID)
+	}
+	for _, r := range diff.Restore {
+		plan.Restore.Add(r.ErpID)
+	}
+	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale} {
+		for _, r := range recs {
+			plan.Repair.Add(r.ErpID)
+		}
+	}
+	rep.Plan = plan
+
+	if why := rc.guard(res, plan); why != "" {
+		if !rc.cfg.Force {
+			rep.Refused = why
+			return fmt.Errorf("%w: %s", ErrRefused, why)
+		}
+		rep.Forced = why
+		log.Warn().Str("guard", why).Msg("deletion guard overridden by --force")
+	}
+	if rc.cfg.DryRun {
+		return nil
+	}
+	if rc.beforeWrite != nil {
+		rc.beforeWrite()
+	}
+
+	repair := make([]erp.Record, 0, len(diff.Missing)+len(diff.Restore)+len(diff.Stale))
+	repair = append(append(append(repair, diff.Missing...), diff.Restore...), diff.Stale...)
+	a := rc.sy.Apply(ctx, repair, log)
+	rep.Inserted, rep.Updated, rep.Restored, rep.Unchanged = a.Inserted, a.Updated, a.Restored, a.Unchanged
+	rep.Repaired = a.Inserted + a.Updated
+	rep.LockContended, rep.StaleRejected, rep.UniqueViolations, rep.Failed = a.LockContended, a.StaleRejected, a.UniqueViolations, a.Failed
+	rep.FailedIDs = a.FailedIDs
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	ts := make([]store.Tombstone, len(absent))
+	for i, r := range absent {
+		ts[i] = store.Tombstone{ErpID: r.ErpID, Version: r.Version}
+	}
+	d, err := rc.sy.SoftDelete(ctx, ts, log)
+	rep.Deleted = d.Deleted
+	rep.LockContended += d.LockContended
+	if d.Kept > 0 {
+		log.Info().Int64("kept", d.Kept).Msg("rows written or locked since the comparison kept live; the next reconcile looks again")
+	}
+	return err
+}
+
+// guard says why the plan must not be applied, or "" when it may.
+func (rc *Reconciler) guard(res *verify.Result, plan *Plan) string {
+	n := plan.Delete.Count
+	switch {
+	case res.FeedRecords == 0 && res.Rows > 0:
+		return fmt.Sprintf("the scan of the ERP returned no record while the table has %d live rows: would delete all %d", res.Rows, n)
+	case n > plan.MaxDelete:
+		pct := 100 * float64(n) / float64(max(res.Rows, 1))
+		return fmt.Sprintf("would delete %d of %d live rows (%.1f%%), above --max-delete %s (%d rows)", n, res.Rows, pct, rc.cfg.MaxDelete, plan.MaxDelete)
+	}
+	return ""
+}
+
+// finish records the reconcile in the history and logs its summary line.
+func (rc *Reconciler) finish(ctx context.Context, rep *Report, status string, err error, log zerolog.Logger) {
+	now := time.Now()
+	rep.Status = status
+	fin := now.UTC()
+	rep.FinishedAt = &fin
+	if err != nil {
+		msg := err.Error()
+		rep.Error = &msg
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var serr error
+	if status == store.StatusSkipped {
+		serr = rc.store.StartRun(dctx, &rep.Run)
+	} else {
+		serr = rc.store.FinishRun(dctx, &rep.Run)
+	}
+	if serr != nil {
+		log.Error().Err(serr).Msg("record run history")
+	}
+	if status == store.StatusSkipped {
+		return
+	}
+	ev := log.Info()
+	if status == store.StatusFailed {
+		ev = log.Error().AnErr("error", err)
+	}
+	if rep.Refused != "" {
+		ev = ev.Str("refused", rep.Refused)
+	}
+	ev.Str("status", status).Int64("fetched", rep.Fetched).
+		Int64("deleted", rep.Deleted).Int64("restored", rep.Restored).Int64("repaired", rep.Repaired).
+		Int64("lock_contended", rep.LockContended).Int64("failed", rep.Failed).
+		Int64("erp_requests", rep.ERPRequests).Dur("duration", now.Sub(rep.StartedAt)).
+		Msg("reconcile summary")
+}
