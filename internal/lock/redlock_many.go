@@ -294,6 +294,11 @@ func (r *Redlock) notObtained(key string) {
 	}
 }
 
-// lockKey returns the Redis key of key's lock on every node: the same as
-// a Client's.
-func (r *Redlock) lockKey(key string) string { return r.opt.Prefix + "{" + key + "}" }
+// lockKey returns the Redis key of key's lock on every node: in one of
+// ClusterBuckets hash slots, as a Client's on a cluster, so that the
+// grants of a batch share their fence counters (one per bucket, see
+// Redlock.Obtain) and a node that is itself a Redis Cluster takes a batch
+// in one call per bucket.
+func (r *Redlock) lockKey(key string) string {
+	return r.opt.Prefix + "{" + bucketTag(key, ClusterBuckets) + "}" + key
+}
