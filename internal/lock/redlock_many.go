@@ -33,7 +33,8 @@ import (
 // When fewer than a quorum of nodes answered, or a token could not be
 // written to a quorum, or the quorum answered too late for the lease, it
 // returns nil and an error matching ErrUnavailable, and releases whatever
-// the batch was granted. Hooks are called per key, as for Obtain.
+// the batch was granted. Hooks are called per key, as for Obtain (none
+// on an error).
 func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Duration) ([]*Lock, error) {
 	if len(r.nodes) == 0 {
 		return nil, fmt.Errorf("%w: redlock without nodes", ErrInvalid)
@@ -111,9 +112,6 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 	if err != nil {
 		// Undo the whole batch once every node answered, as Obtain does.
 		r.releaseGrants(context.WithoutCancel(ctx), gs, got, calls.until(nil), func(int) bool { return false }, nt)
-		for _, k := range keys {
-			r.notObtained(k)
-		}
 		return nil, err
 	}
 
