@@ -61,6 +61,10 @@ import (
 // ttl is the lease of every lock taken.
 const ttl = 10 * time.Second
 
+// redlockBatch is the keys per call of the Redlock batch rows: the sync's
+// default chunk size.
+const redlockBatch = 500
+
 // keySpace is how many distinct keys the goroutines cycle through.
 const keySpace = 100_000
 
@@ -78,7 +82,13 @@ type pairFunc func(ctx context.Context, key string) error
 type impl struct {
 	name string
 	pair pairFunc
+	// batch is how many pairs one call of pair makes (0: one): a batch
+	// implementation locks and unlocks that many keys per call.
+	batch int
 }
+
+// pairs returns how many pairs one call of im's pair makes.
+func (im impl) pairs() int64 { return int64(max(im.batch, 1)) }
 
 // row is one line group of the table: the implementations compared on it
 // and how many goroutines drive them.
@@ -202,10 +212,10 @@ func run(args []string, out io.Writer) error {
 		e, o, b, r := single(workers), single(workers), single(workers), single(workers)
 		closers = append(closers, e.Close, o.Close, b.Close, r.Close)
 		return []impl{
-			{"erpsync", erpsyncPair(e, prefix, nil)},
-			{onDemandImpl, erpsyncPair(o, prefix, &lock.ObtainOptions{FenceOnDemand: true})},
-			{"bsm/redislock", redislockPair(b, prefix)},
-			{"redsync", redsyncPair([]*redis.Client{r}, prefix)},
+			{"erpsync", erpsyncPair(e, prefix, nil), 0},
+			{onDemandImpl, erpsyncPair(o, prefix, &lock.ObtainOptions{FenceOnDemand: true}), 0},
+			{"bsm/redislock", redislockPair(b, prefix), 0},
+			{"redsync", redsyncPair([]*redis.Client{r}, prefix), 0},
 		}
 	}
 	redlockImpls := func(workers int) []impl {
@@ -214,8 +224,20 @@ func run(args []string, out io.Writer) error {
 			closers = append(closers, c.Close)
 		}
 		return []impl{
-			{"erpsync", erpsyncRedlockPair(e, prefix)},
-			{"redsync", redsyncPair(r, prefix)},
+			{"erpsync", erpsyncRedlockPair(e, prefix), 0},
+			{"redsync", redsyncPair(r, prefix), 0},
+		}
+	}
+	// The sync's chunks: a batch per call, beside one key per call.
+	redlockBatchImpls := func(workers int) []impl {
+		m, e, r := nodeClients(workers), nodeClients(workers), nodeClients(workers)
+		for _, c := range slices.Concat(m, e, r) {
+			closers = append(closers, c.Close)
+		}
+		return []impl{
+			{fmt.Sprintf("erpsync, ObtainMany of %d", redlockBatch), erpsyncRedlockBatch(m, prefix, redlockBatch), redlockBatch},
+			{"erpsync", erpsyncRedlockPair(e, prefix), 0},
+			{"redsync", redsyncPair(r, prefix), 0},
 		}
 	}
 	singleStats := []*redis.Client{single(1)}
@@ -228,6 +250,7 @@ func run(args []string, out io.Writer) error {
 		{"64 goroutines, distinct keys", 64, singleImpls(64), singleStats},
 		{fmt.Sprintf("Redlock %d nodes, 1 goroutine", len(servers)), 1, redlockImpls(1), nodeStats},
 		{fmt.Sprintf("Redlock %d nodes, 64 goroutines", len(servers)), 64, redlockImpls(64), nodeStats},
+		{fmt.Sprintf("Redlock %d nodes, 16 goroutines, batches", len(servers)), 16, redlockBatchImpls(16), nodeStats},
 	}
 
 	if *cpuprofile != "" {
@@ -319,7 +342,7 @@ func runRow(ctx context.Context, rw row, impls []impl, res []*result, d time.Dur
 	pool := newWorkers(ctx, rw.workers)
 	defer pool.stop()
 	for i, im := range impls {
-		if _, err := pool.run(im.pair, fmt.Sprintf("w%d:", i), 10*phase); err != nil {
+		if _, err := pool.run(im, fmt.Sprintf("w%d:", i), 10*phase); err != nil {
 			return fmt.Errorf("%s: warm-up: %w", im.name, err)
 		}
 	}
@@ -333,7 +356,7 @@ func runRow(ctx context.Context, rw row, impls []impl, res []*result, d time.Dur
 			srv0 := serverCPU(ctx, rw.servers)
 			cpu0 := cpuTime()
 			start := time.Now()
-			n, err := pool.run(impls[i].pair, fmt.Sprintf("%d:", round), phase)
+			n, err := pool.run(impls[i], fmt.Sprintf("%d:", round), phase)
 			wall := time.Since(start)
 			cpu1 := cpuTime()
 			srv1 := serverCPU(ctx, rw.servers)
@@ -370,6 +393,7 @@ type workers struct {
 // phaseSpec is one phase of one implementation.
 type phaseSpec struct {
 	pair      pairFunc
+	pairs     int64 // per call of pair
 	keyPrefix string
 	until     time.Time
 	next      *atomic.Int64
@@ -401,15 +425,15 @@ func (w *workers) loop(start chan phaseSpec) {
 			if err = p.pair(w.ctx, key); err != nil {
 				break
 			}
-			n++
+			n += p.pairs
 		}
 		w.done <- phaseDone{n, err}
 	}
 }
 
-// run runs pair on every goroutine for d and returns the pairs done.
-func (w *workers) run(pair pairFunc, keyPrefix string, d time.Duration) (int64, error) {
-	p := phaseSpec{pair: pair, keyPrefix: keyPrefix, until: time.Now().Add(d), next: new(atomic.Int64)}
+// run runs im's pair on every goroutine for d and returns the pairs done.
+func (w *workers) run(im impl, keyPrefix string, d time.Duration) (int64, error) {
+	p := phaseSpec{pair: im.pair, pairs: im.pairs(), keyPrefix: keyPrefix, until: time.Now().Add(d), next: new(atomic.Int64)}
 	for _, c := range w.start {
 		c <- p
 	}
@@ -479,20 +503,52 @@ func erpsyncPair(rdb *redis.Client, prefix string, opt *lock.ObtainOptions) pair
 }
 
 func erpsyncRedlockPair(nodes []*redis.Client, prefix string) pairFunc {
-	u := make([]redis.UniversalClient, len(nodes))
-	for i, n := range nodes {
-		u[i] = n
-	}
 	// redsync bounds an attempt by 5% of the TTL; erpsync bounds each node
 	// call by NodeTimeout, by default min(50 ms, ttl/10), which 64
 	// goroutines over 5 servers on 2 cores overrun. Same bound for both.
-	rl := lock.NewRedlock(u, &lock.Options{Prefix: prefix + "erpsync:", NodeTimeout: ttl / 20})
+	rl := newRedlock(nodes, prefix, ttl/20)
 	return func(ctx context.Context, key string) error {
 		l, err := rl.Obtain(ctx, key, ttl, nil)
 		if err != nil {
 			return err
 		}
 		return l.Release(ctx)
+	}
+}
+
+// newRedlock returns erpsync's Redlock over nodes with nodeTimeout (0:
+// the default).
+func newRedlock(nodes []*redis.Client, prefix string, nodeTimeout time.Duration) *lock.Redlock {
+	u := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		u[i] = n
+	}
+	return lock.NewRedlock(u, &lock.Options{Prefix: prefix + "erpsync:", NodeTimeout: nodeTimeout})
+}
+
+// erpsyncRedlockBatch locks and unlocks n keys per call with ObtainMany
+// and ReleaseMany, as the sync does a chunk: key + ":0", key + ":1", ...
+// Its node calls have the sync's bound, a batch's default (ttl/10, at
+// most 1 s).
+func erpsyncRedlockBatch(nodes []*redis.Client, prefix string, n int) pairFunc {
+	rl := newRedlock(nodes, prefix, 0)
+	return func(ctx context.Context, key string) error {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = key + ":" + strconv.Itoa(i)
+		}
+		locks, err := rl.ObtainMany(ctx, keys, ttl)
+		if err != nil {
+			return err
+		}
+		if i := slices.Index(locks, nil); i >= 0 {
+			return fmt.Errorf("obtain many: %s not granted", keys[i])
+		}
+		notHeld, err := rl.ReleaseMany(ctx, locks)
+		if err == nil && notHeld > 0 {
+			err = fmt.Errorf("release many: %d not held", notHeld)
+		}
+		return err
 	}
 }
 

@@ -1,6 +1,8 @@
 // Command erpsync-bench measures erpsync's backfill against the ceiling of
-// the database and the naive seed pipeline, its re-run and its memory, and
-// prints markdown tables (see package internal/bench). `make bench` runs it.
+// the database and the naive seed pipeline, the same backfill with its
+// locks on a Redlock of five masters and on a Redis Cluster of three (each
+// started by the bench), its re-run and its memory, and prints markdown
+// tables (see package internal/bench). `make bench` runs it.
 //
 //	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun]
 //	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
@@ -44,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Big, "big", bench.DefaultBig, "records of the big backfill of the memory comparison (0: skip it)")
 	fs.BoolVar(&quick, "quick", false, "a small smoke run: 5,000 records, memory 2,000 vs 20,000, one round")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "rounds of the ceiling, backfill and re-run, interleaved; each keeps its best (a machine shared with other work varies by 2-3x from run to run)")
-	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, rerun, memory (default all)")
+	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, redlock, cluster, rerun, memory (default all; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
 	fs.IntVar(&workers, "workers", 0, "--workers of the backfills (0: erpsync's default)")
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -222,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return res, err
 	}
 	defer stop()
+	var failed error
 	// Rounds interleave the measurements, so that a load that comes and
 	// goes on the machine weighs on each alike; each keeps its best round.
 	for range cfg.Repeat {
@@ -245,9 +247,14 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			}
 		}
 		for _, t := range topologies {
+			// A round that fails on one topology (on a loaded machine, a
+			// Redlock's nodes may all answer late) leaves the others'
+			// rounds standing; Run still returns the first failure.
 			r, err := b.backfillOn(ctx, t.name, url, true, t.locks)
 			if err != nil {
-				return res, err
+				b.logf("%v", err)
+				failed = cmp.Or(failed, err)
+				continue
 			}
 			*t.out = best(*t.out, r)
 		}
@@ -261,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if cfg.wants(Seed) {
 		if res.Seed, err = b.seed(ctx, truth[:cfg.SeedRecords]); err != nil {
-			return res, err
+			return res, errors.Join(failed, err)
 		}
 	}
 	truth = nil
@@ -284,7 +291,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			*m.out = r
 		}
 	}
-	return res, nil
+	return res, failed
 }
 
 // topology is a lock topology of its own servers, and the result its

@@ -10,13 +10,17 @@
 //     single-row INSERT and DEL, with 16 goroutines;
 //   - a full backfill into an empty table, by an `erpsync backfill` child
 //     process (its peak RSS is its own) against an in-process erpmock;
+//   - the same backfill with its locks on a Redlock of five masters and on
+//     a Redis Cluster of three, redis-servers the bench starts, in the
+//     same rounds, compared with the one-Redis backfill;
 //   - a re-run of it over the same, unchanged records;
 //   - the peak RSS of a backfill of a big feed against a small one.
 //
 // cmd/erpsync-bench prints the results as markdown tables with the goals
 // of the issue (backfill at least half the ceiling and ten times the seed
 // pipeline, a re-run at least as fast, memory under 150 MiB and flat in
-// the number of records).
+// the number of records, a Redlock backfill at least half and a Cluster
+// one at least 0.8 of the one-Redis backfill).
 //
 // The numbers are for one machine at one time: the mock, this process and
 // the database share its CPUs. They are not assertions; nothing here fails

@@ -365,7 +365,7 @@ func TestCoalescedRedlock(t *testing.T) {
 	}
 	fences := map[int64]bool{}
 	for _, l := range locks {
-		if got := b.count(b.prefix+"{"+l.Key()+"}", l.Token()); got != len(nodes) {
+		if got := b.count(b.key(l.Key()), l.Token()); got != len(nodes) {
 			t.Errorf("%s held on %d nodes, want all", l, got)
 		}
 		fences[l.Fence()] = true
@@ -397,7 +397,7 @@ func TestCoalescedRedlock(t *testing.T) {
 	wg.Wait()
 	for _, l := range locks {
 		lock.Settle(l)
-		if got := b.count(b.prefix+"{"+l.Key()+"}", l.Token()); got != 0 {
+		if got := b.count(b.key(l.Key()), l.Token()); got != 0 {
 			t.Errorf("%s still held on %d nodes", l, got)
 		}
 	}
@@ -418,7 +418,7 @@ func TestCoalescedRedlockNodeTimeout(t *testing.T) {
 	lock.Settle(l) // the stuck node's call ends at NodeTimeout
 	resume()
 	waitFor(t, "the node to idle", func() bool { return lock.Idle(stuck) })
-	if got := b.values(b.prefix + "{k}"); got[0] != "" || b.count(b.prefix+"{k}", l.Token()) != 2 {
+	if got := b.values(b.key("k")); got[0] != "" || b.count(b.key("k"), l.Token()) != 2 {
 		t.Errorf("values %q; want the lock on the two other nodes only", got)
 	}
 	if s := lock.Batches(stuck); s.Grants != 0 {
@@ -466,8 +466,8 @@ func TestRedlockReleaseFollowsASlowGrant(t *testing.T) {
 	}
 	resume()
 	lock.Settle(l)
-	waitFor(t, "the slow node's release", func() bool { return lock.Idle(slow) && b.count(b.prefix+"{k}", l.Token()) == 0 })
-	if got := b.values(b.prefix + "{k}"); got[0] != "" {
+	waitFor(t, "the slow node's release", func() bool { return lock.Idle(slow) && b.count(b.key("k"), l.Token()) == 0 })
+	if got := b.values(b.key("k")); got[0] != "" {
 		t.Errorf("values %q after the release, want none", got)
 	}
 }

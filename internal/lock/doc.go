@@ -73,8 +73,8 @@
 // per script call instead of one per key, which costs the server less CPU
 // per grant (docs/performance.md has the figures). Tokens of different keys are
 // distinct on one server or slot, which nothing relies on. A Redlock's
-// nodes keep one counter per slot too, on every kind of node (see Redlock
-// below). Only a Client over a Ring or another client that may shard the
+// nodes keep one counter per bucket of keys (see Redlock below), on every
+// kind of node. Only a Client over a Ring or another client that may shard the
 // keys of one slot apart keeps one counter per key (the lock key +
 // ":fence"), which expires Options.FenceTTL after its key's last grant.
 //
@@ -211,8 +211,9 @@
 // different keys for one record and count its tokens on different
 // counters, so they neither exclude each other nor order their tokens.
 // Stop every instance of the earlier build (let its runs end) before the
-// first one of this build starts, as for the epochs above. A single
-// server and a Redlock keep their keys.
+// first one of this build starts, as for the epochs above. The same holds
+// for a Redlock, whose keys and counters moved to the buckets at the same
+// time; a single server keeps its keys.
 //
 // # Redlock
 //
@@ -271,11 +272,18 @@
 // and needed the write-back; with it, about one in twenty). A token then
 // runs up to 2 ms ahead of the clock of the node that handed it out, never
 // behind it; nodes whose clocks differ by more still need the write-back.
-// The nodes count per hash slot, as a cluster does, not per server: one
-// counter for all keys would count the grants of concurrent attempts in a
-// different order on each node, and their tokens would rarely agree, while
-// a slot's counter meets another grant within the same millisecond only
-// when two keys of that slot are locked at once.
+// The nodes count per bucket of keys, not per server: a lock's key is
+// Prefix + "{T}" + key, T the tag of one of ClusterBuckets (64) hash slots
+// as on a cluster, and its counter is that slot's. One counter for all
+// keys would count the grants of concurrent attempts in a different order
+// on each node, and their tokens would rarely agree. A counter per key's
+// own slot, as before, made the tokens of single grants agree more often,
+// but cost a batch a counter read and write per key on every node; with
+// the buckets, a batch of 500 keys reads and writes about 64 per node,
+// and the write-backs its concurrent batches need go in one call per node.
+// Measured on this kind of machine, 100,000-record backfills on five local
+// nodes ran at 0.47 of one server's rate with a counter per key's slot and
+// at 0.55 and 0.66 with the buckets, in the same runs.
 //
 // What a Redlock guarantees, and under which assumptions: while a lease
 // runs (by the holder's clock, less the drift margin), no other holder is

@@ -42,8 +42,11 @@ func RunObtain(ctx context.Context, rdb redis.UniversalClient, keys []string, ar
 
 // RedlockCounter returns the fence counter a Redlock's nodes use for key.
 func RedlockCounter(r *Redlock, key string) string {
-	return slotCounter(r.opt.Prefix, r.opt.Prefix+"{"+key+"}")
+	return slotCounter(r.opt.Prefix, r.lockKey(key))
 }
+
+// RedlockKey returns the Redis key of key's lock on a Redlock's nodes.
+func RedlockKey(r *Redlock, key string) string { return r.lockKey(key) }
 
 // Occupy marks a grant (or, with releases, a release) of c in flight until
 // the returned func is called: calls made meanwhile queue, and go out

@@ -297,18 +297,7 @@ func (c *Client) raiseFences(ctx context.Context, counters []string, tokens []an
 		}
 		calls[g] = scriptCall{keys: keys, args: args}
 	}
-	cmds, err := c.runMany(ctx, raiseFenceScript, calls)
-	out := make([]int64, len(counters))
-	for g, idx := range groups {
-		ns, rerr := results(cmds[g], err, len(idx))
-		if rerr != nil {
-			return nil, rerr
-		}
-		for j, i := range idx {
-			out[i] = ns[j]
-		}
-	}
-	return out, nil
+	return c.runBatch(ctx, raiseFenceScript, calls, groups, nil)
 }
 
 // toRelease returns the non-nil locks, their watchdogs stopped; or, with

@@ -104,12 +104,12 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	// A Redlock's nodes keep a counter per hash slot, whatever kind of
-	// client they are: one counter for all keys would count the grants of
-	// concurrent attempts in a different order on each node, so that
-	// their tokens would rarely agree (see clockStep); a slot's counter
-	// sees another grant in the same millisecond only when two keys of one
-	// slot are granted together. It needs no TTL, unlike a key's own.
+	// A Redlock's nodes keep a counter per bucket of keys (the slot of
+	// the lock key's tag, see lockKey), whatever kind of client they are:
+	// one counter for all keys would count the grants of concurrent
+	// attempts in a different order on each node, so that their tokens
+	// would rarely agree (see clockStep). It needs no TTL, unlike a key's
+	// own.
 	rkey := r.lockKey(key)
 	g, err := newGrant(rkey, slotCounter(r.opt.Prefix, rkey), "", ttl, 0)
 	if err != nil {

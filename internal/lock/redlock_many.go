@@ -33,7 +33,8 @@ import (
 // When fewer than a quorum of nodes answered, or a token could not be
 // written to a quorum, or the quorum answered too late for the lease, it
 // returns nil and an error matching ErrUnavailable, and releases whatever
-// the batch was granted. Hooks are called per key, as for Obtain.
+// the batch was granted. Hooks are called per key, as for Obtain (none
+// on an error).
 func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Duration) ([]*Lock, error) {
 	if len(r.nodes) == 0 {
 		return nil, fmt.Errorf("%w: redlock without nodes", ErrInvalid)
@@ -111,9 +112,6 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 	if err != nil {
 		// Undo the whole batch once every node answered, as Obtain does.
 		r.releaseGrants(context.WithoutCancel(ctx), gs, got, calls.until(nil), func(int) bool { return false }, nt)
-		for _, k := range keys {
-			r.notObtained(k)
-		}
 		return nil, err
 	}
 
@@ -294,6 +292,11 @@ func (r *Redlock) notObtained(key string) {
 	}
 }
 
-// lockKey returns the Redis key of key's lock on every node: the same as
-// a Client's.
-func (r *Redlock) lockKey(key string) string { return r.opt.Prefix + "{" + key + "}" }
+// lockKey returns the Redis key of key's lock on every node: in one of
+// ClusterBuckets hash slots, as a Client's on a cluster, so that the
+// grants of a batch share their fence counters (one per bucket, see
+// Redlock.Obtain) and a node that is itself a Redis Cluster takes a batch
+// in one call per bucket.
+func (r *Redlock) lockKey(key string) string {
+	return r.opt.Prefix + "{" + bucketTag(key, ClusterBuckets) + "}" + key
+}

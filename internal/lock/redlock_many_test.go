@@ -69,10 +69,10 @@ func TestRedlockObtainMany(t *testing.T) {
 	// grant; on a majority (3 of 5) it does, and our grants on the two
 	// other nodes are undone.
 	for _, i := range []int{0, 1} {
-		b.nodes[i].Set(ctx, b.prefix+"{"+keys[10]+"}", "other", time.Minute)
+		b.nodes[i].Set(ctx, b.key(keys[10]), "other", time.Minute)
 	}
 	for _, i := range []int{2, 3, 4} {
-		b.nodes[i].Set(ctx, b.prefix+"{"+keys[11]+"}", "other", time.Minute)
+		b.nodes[i].Set(ctx, b.key(keys[11]), "other", time.Minute)
 	}
 
 	locks, err := b.rl.ObtainMany(ctx, keys, time.Minute)
@@ -89,7 +89,7 @@ func TestRedlockObtainMany(t *testing.T) {
 		if (l != nil) != want {
 			t.Fatalf("keys[%d] %s: lock %v, want granted %v", i, keys[i], l, want)
 		}
-		lk := b.prefix + "{" + keys[i] + "}"
+		lk := b.key(keys[i])
 		if l == nil {
 			if byThem && b.count(lk, held[i].Token()) != 5 {
 				t.Errorf("keys[%d]: the other holder's lock was touched: %q", i, b.values(lk))
@@ -107,7 +107,7 @@ func TestRedlockObtainMany(t *testing.T) {
 			t.Errorf("keys[%d]: fence %d on %d counters, want %d", i, l.Fence(), n, wantNodes)
 		}
 	}
-	if got := b.values(b.prefix + "{" + keys[11] + "}"); !slices.Equal(got, []string{"", "", "other", "other", "other"}) {
+	if got := b.values(b.key(keys[11])); !slices.Equal(got, []string{"", "", "other", "other", "other"}) {
 		t.Errorf("key held on a majority: values %q, want the other holder's on 2-4 and our grants undone", got)
 	}
 	hooks.Lock()
@@ -119,7 +119,7 @@ func TestRedlockObtainMany(t *testing.T) {
 	// One of ours expired on every node and was taken by another:
 	// ReleaseMany counts it and leaves the new holder alone.
 	for _, rdb := range b.nodes {
-		rdb.Del(ctx, b.prefix+"{"+keys[3]+"}")
+		rdb.Del(ctx, b.key(keys[3]))
 	}
 	taker := mustObtainRedlock(t, theirs, keys[3], time.Minute)
 	if taker.Fence() <= locks[3].Fence() {
@@ -134,12 +134,12 @@ func TestRedlockObtainMany(t *testing.T) {
 		if l == nil {
 			continue
 		}
-		lk := b.prefix + "{" + keys[i] + "}"
+		lk := b.key(keys[i])
 		if n := b.count(lk, l.Token()); n != 0 {
 			t.Errorf("keys[%d] still ours on %d nodes", i, n)
 		}
 	}
-	if n := b.count(b.prefix+"{"+keys[3]+"}", taker.Token()); n != 5 {
+	if n := b.count(b.key(keys[3]), taker.Token()); n != 5 {
 		t.Errorf("the taker's lock on %d nodes, want 5", n)
 	}
 	if err := locks[1].Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
@@ -257,7 +257,7 @@ func TestRedlockObtainManyMinorityFails(t *testing.T) {
 		t.Fatalf("majority down: err = %v, want ErrUnavailable with 2 of 5", err)
 	}
 	for _, k := range keys {
-		if n := b.count(b.prefix+"{"+k+"}", ""); n != 5 {
+		if n := b.count(b.key(k), ""); n != 5 {
 			t.Fatalf("failed batch left %s on %d live nodes", k, 5-n)
 		}
 	}
@@ -338,7 +338,7 @@ func TestRedlockObtainManySlowNode(t *testing.T) {
 	settleAll(locks)
 	waitFor(t, "the slow node's release", func() bool { return lock.Idle(slow) })
 	for _, k := range keys {
-		if n := b.count(b.prefix+"{"+k+"}", ""); n != 3 {
+		if n := b.count(b.key(k), ""); n != 3 {
 			t.Errorf("%s left on %d nodes after ReleaseMany", k, 3-n)
 		}
 	}

@@ -87,6 +87,9 @@ func (b *redlockBundle) options(opt *lock.Options) *lock.Options {
 	return &o
 }
 
+// key returns the Redis key of key's lock on the nodes.
+func (b *redlockBundle) key(k string) string { return lock.RedlockKey(b.rl, k) }
+
 // values returns the value of key on every node, "" where absent or down.
 func (b *redlockBundle) values(key string) []string {
 	out := make([]string, len(b.nodes))
@@ -138,7 +141,7 @@ func TestRedlockObtainRelease(t *testing.T) {
 	if f := l.Fence(); f%1000 != 0 || f < clock.UnixMicro() || f > time.Now().UnixMicro()+2000 {
 		t.Errorf("first fence %d, want the clock (%d µs) rounded up to ms, plus at most 1 ms", f, clock.UnixMicro())
 	}
-	lk := b.prefix + "{erp:7}"
+	lk := b.key("erp:7")
 	if n := b.count(lk, l.Token()); n != 5 {
 		t.Errorf("token on %d nodes, want 5: %q", n, b.values(lk))
 	}
@@ -281,7 +284,7 @@ func TestRedlockMajorityDown(t *testing.T) {
 	if d := time.Since(start); d > 2*testNodeTimeout {
 		t.Errorf("failed after %v, want at once (no retry)", d)
 	}
-	if n := b.count(b.prefix+"{job}", ""); n != 5 {
+	if n := b.count(b.key("job"), ""); n != 5 {
 		t.Errorf("failed attempt left the key on %d live nodes", 5-n)
 	}
 
@@ -337,7 +340,7 @@ func TestRedlockRestartedMinorityKeepsExclusion(t *testing.T) {
 		b.servers[i].Kill()
 		b.servers[i].Start()
 	}
-	lk := b.prefix + "{rec}"
+	lk := b.key("rec")
 	if n := b.count(lk, l.Token()); n != 3 {
 		t.Fatalf("token on %d nodes after the restarts, want 3", n)
 	}
@@ -466,7 +469,7 @@ func TestRedlockNotHeld(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, lock.ErrTaken) || !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Release after another took it: err = %v, want ErrTaken", err)
 	}
-	if n := b.count(b.prefix+"{b}", next.Token()); n != 5 {
+	if n := b.count(b.key("b"), next.Token()); n != 5 {
 		t.Errorf("the stale Release touched the next holder: token on %d nodes", n)
 	}
 }
