@@ -55,7 +55,7 @@ clean:
 
 .PHONY: bench bench-lock loadtest
 
-# Lock+unlock pairs/s of internal/lock against bsm/redislock and redsync (a
+# Lock+unlock pairs/s of lock against bsm/redislock and redsync (a
 # separate module, so the peers stay out of go.mod); starts its own servers.
 bench-lock:
 	cd bench/lockbench && $(GO) run .

@@ -1,4 +1,4 @@
-// Command lockbench compares erpsync's lock (internal/lock) with two
+// Command lockbench compares erpsync's lock package with two
 // widely used Go Redis locks, github.com/bsm/redislock and
 // github.com/go-redsync/redsync/v4, in one process on the same Redis: how
 // many lock+unlock pairs each completes per second, one goroutine and many
@@ -7,8 +7,8 @@
 //
 // It is a module of its own so that the peers stay out of the product's
 // go.mod. Its module path lies under github.com/erpsync/erpsync, which lets
-// it import internal/lock (the go command checks internal imports by
-// import path).
+// it import the project's internal packages (internal/redisproc) as well as
+// the lock package.
 //
 // Usage:
 //
@@ -54,8 +54,8 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redisproc"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // ttl is the lease of every lock taken.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Profile runs one backfill of cfg.Records records in this process, with

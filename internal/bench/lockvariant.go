@@ -12,7 +12,7 @@ import (
 // The lock variant below is not used by erpsync: it prices the leases
 // alone, the floor under any design with a lease per record, against
 // ObtainMany and ReleaseMany. (It also priced one fence counter per call
-// before internal/lock adopted it.)
+// before lock adopted it.)
 
 // obtainNoFence grants the leases only: the floor of any design with a
 // lease per record.

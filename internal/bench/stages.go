@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Stages measures each step of the syncer's chunked write path alone, at

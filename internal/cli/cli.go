@@ -22,13 +22,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/ratelimit"
 	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/tlsconf"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Exit codes of the contract.

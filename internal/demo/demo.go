@@ -16,10 +16,10 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/verify"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Defaults of Config.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // TestEmbeddedRedisRunsLockScripts runs every lock script on the embedded
@@ -38,7 +38,7 @@ func TestEmbeddedRedisRunsLockScripts(t *testing.T) {
 		t.Errorf("fence %d, want about %d (TIME in microseconds)", l.Fence(), now)
 	}
 	// The epoch counter holds it; the counter, the bound of the epoch,
-	// the multiple of 500 at or above it (see internal/lock's obtain.lua).
+	// the multiple of 500 at or above it (see lock's obtain.lua).
 	// The epoch lives 10 ms: on a loaded machine it may be over already.
 	stored, err := rdb.Get(ctx, "t:server:fence:epoch").Result()
 	if over := errors.Is(err, redis.Nil) && time.Since(asked) >= 10*time.Millisecond; !over && (err != nil || stored != strconv.FormatInt(l.Fence(), 10)) {

@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/erpsync/erpsync/erpmock"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // scrape fetches /metrics and parses it with Prometheus' own text parser.

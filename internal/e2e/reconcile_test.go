@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/erpmock"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/reconcile"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // softDeleted counts the soft-deleted rows.

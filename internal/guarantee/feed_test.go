@@ -17,12 +17,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/redistest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // world is a migrated database and the Redis client that feeds use one

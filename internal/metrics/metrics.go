@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Metrics holds erpsync's collectors in their own registry.

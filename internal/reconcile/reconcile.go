@@ -12,10 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/verify"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Mode is the mode of a reconcile in the run history.

@@ -12,11 +12,11 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/internal/verify"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // bundle is a reconcile test's world: its own database and lock prefix,

@@ -2,7 +2,7 @@
 // pause or restart their Redis: each without persistence, on a free
 // loopback port of its own, and killed when the test ends; and it deletes
 // what tests left on a shared Redis (DeletePrefix). It needs redis-server
-// in PATH and nothing of erpsync, so that internal/lock's tests can use it
+// in PATH and nothing of erpsync, so that lock's tests can use it
 // as well as the process harness (internal/proctest).
 package redistest
 

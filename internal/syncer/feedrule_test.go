@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // The reproduction: the previous page ended with X v5, the next

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // Syncer runs the sync job. One Syncer may run many times, one run at a time

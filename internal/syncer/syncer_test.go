@@ -15,9 +15,9 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // bundle is what a syncer test works with: its own database, its own lock

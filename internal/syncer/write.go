@@ -9,8 +9,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/ctxtime"
 	"github.com/erpsync/erpsync/internal/erp"
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // held is a record with the lock it is written under.

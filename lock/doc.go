@@ -1,5 +1,12 @@
-// Package lock provides lease locks in Redis with fencing tokens: a lock
-// per ERP record while it is written, and one per job run.
+// Package lock provides lease locks in Redis with fencing tokens, on one
+// server (New with a *redis.Client), a Redis Cluster (New with a
+// *redis.ClusterClient) or a quorum of independent masters (NewRedlock).
+// erpsync takes one per ERP record while it writes it, and one per job run;
+// any program that guards a write with a Redis lock can use it the same
+// way: Obtain, write with Lock.Fence as a fencing token the storage checks,
+// Release. ObtainMany locks a batch of keys in one round trip, and Hold
+// keeps a lock renewed for as long as a job runs. The examples show each
+// use.
 //
 // # What a lease promises
 //

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // waitFor polls cond until it holds, or fails t after a generous while.

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // redisAddr is the shared test Redis; REDIS_ADDR overrides it.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/lock"
 )
 
 var onDemand = &lock.ObtainOptions{FenceOnDemand: true}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // startCluster3 starts a Redis Cluster of three masters on loopback, the

@@ -16,8 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/lock"
 )
 
 func TestObtainRelease(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/lock"
 )
 
 func testObtainMany(t *testing.T, rdb redis.UniversalClient, prefix string) {

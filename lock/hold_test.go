@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // hookLog records Lost and RenewFailed calls.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // keysOf returns n keys "<name>:0000", ...

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
 	"github.com/erpsync/erpsync/internal/redistest"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // newNode returns a client of one Redlock node, set up as NewRedlock

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // exampleClient returns a lock client of the local Redis with a key

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/lock"
 )
 
 func TestNoRetry(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erpsync/erpsync/internal/lock"
+	"github.com/erpsync/erpsync/lock"
 )
 
 // obtainer is what checkMutualExclusion needs of a Client or a Redlock.
