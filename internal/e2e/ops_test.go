@@ -17,6 +17,7 @@ import (
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/lock"
 )
@@ -268,8 +269,19 @@ func TestRunsShowsTheSkips(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 300, Seed: 29, Faults: erpmock.Faults{Latency: 80 * time.Millisecond}})
 	ctx := context.Background()
+	// The first run is stopped once it holds the job lock, until the other
+	// two are done, so that they meet a held lock however slowly a loaded
+	// machine starts them.
+	first := e.Start("run", "--page-size", "30")
+	jobLock, rdb := e.Prefix+"{"+syncer.JobLockKey(e.Job)+"}", testenv.Redis(t)
+	if !proctest.Eventually(time.Minute, func() bool { return rdb.Exists(ctx, jobLock).Val() == 1 }) {
+		t.Fatalf("the first run never took the job lock %s", jobLock)
+	}
+	if err := first.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 2; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -277,6 +289,12 @@ func TestRunsShowsTheSkips(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if err := first.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if r := first.Wait(); r.Code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.Code, r.Out())
+	}
 	r := e.Run(ctx, "runs")
 	out := r.Out()
 	if r.Code != 0 {
