@@ -227,7 +227,8 @@ func TestRunRacingReconcile(t *testing.T) {
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
-	rc := e.Start("reconcile", "--page-size", "100", "--workers", "2", "--chunk-size", "20")
+	report := filepath.Join(t.TempDir(), "reconcile.json")
+	rc := e.Start("reconcile", "--page-size", "100", "--workers", "2", "--chunk-size", "20", "--report", report)
 	var wg sync.WaitGroup
 	var patched, recreated, runs int
 	isGone := map[string]bool{}
@@ -249,7 +250,7 @@ func TestRunRacingReconcile(t *testing.T) {
 				return
 			}
 			recreated++
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 		}
 	})
 	wg.Go(func() {
@@ -270,7 +271,16 @@ func TestRunRacingReconcile(t *testing.T) {
 	if patched == 0 || recreated == 0 || runs == 0 {
 		t.Fatalf("nothing raced the reconcile: %d patched, %d recreated, %d runs", patched, recreated, runs)
 	}
-	t.Logf("during the reconcile: %d records patched, %d recreated, %d runs finished", patched, recreated, runs)
+	rep, err := proctest.ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := rep["plan"].(map[string]any)
+	t.Logf("during the reconcile: %d records patched, %d recreated, %d runs finished; it deleted %v, restored %v, repaired %v, kept %v",
+		patched, recreated, runs, rep["deleted"], rep["restored"], rep["repaired"], plan["kept"])
+	if rep["deleted"] == float64(0) {
+		t.Errorf("the reconcile deleted nothing: %v", rep)
+	}
 	// A row soft-deleted at the version CAP serves is a run's write the
 	// reconcile lost: that version was written after the record came
 	// back, so after the scan began.
