@@ -74,12 +74,13 @@ type row struct {
 	ends                    sql.NullTime
 	version                 int64
 	updated                 time.Time
+	deleted                 bool // deleted_at is set
 }
 
 func (e *env) rows() map[string]row {
 	e.T.Helper()
 	out := map[string]row{}
-	rs, err := e.DB.Query("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at FROM " + e.Table("memberships"))
+	rs, err := e.DB.Query("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL FROM " + e.Table("memberships"))
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func (e *env) rows() map[string]row {
 	for rs.Next() {
 		var id string
 		var r row
-		if err := rs.Scan(&id, &r.member, &r.product, &r.status, &r.starts, &r.ends, &r.version, &r.updated); err != nil {
+		if err := rs.Scan(&id, &r.member, &r.product, &r.status, &r.starts, &r.ends, &r.version, &r.updated, &r.deleted); err != nil {
 			e.T.Fatal(err)
 		}
 		if _, dup := out[id]; dup {
@@ -99,9 +100,10 @@ func (e *env) rows() map[string]row {
 }
 
 // assertTruth checks that memberships holds exactly the entity set's
-// records, each at its erp_version (LastChangeDateTime in microseconds
-// unless e.version says otherwise), fields mapped; and that `erpsync
-// verify` agrees (exit 0).
+// records as live rows, each at its erp_version (LastChangeDateTime in
+// microseconds unless e.version says otherwise), fields mapped, and that
+// every other row is soft-deleted; and that `erpsync verify` agrees
+// (exit 0).
 func (e *env) assertTruth() {
 	e.T.Helper()
 	ctx := context.Background()
@@ -110,8 +112,14 @@ func (e *env) assertTruth() {
 		e.T.Fatal(err)
 	}
 	rows := e.rows()
-	if len(rows) != len(all) {
-		e.T.Errorf("%d rows for %d CAP records", len(rows), len(all))
+	live := 0
+	for _, r := range rows {
+		if !r.deleted {
+			live++
+		}
+	}
+	if live != len(all) {
+		e.T.Errorf("%d live rows for %d CAP records", live, len(all))
 	}
 	bad := 0
 	for _, c := range all {
@@ -120,6 +128,8 @@ func (e *env) assertTruth() {
 		switch {
 		case !ok:
 			e.T.Errorf("%s missing", c.MembershipID)
+		case r.deleted:
+			e.T.Errorf("%s soft-deleted, but CAP has it", c.MembershipID)
 		case r.version != e.version(c) || !r.updated.Equal(c.LastChangeDateTime):
 			e.T.Errorf("%s: erp_version %d, erp_updated_at %v; want %d (LastChangeDateTime %v)",
 				c.MembershipID, r.version, r.updated, e.version(c), c.LastChangeDateTime)
@@ -134,7 +144,7 @@ func (e *env) assertTruth() {
 		}
 	}
 	res, code := e.Verify(ctx)
-	if code != 0 || !res.OK() || res.FeedRecords != int64(len(all)) {
+	if code != 0 || !res.OK() || res.FeedRecords != int64(len(all)) || res.Rows != int64(len(all)) || res.SoftDeleted != int64(len(rows)-live) {
 		e.T.Errorf("verify exit %d: %+v", code, res)
 	}
 }

@@ -5,7 +5,9 @@
 // killed with SIGKILL and resumed; verify at the end; a wrong password and
 // an unreachable service; the version derived from LastChangeDateTime;
 // a bearer token, a mapped ChangeCounter version, server paging over
-// CAP's reliable next links, and a schedule.
+// CAP's reliable next links, and a schedule. Reconciles against records
+// DELETEd in CAP: soft deletes, records POSTed again and restored, the
+// deletion guard with --dry-run and --force, and runs racing a reconcile.
 // It also shows, page by page against CAP, why keyset paging is the
 // default: CAP's offset next links skip a record when an earlier one
 // changes during the read.
