@@ -95,3 +95,28 @@ func TestERPSourceFlagErrorsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// Reconcile refuses paging that can skip a record during its scan: it
+// would soft-delete the live row of the record it did not see.
+func TestReconcileRefusesPagingThatSkips(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reconcile", "--erp-kind", "odata", "--erp-paging", "server"}, "--erp-paging server: reconcile needs paging that cannot skip a record"},
+		{[]string{"reconcile", "--erp-rest-paging", "offset"}, "--erp-rest-paging offset: reconcile needs paging that cannot skip a record"},
+		{[]string{"schedule", "--every", "1m", "--reconcile-every", "1h", "--erp-rest-paging", "offset"}, "--erp-rest-paging offset: reconcile needs"},
+	} {
+		var out, errb bytes.Buffer
+		args := append(c.args, "--mysql-dsn", "root@tcp(127.0.0.1:1)/none")
+		if code := Main(context.Background(), args, &out, &errb); code != ExitUsage || !strings.Contains(errb.String(), c.want) ||
+			strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	// A schedule without reconciles may page by offset.
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"schedule", "--every", "1m", "--erp-rest-paging", "offset", "--mysql-dsn", "root@tcp(127.0.0.1:1)/none"}, &out, &errb); code != ExitUsage || strings.Contains(errb.String(), "reconcile needs") {
+		t.Errorf("schedule with offset paging and no reconcile: exit %d, stderr %q; want only the unreachable database's exit 2", code, errb.String())
+	}
+}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/odata"
 	"github.com/erpsync/erpsync/internal/reconcile"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
@@ -58,6 +60,20 @@ func newReconciler(rcfg reconcile.Config, cfg syncer.Config, d *deps, log zerolo
 	return reconcile.New(rcfg, sy, d.erp, d.store, log)
 }
 
+// scanNeverSkips refuses a reconcile over paging that can skip a record:
+// offset-based paging skips one whenever an earlier record changes during
+// the scan, and reconcile would soft-delete the live row of the record it
+// did not see.
+func scanNeverSkips(s *settings) error {
+	switch {
+	case s.ERP.Kind == kindOData && s.ERP.Paging == odata.PagingServer:
+		return usageError{errors.New("--erp-paging server: reconcile needs paging that cannot skip a record (a server's offset-based next links skip one whenever an earlier record changes during the scan, and reconcile would soft-delete its row); give reconcile --erp-paging keyset")}
+	case s.ERP.Kind == kindREST && s.REST.Paging == erp.PagingOffset.String():
+		return usageError{errors.New("--erp-rest-paging offset: reconcile needs paging that cannot skip a record (offset paging skips one whenever an earlier record changes during the scan, and reconcile would soft-delete its row); use cursor paging")}
+	}
+	return nil
+}
+
 func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	var r reconcileSettings
@@ -75,6 +91,9 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if err := r.check(); err != nil {
+		return err
+	}
+	if err := scanNeverSkips(&s); err != nil {
 		return err
 	}
 	cfg := s.syncConfig(syncer.ModeRun)

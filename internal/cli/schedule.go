@@ -53,6 +53,11 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := r.check(); err != nil {
 		return err
 	}
+	if reconcileEvery > 0 {
+		if err := scanNeverSkips(&s); err != nil {
+			return err
+		}
+	}
 	cfg := s.syncConfig(syncer.ModeRun)
 	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
 		return usageError{err}
