@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -68,6 +69,8 @@ type adversary struct {
 	Boundary int // the last record this client was served changes before the page
 	Change   int // one or two random records change before the page
 	Create   int // a new record appears before the page
+	Delete   int // a record is deleted before the page: it leaves every page
+	Recreate int // a deleted record comes back before the page, mostly at a higher version
 }
 
 // execLog is what the ERP served one execution.
@@ -93,6 +96,7 @@ type erpSim struct {
 	skew    time.Duration // added to the clock (advance)
 	cur     map[string]record
 	hist    map[string][]record // older versions, oldest first
+	gone    map[string]record   // deleted records, at their last version
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
@@ -110,6 +114,7 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		base:  base,
 		cur:   map[string]record{},
 		hist:  map[string][]record{},
+		gone:  map[string]record{},
 		execs: map[string]*execLog{},
 	}
 }
@@ -160,11 +165,28 @@ func (e *erpSim) thaw(budget int) {
 func (e *erpSim) truth() map[string]record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make(map[string]record, len(e.cur))
-	for id, r := range e.cur {
-		out[id] = r
+	return maps.Clone(e.cur)
+}
+
+// deleted returns the last version of every record the ERP deleted and
+// has not recreated.
+func (e *erpSim) deleted() map[string]record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.gone)
+}
+
+// version returns the version v of record id as the ERP had it (a version
+// number names one content: changes and recreations raise it).
+func (e *erpSim) version(id string, v int64) (record, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range append([]record{e.cur[id], e.gone[id]}, e.hist[id]...) {
+		if r.ID == id && r.Version == v {
+			return r, true
+		}
 	}
-	return out
+	return record{}, false
 }
 
 // done reports whether execution x was served the feed's last page.
@@ -251,6 +273,21 @@ func (e *erpSim) mutate(l *execLog) {
 		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
 		r.Updated = e.now()
 		e.cur[r.ID] = r
+	}
+	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
+		ids := e.ids()
+		id := ids[e.rng.IntN(len(ids))]
+		e.gone[id] = e.cur[id]
+		delete(e.cur, id)
+	}
+	if e.rng.IntN(100) < e.adv.Recreate && len(e.gone) > 0 {
+		ids := sortedKeys(e.gone)
+		id := ids[e.rng.IntN(len(ids))]
+		e.cur[id] = e.gone[id] // restored as it was: same version, same updated_at
+		delete(e.gone, id)
+		if e.rng.IntN(3) > 0 {
+			e.change(id) // recreated at a higher version, stamped now
+		}
 	}
 }
 
@@ -438,7 +475,9 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if continued && len(l.last) > 0 && e.rng.IntN(100) < e.adv.Replay {
 		r := 1 + e.rng.IntN(min(3, len(l.last)))
 		for _, it := range l.last[len(l.last)-r:] {
-			extras = append(extras, e.copyOf(it))
+			if _, gone := e.gone[it.id]; !gone {
+				extras = append(extras, e.copyOf(it))
+			}
 		}
 	}
 	nExtra := min(len(extras), limit-1)
@@ -455,9 +494,12 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	}
 	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.StaleAny && len(e.hist) > 0 {
 		ids := sortedKeys(e.hist)
-		h := e.hist[ids[e.rng.IntN(len(ids))]]
-		c := recordItem(h[e.rng.IntN(len(h))])
-		page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
+		id := ids[e.rng.IntN(len(ids))]
+		if _, gone := e.gone[id]; !gone {
+			h := e.hist[id]
+			c := recordItem(h[e.rng.IntN(len(h))])
+			page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
+		}
 	}
 	return page, base
 }
