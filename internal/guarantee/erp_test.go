@@ -76,6 +76,7 @@ type adversary struct {
 // execLog is what the ERP served one execution.
 type execLog struct {
 	requests int
+	first    time.Time        // ERP clock at the first request
 	served   map[string]int64 // erp_id -> highest valid version served
 	last     []item           // the previous page as served
 	done     bool             // served a page with next_cursor null
@@ -95,8 +96,9 @@ type erpSim struct {
 	base    time.Time     // the ERP clock at start
 	skew    time.Duration // added to the clock (advance)
 	cur     map[string]record
-	hist    map[string][]record // older versions, oldest first
-	gone    map[string]record   // deleted records, at their last version
+	hist    map[string][]record  // older versions, oldest first
+	gone    map[string]record    // deleted records, at their last version
+	born    map[string]time.Time // ERP clock when a version was made (id@version), for versions made while clients page
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
@@ -115,6 +117,7 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		cur:   map[string]record{},
 		hist:  map[string][]record{},
 		gone:  map[string]record{},
+		born:  map[string]time.Time{},
 		execs: map[string]*execLog{},
 	}
 }
@@ -189,6 +192,17 @@ func (e *erpSim) version(id string, v int64) (record, bool) {
 	return record{}, false
 }
 
+func bornKey(id string, v int64) string { return fmt.Sprintf("%s@%d", id, v) }
+
+// bornAfter reports whether the ERP made version v of id after execution
+// x's first request.
+func (e *erpSim) bornAfter(id string, v int64, x string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b, ok := e.born[bornKey(id, v)]
+	return ok && b.After(e.logLocked(x).first)
+}
+
 // done reports whether execution x was served the feed's last page.
 func (e *erpSim) done(x string) bool {
 	e.mu.Lock()
@@ -228,6 +242,7 @@ func (e *erpSim) change(id string) {
 	n := old
 	n.Version += 1 + int64(e.rng.IntN(2))
 	n.Updated = e.now()
+	e.born[bornKey(id, n.Version)] = n.Updated
 	switch e.rng.IntN(3) {
 	case 0:
 		n.Status = statuses[e.rng.IntN(len(statuses))]
@@ -272,6 +287,7 @@ func (e *erpSim) mutate(l *execLog) {
 		e.nextNew++
 		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
 		r.Updated = e.now()
+		e.born[bornKey(r.ID, r.Version)] = r.Updated
 		e.cur[r.ID] = r
 	}
 	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
@@ -424,6 +440,9 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		after = &c
 	}
 	l := e.logLocked(x)
+	if l.requests == 0 {
+		l.first = now
+	}
 	l.requests++
 	n := l.requests
 	e.mutate(l)

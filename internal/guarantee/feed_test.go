@@ -59,7 +59,12 @@ func (w *world) reset(t testing.TB) {
 
 // versions reads erp_id -> erp_version of every row.
 func (w *world) versions(ctx context.Context) (map[string]int64, error) {
-	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships").Rows()
+	return w.versionsWhere(ctx, "TRUE")
+}
+
+// versionsWhere reads erp_id -> erp_version of the rows where cond holds.
+func (w *world) versionsWhere(ctx context.Context, cond string) (map[string]int64, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships WHERE " + cond).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +255,11 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 	if err != nil {
 		f.t.Fatalf("reconciler: %v", err)
 	}
+	before, berr := f.w.versionsWhere(ctx, "deleted_at IS NOT NULL")
 	rep, err := rc.Run(ctx)
+	if err == nil && berr == nil && rep.Status == store.StatusSucceeded {
+		f.checkDeleted(id, x, before)
+	}
 	if errors.Is(err, reconcile.ErrRefused) && rep != nil {
 		if n := rep.Deleted + rep.Inserted + rep.Updated + rep.Restored; n > 0 {
 			f.t.Errorf("%s reconcile %s was refused (%s), yet it wrote %d rows", id, x, rep.Refused, n)
@@ -348,6 +357,30 @@ func (f *feed) checkServed(id string, x execSpec, what string) {
 	if len(lost) > 0 {
 		f.t.Errorf("%s %s reported succeeded after %d pages, yet the table is behind what it was served: %s",
 			id, what, requests, strings.Join(lost, "; "))
+	}
+}
+
+// checkDeleted checks, after reconcile id succeeded, that no row it
+// soft-deleted holds a version the ERP made after the reconcile's scan
+// began: such a row was written after the comparison read it, and the
+// writer must win. before holds the rows soft-deleted before it started;
+// reconciles of a job run one at a time.
+func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64) {
+	after, err := f.w.versionsWhere(context.Background(), "deleted_at IS NOT NULL")
+	if err != nil {
+		f.t.Errorf("read soft-deleted rows: %v", err)
+		return
+	}
+	var bad []string
+	for _, erpID := range sortedKeys(after) {
+		v := after[erpID]
+		if _, was := before[erpID]; !was && f.erp.bornAfter(erpID, v, id) {
+			bad = append(bad, fmt.Sprintf("%s v%d", erpID, v))
+		}
+	}
+	if len(bad) > 0 {
+		f.t.Errorf("%s reconcile %s soft-deleted versions the ERP made after its scan began (written after its comparison): %s",
+			id, x, strings.Join(bad, "; "))
 	}
 }
 
