@@ -252,6 +252,27 @@ func (e *erpSim) change(id string) {
 	e.cur[id] = n
 }
 
+// deleteSome deletes up to n records.
+func (e *erpSim) deleteSome(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range e.ids()[:min(n, len(e.cur))] {
+		e.gone[id] = e.cur[id]
+		delete(e.cur, id)
+	}
+}
+
+// recreateAll brings every deleted record back at a higher version.
+func (e *erpSim) recreateAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range sortedKeys(e.gone) {
+		e.cur[id] = e.gone[id]
+		delete(e.gone, id)
+		e.change(id)
+	}
+}
+
 // changeAll changes every valid record once.
 func (e *erpSim) changeAll() {
 	e.mu.Lock()

@@ -63,6 +63,9 @@ type execSpec struct {
 	KillAt        int    // a process is killed with SIGKILL before its KillAt-th page (0: never), then run again
 	MaxDelete     string // a reconcile's --max-delete ("": the default, 5%)
 	Force         bool   // a reconcile's --force
+	// Race, for a reconcile: the ERP deletes two records as it starts; between its comparison and its writes, the ERP recreates every
+	// record it deleted, at a higher version, and a backfill writes them.
+	Race bool
 }
 
 func (x execSpec) String() string {
@@ -74,6 +77,9 @@ func (x execSpec) String() string {
 		}
 		if x.Force {
 			s += " force"
+		}
+		if x.Race {
+			s += " racing-recreations"
 		}
 	case "backfill":
 		s += " since=" + x.Since.Format(tsLayout)
@@ -258,6 +264,7 @@ func genExec(s *source, o opts, sc *scenario) execSpec {
 		default:
 			x.MaxDelete = strconv.Itoa(s.intn(2 * len(sc.Records)))
 		}
+		x.Race = sc.Adv.Delete > 0 && s.pct(50)
 		return x
 	case s.pct(45):
 		x.Mode = "backfill"
