@@ -1,9 +1,11 @@
 // Package guarantee holds the model-based test of erpsync's guarantee: any
-// number of `run` and `backfill` executions, in any overlap, with kills,
-// leave memberships with exactly one row per valid erp_id at the ERP's
-// latest version and fields; no row's erp_version ever goes down; and a run
-// that reported succeeded has written or found current every valid version
-// it was served.
+// number of `run`, `backfill` and `reconcile` executions, in any overlap,
+// with kills, leave memberships with exactly one live row per valid erp_id
+// at the ERP's latest version and fields, once a run and a reconcile have
+// followed the last change; every record the ERP deleted has a
+// soft-deleted row, if any, that keeps the data and version it had; no
+// row's erp_version ever goes down; and a run that reported succeeded has
+// written or found current every valid version it was served.
 //
 // The package has no code outside its tests. A generator, deterministic
 // from a seed and fuzz bytes, builds an adversarial ERP: its own clock that
@@ -13,16 +15,21 @@
 // records that change while a client pages, the record on the page boundary
 // included; invalid and unstorable items (on erp_ids no valid record uses)
 // with any timestamps, far past and far future; valid records dated in the
-// future; ties in updated_at; page sizes from 1 to 1000. An httptest server
+// future; ties in updated_at; page sizes from 1 to 1000; records deleted
+// (gone from every page) and recreated, at the same version or a higher
+// one. An httptest server
 // serves that ERP with the API of the feed's spec, and logs what each
 // execution was served under its own path prefix.
 //
 // Executions are the real syncer on the real MariaDB and Redis: mostly in
 // this process, several at once, and a share as bin/erpsync processes
-// killed with SIGKILL at a page and run again. After each wave the ERP
-// stops changing, one more run brings the table up to date, and the table
-// must equal the reference model (the ERP's latest valid records) field by
-// field. A watcher polls the table for versions that go down.
+// killed with SIGKILL at a page and run again; reconciles run in this
+// process, through internal/reconcile as the cli wires it. After each wave
+// the ERP stops changing, one more run and (in feeds with reconciles) one
+// forced reconcile bring the table up to date, and the table must equal the
+// reference model field by field: the ERP's latest valid records live, the
+// records it deleted soft-deleted. A watcher polls the table for versions
+// that go down.
 //
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
@@ -34,5 +41,7 @@
 // What it does not promise: it does not prove the guarantee. It samples
 // feeds, interleavings and kill points; the watcher samples the table every
 // few milliseconds, so a version that went down and up again between two
-// polls escapes it; and the ERP never deletes a record.
+// polls escapes it; and a feed with reconciles carries no item with a
+// date-time the table cannot store (a reconcile's scan does not quarantine
+// them as a run does).
 package guarantee

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -68,11 +69,14 @@ type adversary struct {
 	Boundary int // the last record this client was served changes before the page
 	Change   int // one or two random records change before the page
 	Create   int // a new record appears before the page
+	Delete   int // a record is deleted before the page: it leaves every page
+	Recreate int // a deleted record comes back before the page, mostly at a higher version
 }
 
 // execLog is what the ERP served one execution.
 type execLog struct {
 	requests int
+	first    time.Time        // ERP clock at the first request
 	served   map[string]int64 // erp_id -> highest valid version served
 	last     []item           // the previous page as served
 	done     bool             // served a page with next_cursor null
@@ -92,7 +96,9 @@ type erpSim struct {
 	base    time.Time     // the ERP clock at start
 	skew    time.Duration // added to the clock (advance)
 	cur     map[string]record
-	hist    map[string][]record // older versions, oldest first
+	hist    map[string][]record  // older versions, oldest first
+	gone    map[string]record    // deleted records, at their last version
+	born    map[string]time.Time // ERP clock when a version was made (id@version), for versions made while clients page
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
@@ -110,6 +116,8 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		base:  base,
 		cur:   map[string]record{},
 		hist:  map[string][]record{},
+		gone:  map[string]record{},
+		born:  map[string]time.Time{},
 		execs: map[string]*execLog{},
 	}
 }
@@ -160,11 +168,39 @@ func (e *erpSim) thaw(budget int) {
 func (e *erpSim) truth() map[string]record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make(map[string]record, len(e.cur))
-	for id, r := range e.cur {
-		out[id] = r
+	return maps.Clone(e.cur)
+}
+
+// deleted returns the last version of every record the ERP deleted and
+// has not recreated.
+func (e *erpSim) deleted() map[string]record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.gone)
+}
+
+// version returns the version v of record id as the ERP had it (a version
+// number names one content: changes and recreations raise it).
+func (e *erpSim) version(id string, v int64) (record, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range append([]record{e.cur[id], e.gone[id]}, e.hist[id]...) {
+		if r.ID == id && r.Version == v {
+			return r, true
+		}
 	}
-	return out
+	return record{}, false
+}
+
+func bornKey(id string, v int64) string { return fmt.Sprintf("%s@%d", id, v) }
+
+// bornAfter reports whether the ERP made version v of id after execution
+// x's first request.
+func (e *erpSim) bornAfter(id string, v int64, x string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b, ok := e.born[bornKey(id, v)]
+	return ok && b.After(e.logLocked(x).first)
 }
 
 // done reports whether execution x was served the feed's last page.
@@ -206,6 +242,7 @@ func (e *erpSim) change(id string) {
 	n := old
 	n.Version += 1 + int64(e.rng.IntN(2))
 	n.Updated = e.now()
+	e.born[bornKey(id, n.Version)] = n.Updated
 	switch e.rng.IntN(3) {
 	case 0:
 		n.Status = statuses[e.rng.IntN(len(statuses))]
@@ -213,6 +250,27 @@ func (e *erpSim) change(id string) {
 		n.Member = fmt.Sprintf("U%d", e.rng.IntN(1000))
 	}
 	e.cur[id] = n
+}
+
+// deleteSome deletes up to n records.
+func (e *erpSim) deleteSome(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range e.ids()[:min(n, len(e.cur))] {
+		e.gone[id] = e.cur[id]
+		delete(e.cur, id)
+	}
+}
+
+// recreateAll brings every deleted record back at a higher version.
+func (e *erpSim) recreateAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range sortedKeys(e.gone) {
+		e.cur[id] = e.gone[id]
+		delete(e.gone, id)
+		e.change(id)
+	}
 }
 
 // changeAll changes every valid record once.
@@ -250,7 +308,23 @@ func (e *erpSim) mutate(l *execLog) {
 		e.nextNew++
 		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
 		r.Updated = e.now()
+		e.born[bornKey(r.ID, r.Version)] = r.Updated
 		e.cur[r.ID] = r
+	}
+	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
+		ids := e.ids()
+		id := ids[e.rng.IntN(len(ids))]
+		e.gone[id] = e.cur[id]
+		delete(e.cur, id)
+	}
+	if e.rng.IntN(100) < e.adv.Recreate && len(e.gone) > 0 {
+		ids := sortedKeys(e.gone)
+		id := ids[e.rng.IntN(len(ids))]
+		e.cur[id] = e.gone[id] // restored as it was: same version, same updated_at
+		delete(e.gone, id)
+		if e.rng.IntN(3) > 0 {
+			e.change(id) // recreated at a higher version, stamped now
+		}
 	}
 }
 
@@ -387,6 +461,9 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		after = &c
 	}
 	l := e.logLocked(x)
+	if l.requests == 0 {
+		l.first = now
+	}
 	l.requests++
 	n := l.requests
 	e.mutate(l)
@@ -438,7 +515,9 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if continued && len(l.last) > 0 && e.rng.IntN(100) < e.adv.Replay {
 		r := 1 + e.rng.IntN(min(3, len(l.last)))
 		for _, it := range l.last[len(l.last)-r:] {
-			extras = append(extras, e.copyOf(it))
+			if _, gone := e.gone[it.id]; !gone {
+				extras = append(extras, e.copyOf(it))
+			}
 		}
 	}
 	nExtra := min(len(extras), limit-1)
@@ -455,9 +534,12 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	}
 	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.StaleAny && len(e.hist) > 0 {
 		ids := sortedKeys(e.hist)
-		h := e.hist[ids[e.rng.IntN(len(ids))]]
-		c := recordItem(h[e.rng.IntN(len(h))])
-		page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
+		id := ids[e.rng.IntN(len(ids))]
+		if _, gone := e.gone[id]; !gone {
+			h := e.hist[id]
+			c := recordItem(h[e.rng.IntN(len(h))])
+			page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
+		}
 	}
 	return page, base
 }

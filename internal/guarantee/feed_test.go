@@ -2,6 +2,7 @@ package guarantee
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/reconcile"
 	"github.com/erpsync/erpsync/internal/redistest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
@@ -57,7 +59,12 @@ func (w *world) reset(t testing.TB) {
 
 // versions reads erp_id -> erp_version of every row.
 func (w *world) versions(ctx context.Context) (map[string]int64, error) {
-	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships").Rows()
+	return w.versionsWhere(ctx, "TRUE")
+}
+
+// versionsWhere reads erp_id -> erp_version of the rows where cond holds.
+func (w *world) versionsWhere(ctx context.Context, cond string) (map[string]int64, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships WHERE " + cond).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +196,10 @@ func (f *feed) execute(x execSpec) {
 		return
 	}
 	id := f.newExec()
+	if x.Mode == "reconcile" {
+		f.reconcile(context.Background(), id, x)
+		return
+	}
 	rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
 	if err == nil && rep.Status == store.StatusSucceeded {
 		f.checkServed(id, x, "in-process "+x.String())
@@ -196,15 +207,20 @@ func (f *feed) execute(x execSpec) {
 }
 
 func (f *feed) syncerConfig(x execSpec, ttl time.Duration) syncer.Config {
+	mode := x.Mode
+	if mode == "reconcile" {
+		mode = syncer.ModeRun // as the cli configures the syncer a reconcile writes through
+	}
 	return syncer.Config{
-		Job: f.job, Mode: x.Mode, Since: x.Since, Until: x.Until, Shard: x.Shard, Shards: x.Shards,
+		Job: f.job, Mode: mode, Since: x.Since, Until: x.Until, Shard: x.Shard, Shards: x.Shards,
 		Workers: x.Workers, PageSize: x.PageSize, ChunkSize: x.ChunkSize, LockTTL: ttl,
 		Overlap: x.Overlap, CheckpointEvery: 20 * time.Millisecond, MaxAttempts: 20,
 	}
 }
 
-// inProcess runs the syncer of this process as execution id.
-func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Duration) (*syncer.Report, error) {
+// syncer returns a syncer of this process that reads the ERP as
+// execution id, and its ERP client.
+func (f *feed) syncer(id string, x execSpec, ttl time.Duration) (*syncer.Syncer, *erp.Client) {
 	c, err := erp.New(erp.Config{BaseURL: f.url + "/x/" + id, Timeout: time.Minute, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	if err != nil {
 		f.t.Fatalf("erp client: %v", err)
@@ -213,7 +229,58 @@ func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Du
 	if err != nil {
 		f.t.Fatalf("syncer: %v", err)
 	}
+	return s, c
+}
+
+// inProcess runs the syncer of this process as execution id.
+func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Duration) (*syncer.Report, error) {
+	s, _ := f.syncer(id, x, ttl)
 	return s.Run(ctx)
+}
+
+// reconcile runs a reconcile in this process as execution id, wired as
+// `erpsync reconcile` wires it. A reconcile the guard refused must have
+// written nothing.
+func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile.Report, error) {
+	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
+	if x.MaxDelete != "" {
+		l, err := reconcile.ParseLimit(x.MaxDelete)
+		if err != nil {
+			f.t.Fatalf("max-delete: %v", err)
+		}
+		cfg.MaxDelete = &l
+	}
+	s, c := f.syncer(id, x, 2*time.Second)
+	if x.Race {
+		// The reconcile's first record locks come after its comparison.
+		f.erp.deleteSome(2)
+		var once sync.Once
+		s, _ = syncer.New(f.syncerConfig(x, 2*time.Second), c, f.w.st, &hookLocks{Client: f.locks, before: func() {
+			once.Do(func() {
+				since := f.erp.clock().Add(-time.Second)
+				f.erp.recreateAll()
+				bx := execSpec{Mode: "backfill", Since: since, PageSize: 50, ChunkSize: 10, Workers: 4}
+				if _, err := f.inProcess(ctx, f.newExec(), bx, 2*time.Second); err != nil {
+					f.t.Logf("%s: the racing backfill: %v", id, err)
+				}
+			})
+		}}, zerolog.Nop())
+	}
+	rc, err := reconcile.New(cfg, s, c, f.w.st, zerolog.Nop())
+	if err != nil {
+		f.t.Fatalf("reconciler: %v", err)
+	}
+	before, berr := f.w.versionsWhere(ctx, "deleted_at IS NOT NULL")
+	rep, err := rc.Run(ctx)
+	if err == nil && berr == nil && rep.Status == store.StatusSucceeded {
+		f.checkDeleted(id, x, before)
+	}
+	if errors.Is(err, reconcile.ErrRefused) && rep != nil {
+		if n := rep.Deleted + rep.Inserted + rep.Updated + rep.Restored; n > 0 {
+			f.t.Errorf("%s reconcile %s was refused (%s), yet it wrote %d rows", id, x, rep.Refused, n)
+		}
+	}
+	return rep, err
 }
 
 func (f *feed) env(id string) *proctest.Env {
@@ -308,45 +375,109 @@ func (f *feed) checkServed(id string, x execSpec, what string) {
 	}
 }
 
-// settle runs `run` on the frozen ERP until one succeeds, then compares the
-// table with the model.
+// hookLocks runs before ahead of every batch of record locks.
+type hookLocks struct {
+	*lock.Client
+	before func()
+}
+
+func (h *hookLocks) ObtainMany(ctx context.Context, keys []string, ttl time.Duration) ([]*lock.Lock, error) {
+	h.before()
+	return h.Client.ObtainMany(ctx, keys, ttl)
+}
+
+// checkDeleted checks, after reconcile id succeeded, that no row it
+// soft-deleted holds a version the ERP made after the reconcile's scan
+// began: such a row was written after the comparison read it, and the
+// writer must win. before holds the rows soft-deleted before it started;
+// reconciles of a job run one at a time.
+func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64) {
+	after, err := f.w.versionsWhere(context.Background(), "deleted_at IS NOT NULL")
+	if err != nil {
+		f.t.Errorf("read soft-deleted rows: %v", err)
+		return
+	}
+	var bad []string
+	for _, erpID := range sortedKeys(after) {
+		v := after[erpID]
+		if _, was := before[erpID]; !was && f.erp.bornAfter(erpID, v, id) {
+			bad = append(bad, fmt.Sprintf("%s v%d", erpID, v))
+		}
+	}
+	if len(bad) > 0 {
+		f.t.Errorf("%s reconcile %s soft-deleted versions the ERP made after its scan began (written after its comparison): %s",
+			id, x, strings.Join(bad, "; "))
+	}
+}
+
+// settle runs `run` on the frozen ERP until one succeeds, then a forced
+// reconcile until one succeeds, then compares the table with the model.
 func (f *feed) settle(when string) {
 	x := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
-	for failed, skipped := 0, 0; ; {
-		id := f.newExec()
+	ok := f.untilSucceeded(when, "run", func(id string) (string, error) {
 		rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
 		if err == nil && rep.Status == store.StatusSucceeded {
 			f.checkServed(id, x, "the run "+when)
-			break
 		}
-		if rep != nil && rep.Status == store.StatusSkipped {
+		if rep == nil {
+			return "", err
+		}
+		return rep.Status, err
+	})
+	if !ok {
+		return
+	}
+	rx := execSpec{Mode: "reconcile", PageSize: 50, ChunkSize: 10, Workers: 4, Force: true}
+	if f.sc.Reconcile && !f.untilSucceeded(when, "reconcile", func(id string) (string, error) {
+		rep, err := f.reconcile(context.Background(), id, rx)
+		if rep == nil {
+			return "", err
+		}
+		return rep.Status, err
+	}) {
+		return
+	}
+	f.compare(when)
+}
+
+// untilSucceeded runs exec as new executions until one succeeds, and
+// reports whether one did.
+func (f *feed) untilSucceeded(when, what string, exec func(id string) (string, error)) bool {
+	for failed, skipped := 0, 0; ; {
+		status, err := exec(f.newExec())
+		if err == nil && status == store.StatusSucceeded {
+			return true
+		}
+		if status == store.StatusSkipped {
 			skipped++ // a killed process's job lock, until its TTL ends
 		} else {
 			failed++
 		}
 		if failed == 3 || skipped == 20 {
-			f.t.Errorf("%s: no run succeeded on the frozen ERP: last %v, %+v", when, err, rep)
-			return
+			f.t.Errorf("%s: no %s succeeded on the frozen ERP: last %s %v", when, what, status, err)
+			return false
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	f.compare(when)
 }
 
-// compare checks that memberships is the model: one row per valid record
-// of the ERP, at its latest version and fields, and nothing else.
+// compare checks that memberships is the model: one live row per valid
+// record of the ERP, at its latest version and fields; a soft-deleted row
+// for each record the ERP deleted that has a row, with the data of a
+// version the ERP had, no newer than its last; nothing else.
 func (f *feed) compare(when string) {
-	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at FROM memberships").Rows()
+	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL FROM memberships").Rows()
 	if err != nil {
 		f.t.Fatalf("read memberships: %v", err)
 	}
 	defer rows.Close()
-	truth := f.erp.truth()
+	truth, gone := f.erp.truth(), f.erp.deleted()
 	var diffs []string
 	seen := map[string]bool{}
 	for rows.Next() {
 		var g record
-		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated); err != nil {
+		var deleted bool
+		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &deleted); err != nil {
 			f.t.Fatalf("scan memberships: %v", err)
 		}
 		if seen[g.ID] {
@@ -354,11 +485,21 @@ func (f *feed) compare(when string) {
 		}
 		seen[g.ID] = true
 		w, ok := truth[g.ID]
+		d, isGone := gone[g.ID]
+		had, hadOK := f.erp.version(g.ID, g.Version)
 		switch {
-		case !ok:
-			diffs = append(diffs, fmt.Sprintf("a row for %s, which is no valid record", g.ID))
-		case !sameRecord(g, w):
+		case ok && deleted:
+			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, the ERP has %s", g.ID, g, w))
+		case ok && !sameRecord(g, w):
 			diffs = append(diffs, fmt.Sprintf("%s is %s, the ERP has %s", g.ID, g, w))
+		case ok:
+		case isGone && !deleted:
+			diffs = append(diffs, fmt.Sprintf("%s is live at %s, the ERP deleted it at %s", g.ID, g, d))
+		case isGone && (g.Version > d.Version || !hadOK || !sameRecord(g, had)):
+			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, not a version the ERP had before deleting it at %s", g.ID, g, d))
+		case isGone:
+		default:
+			diffs = append(diffs, fmt.Sprintf("a row for %s, which is no valid record", g.ID))
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,20 +52,36 @@ func (s *source) u64() uint64 { return uint64(s.intn(1<<30))<<30 | uint64(s.intn
 
 // execSpec is one execution of a wave.
 type execSpec struct {
-	Mode          string // "run" or "backfill"
+	Mode          string // "run", "backfill" or "reconcile"
 	Since, Until  time.Time
 	Shard, Shards int
 	PageSize      int
 	ChunkSize     int
 	Workers       int
 	Overlap       time.Duration
-	Proc          bool // a bin/erpsync process instead of the syncer in this process
-	KillAt        int  // a process is killed with SIGKILL before its KillAt-th page (0: never), then run again
+	Proc          bool   // a bin/erpsync process instead of the syncer in this process
+	KillAt        int    // a process is killed with SIGKILL before its KillAt-th page (0: never), then run again
+	MaxDelete     string // a reconcile's --max-delete ("": the default, 5%)
+	Force         bool   // a reconcile's --force
+	// Race, for a reconcile: the ERP deletes two records as it starts; between its comparison and its writes, the ERP recreates every
+	// record it deleted, at a higher version, and a backfill writes them.
+	Race bool
 }
 
 func (x execSpec) String() string {
 	s := fmt.Sprintf("%s page=%d chunk=%d workers=%d", x.Mode, x.PageSize, x.ChunkSize, x.Workers)
-	if x.Mode == "backfill" {
+	switch x.Mode {
+	case "reconcile":
+		if x.MaxDelete != "" {
+			s += " max-delete=" + x.MaxDelete
+		}
+		if x.Force {
+			s += " force"
+		}
+		if x.Race {
+			s += " racing-recreations"
+		}
+	case "backfill":
 		s += " since=" + x.Since.Format(tsLayout)
 		if !x.Until.IsZero() {
 			s += " until=" + x.Until.Format(tsLayout)
@@ -72,7 +89,7 @@ func (x execSpec) String() string {
 		if x.Shards > 1 {
 			s += fmt.Sprintf(" shard=%d/%d", x.Shard, x.Shards)
 		}
-	} else {
+	default:
 		s += " overlap=" + x.Overlap.String()
 	}
 	if x.Proc {
@@ -94,6 +111,9 @@ type scenario struct {
 	Waves   [][]execSpec
 	Advance []time.Duration // ERP clock moved forward after each wave
 	Budget  int             // page requests on which the adversary may change or create records
+	// Reconcile says the waves may hold reconciles and each settling ends
+	// with one; always so when the ERP deletes records.
+	Reconcile bool
 	// Sigterm adds the scenario of a run stopped by SIGTERM while it
 	// still writes for a grace longer than its lock TTL, and a second run
 	// started meanwhile.
@@ -160,7 +180,11 @@ func generate(s *source, o opts) *scenario {
 			Replay: s.intn(90), Stale: s.intn(80), Dup: s.intn(40), StaleAny: s.intn(30),
 			Boundary: s.intn(50), Change: s.intn(40), Create: s.intn(20),
 		}
+		if s.pct(50) {
+			sc.Adv.Delete, sc.Adv.Recreate = 1+s.intn(30), s.intn(60)
+		}
 	}
+	sc.Reconcile = sc.Adv.Delete > 0 || s.pct(30)
 	// Times valid records are stamped with: a few shared ones (ties,
 	// across page boundaries), the far past, and, in some feeds, the future.
 	ties := make([]time.Time, 1+s.intn(6))
@@ -196,7 +220,7 @@ func generate(s *source, o opts) *scenario {
 	}
 	sc.Budget = s.intn(4 * n)
 	for i := range s.intn(6) {
-		sc.Invalid = append(sc.Invalid, invalidItem(s, i, stamp))
+		sc.Invalid = append(sc.Invalid, invalidItem(s, i, stamp, !sc.Reconcile))
 	}
 	waves := 1 + s.intn(o.MaxWaves)
 	for range waves {
@@ -226,7 +250,23 @@ func genExec(s *source, o opts, sc *scenario) execSpec {
 		x.PageSize = 1 + s.intn(1000)
 	}
 	x.Overlap = []time.Duration{3 * time.Second, 10 * time.Second, time.Minute}[s.intn(3)]
-	if s.pct(45) {
+	switch {
+	case sc.Reconcile && s.pct(20):
+		// A reconcile, in this process: a guard that lets it delete what
+		// the adversary deleted, or the default one that may refuse.
+		x.Mode = "reconcile"
+		switch s.intn(4) {
+		case 0:
+		case 1:
+			x.Force = true
+		case 2:
+			x.MaxDelete = "100%"
+		default:
+			x.MaxDelete = strconv.Itoa(s.intn(2 * len(sc.Records)))
+		}
+		x.Race = sc.Adv.Delete > 0 && s.pct(50)
+		return x
+	case s.pct(45):
 		x.Mode = "backfill"
 		times := []time.Time{minStorable}
 		for _, r := range sc.Records {
@@ -254,8 +294,14 @@ func genExec(s *source, o opts, sc *scenario) execSpec {
 
 // invalidItem makes an item the consumer must quarantine, on an erp_id no
 // valid record uses: a bad status, a bad erp_id, a missing field, a bad
-// version, a date-time the table cannot store, or a broken updated_at.
-func invalidItem(s *source, i int, stamp func() time.Time) item {
+// version, a date-time the table cannot store (only when unstorable is
+// set), or a broken updated_at.
+//
+// A feed with reconciles carries no unstorable item: a reconcile's scan
+// (verify.Scan) keeps a record with a date-time outside the years
+// 1000-9999 that a run quarantines, and writes it (a row for an erp_id no
+// valid record uses) or fails on it after its retries.
+func invalidItem(s *source, i int, stamp func() time.Time, unstorable bool) item {
 	at := stamp()
 	if s.pct(40) {
 		at = []time.Time{year2999, epoch, maxStorable, time.Date(2999, 12, 31, 0, 0, 0, 0, time.UTC)}[s.intn(4)]
@@ -264,7 +310,11 @@ func invalidItem(s *source, i int, stamp func() time.Time) item {
 		"erp_id": fmt.Sprintf("inv-%d", i), "member_id": "U1", "product_code": "GYM", "status": "ACTIVE",
 		"starts_at": "2024-01-01T00:00:00Z", "version": 1 + s.intn(9), "updated_at": at.Format(tsLayout),
 	}
-	switch s.intn(8) {
+	kind := s.intn(8)
+	if !unstorable && (kind == 4 || kind == 5) {
+		kind = 7
+	}
+	switch kind {
 	case 0:
 		w["status"] = "BOGUS"
 	case 1:
