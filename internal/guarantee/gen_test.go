@@ -220,7 +220,7 @@ func generate(s *source, o opts) *scenario {
 	}
 	sc.Budget = s.intn(4 * n)
 	for i := range s.intn(6) {
-		sc.Invalid = append(sc.Invalid, invalidItem(s, i, stamp, !sc.Reconcile))
+		sc.Invalid = append(sc.Invalid, invalidItem(s, i, stamp))
 	}
 	waves := 1 + s.intn(o.MaxWaves)
 	for range waves {
@@ -294,14 +294,8 @@ func genExec(s *source, o opts, sc *scenario) execSpec {
 
 // invalidItem makes an item the consumer must quarantine, on an erp_id no
 // valid record uses: a bad status, a bad erp_id, a missing field, a bad
-// version, a date-time the table cannot store (only when unstorable is
-// set), or a broken updated_at.
-//
-// A feed with reconciles carries no unstorable item: a reconcile's scan
-// (verify.Scan) keeps a record with a date-time outside the years
-// 1000-9999 that a run quarantines, and writes it (a row for an erp_id no
-// valid record uses) or fails on it after its retries.
-func invalidItem(s *source, i int, stamp func() time.Time, unstorable bool) item {
+// version, a date-time the table cannot store, or a broken updated_at.
+func invalidItem(s *source, i int, stamp func() time.Time) item {
 	at := stamp()
 	if s.pct(40) {
 		at = []time.Time{year2999, epoch, maxStorable, time.Date(2999, 12, 31, 0, 0, 0, 0, time.UTC)}[s.intn(4)]
@@ -311,9 +305,6 @@ func invalidItem(s *source, i int, stamp func() time.Time, unstorable bool) item
 		"starts_at": "2024-01-01T00:00:00Z", "version": 1 + s.intn(9), "updated_at": at.Format(tsLayout),
 	}
 	kind := s.intn(8)
-	if !unstorable && (kind == 4 || kind == 5) {
-		kind = 7
-	}
 	switch kind {
 	case 0:
 		w["status"] = "BOGUS"

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -502,7 +501,7 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 		}
 		fetchedAt := time.Now()
 		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
-		page.Records, page.Invalid = splitUnstorable(page.Records, page.Invalid)
+		page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
 		p := r.t.addPage(pageWatermark(page, fetchedAt))
 		failed := false
 		if len(page.Invalid) > 0 {
@@ -569,31 +568,6 @@ func pageWatermark(page *erp.Page, fetchedAt time.Time) time.Time {
 		wm = limit
 	}
 	return wm
-}
-
-// DATETIME holds years 1000 to 9999. A record the schema allows but the
-// table cannot store is quarantined like an invalid one: retrying it would
-// fail forever and hold the checkpoint back for good.
-var minStorable, maxStorable = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
-
-func storable(t time.Time) bool { return !t.Before(minStorable) && !t.After(maxStorable) }
-
-func splitUnstorable(recs []erp.Record, invalid []erp.Invalid) ([]erp.Record, []erp.Invalid) {
-	keep := recs[:0]
-	for _, rec := range recs {
-		if storable(rec.StartsAt) && storable(rec.UpdatedAt) && (rec.EndsAt == nil || storable(*rec.EndsAt)) {
-			keep = append(keep, rec)
-			continue
-		}
-		raw, err := json.Marshal(rec)
-		if err != nil {
-			// encoding/json refuses years past 9999, which an offset can
-			// produce from a valid date-time: keep the record readable.
-			raw, _ = json.Marshal(fmt.Sprintf("%+v", rec))
-		}
-		invalid = append(invalid, erp.Invalid{ErpID: rec.ErpID, Reason: "a date-time outside the years 1000-9999 that the table can store", Raw: raw, UpdatedAt: rec.UpdatedAt})
-	}
-	return keep, invalid
 }
 
 // dedupe keeps one record per erp_id in a page, its highest version

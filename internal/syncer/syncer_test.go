@@ -399,7 +399,7 @@ func TestUnstorableDatesAreQuarantined(t *testing.T) {
 	future := ok
 	future.ErpID = "C"
 	future.UpdatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // 9999-12-31T23:59:59-23:59
-	recs, inv := splitUnstorable([]erp.Record{ok, old, future}, nil)
+	recs, inv := erp.SplitUnstorable([]erp.Record{ok, old, future}, nil)
 	if len(recs) != 1 || recs[0].ErpID != "A" || len(inv) != 2 || inv[0].ErpID != "B" || inv[1].ErpID != "C" {
 		t.Fatalf("split: %v %v", recs, inv)
 	}

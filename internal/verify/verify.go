@@ -86,6 +86,9 @@ type Feed struct {
 	started time.Time
 	invalid int64
 	byID    map[string]*want
+	// quarantined are the erp_ids of the invalid and unstorable items: the
+	// ERP still has these records, so a row of one is never absent.
+	quarantined map[string]bool
 }
 
 // Records is the number of distinct erp_ids of valid records the scan saw.
@@ -98,14 +101,21 @@ func (f *Feed) Has(erpID string) bool { return f.byID[erpID] != nil }
 // keep, the feed keeps each record (Compare's Diff lists them for a
 // repair); without, a hash of its fields.
 func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
-	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}}
+	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]bool{}}
 	q := erp.Query{Limit: pageSize}
 	for {
 		p, err := e.Page(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("page the feed: %w", err)
 		}
+		// As a run does: a record the table cannot store is quarantined.
+		p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
 		f.invalid += int64(len(p.Invalid))
+		for _, inv := range p.Invalid {
+			if inv.ErpID != "" {
+				f.quarantined[inv.ErpID] = true
+			}
+		}
 		for i, r := range p.Records {
 			w := f.byID[r.ErpID]
 			if w != nil && w.version >= r.Version {
@@ -140,7 +150,7 @@ type Row struct {
 // and the feed's records whose row is absent, soft-deleted or stale. The
 // record lists are filled only by a Scan that kept the records.
 type Diff struct {
-	Absent  []Row        // live rows whose erp_id the feed lacks
+	Absent  []Row        // live rows whose erp_id the feed lacks, as a record and as a quarantined item
 	Missing []erp.Record // no row
 	Restore []erp.Record // a soft-deleted row
 	Stale   []erp.Record // a live row at an older version, or other fields at the same version
@@ -195,7 +205,9 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		switch {
 		case w == nil:
 			res.Unknown.Add(id)
-			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: fence, Written: written})
+			if !f.quarantined[id] {
+				diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: fence, Written: written})
+			}
 		case version < w.version:
 			w.seen = true
 			stale(id, w)
