@@ -33,4 +33,3 @@ func SplitUnstorable(recs []Record, invalid []Invalid) ([]Record, []Invalid) {
 	}
 	return keep, invalid
 }
-
