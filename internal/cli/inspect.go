@@ -72,25 +72,12 @@ func printVerify(w io.Writer, r *verify.Result) {
 	fmt.Fprintf(tw, "  feed records\t%d\t(%d invalid items skipped)\n", r.FeedRecords, r.FeedInvalid)
 	fmt.Fprintf(tw, "  database rows\t%d\t(and %d soft-deleted)\n", r.Rows, r.SoftDeleted)
 	fmt.Fprintf(tw, "  matching\t%d\n", r.Matching)
-	for _, c := range []struct {
-		name string
-		s    verify.Sample
-		what string
-	}{
+	printSamples(tw, []sampleRow{
 		{"missing", r.Missing, "in the feed, not in the database (or soft-deleted)"},
 		{"stale", r.Stale, "older version, or fields differ at the same version"},
 		{"unknown", r.Unknown, "in the database, not in the feed"},
 		{"ahead", r.Ahead, "newer version in the database than in the feed"},
-	} {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.s.Count, c.what)
-		if len(c.s.IDs) > 0 {
-			more := ""
-			if c.s.Count > int64(len(c.s.IDs)) {
-				more = fmt.Sprintf(" (+%d more)", c.s.Count-int64(len(c.s.IDs)))
-			}
-			fmt.Fprintf(tw, "\t\te.g. %s%s\n", strings.Join(c.s.IDs, ", "), more)
-		}
-	}
+	})
 	fmt.Fprintf(tw, "  took\t%.2fs\n", r.Duration)
 	tw.Flush()
 }
@@ -150,4 +137,27 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, "(no runs yet)")
 	}
 	return nil
+}
+
+// sampleRow is one line of a verify or reconcile table: a count, what it
+// means, and the first few erp_ids.
+type sampleRow struct {
+	name string
+	s    verify.Sample
+	what string
+}
+
+// printSamples writes each row's count and meaning, and under it the
+// erp_ids the sample kept.
+func printSamples(tw io.Writer, rows []sampleRow) {
+	for _, c := range rows {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.s.Count, c.what)
+		if len(c.s.IDs) > 0 {
+			more := ""
+			if c.s.Count > int64(len(c.s.IDs)) {
+				more = fmt.Sprintf(" (+%d more)", c.s.Count-int64(len(c.s.IDs)))
+			}
+			fmt.Fprintf(tw, "\t\te.g. %s%s\n", strings.Join(c.s.IDs, ", "), more)
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/erpsync/erpsync/internal/reconcile"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
-	"github.com/erpsync/erpsync/internal/verify"
 )
 
 // reconcileSettings are the settings of reconcile (the command, and the
@@ -159,24 +157,11 @@ func printPlan(w io.Writer, rep *reconcile.Report) {
 	fmt.Fprintf(tw, "  feed records\t%d\n", p.FeedRecords)
 	fmt.Fprintf(tw, "  live rows\t%d\n", p.Rows)
 	fmt.Fprintf(tw, "  max delete\t%d\n", p.MaxDelete)
-	for _, c := range []struct {
-		name string
-		s    verify.Sample
-		what string
-	}{
+	printSamples(tw, []sampleRow{
 		{"delete", p.Delete, "live rows the feed no longer has: would be soft-deleted"},
 		{"restore", p.Restore, "soft-deleted rows the feed has again: would be restored"},
 		{"repair", p.Repair, "rows missing or stale: would be written"},
-	} {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.name, c.s.Count, c.what)
-		if len(c.s.IDs) > 0 {
-			more := ""
-			if c.s.Count > int64(len(c.s.IDs)) {
-				more = fmt.Sprintf(" (+%d more)", c.s.Count-int64(len(c.s.IDs)))
-			}
-			fmt.Fprintf(tw, "\t\te.g. %s%s\n", strings.Join(c.s.IDs, ", "), more)
-		}
-	}
+	})
 	if p.Kept > 0 {
 		fmt.Fprintf(tw, "  kept\t%d\tlive rows the feed lacks but written since the scan began: left for the next reconcile\n", p.Kept)
 	}
