@@ -56,6 +56,21 @@ func (e *env) assertTruth() {
 
 // report reads a run report written with --report; the test fails if
 // there is none.
+// stoppedHoldingTheJobLock starts erpsync with args and stops it
+// (SIGSTOP) once it holds the job lock; the caller sends SIGCONT.
+func (e *env) stoppedHoldingTheJobLock(t *testing.T, args ...string) *proctest.Proc {
+	t.Helper()
+	p := e.Start(args...)
+	jobLock, rdb := e.Prefix+"{"+syncer.JobLockKey(e.Job)+"}", testenv.Redis(t)
+	if !proctest.Eventually(time.Minute, func() bool { return rdb.Exists(context.Background(), jobLock).Val() == 1 }) {
+		t.Fatalf("%v never took the job lock %s", args, jobLock)
+	}
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (e *env) report(path string) map[string]any {
 	e.T.Helper()
 	m, err := proctest.ReadReport(path)
@@ -122,17 +137,10 @@ func TestSkippedRunExitsZero(t *testing.T) {
 	e := setup(t, erpmock.Options{Records: 400, Seed: 2, Faults: erpmock.Faults{Latency: 100 * time.Millisecond}})
 	ctx := context.Background()
 	dir := t.TempDir()
-	first := e.Start("run", "--page-size", "20")
 	// Once the first run holds the job lock, it is stopped until the
 	// second run is done, so that the second meets a held lock however
 	// slowly a loaded machine starts it (its 30 s lease outlives that).
-	jobLock, rdb := e.Prefix+"{"+syncer.JobLockKey(e.Job)+"}", testenv.Redis(t)
-	if !proctest.Eventually(time.Minute, func() bool { return rdb.Exists(ctx, jobLock).Val() == 1 }) {
-		t.Fatalf("the first run never took the job lock %s", jobLock)
-	}
-	if err := first.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	first := e.stoppedHoldingTheJobLock(t, "run", "--page-size", "20")
 	second := e.Run(ctx, "run", "--report", filepath.Join(dir, "skip.json"))
 	if err := first.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

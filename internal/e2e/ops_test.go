@@ -17,7 +17,6 @@ import (
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
-	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/lock"
 )
@@ -272,14 +271,7 @@ func TestRunsShowsTheSkips(t *testing.T) {
 	// The first run is stopped once it holds the job lock, until the other
 	// two are done, so that they meet a held lock however slowly a loaded
 	// machine starts them.
-	first := e.Start("run", "--page-size", "30")
-	jobLock, rdb := e.Prefix+"{"+syncer.JobLockKey(e.Job)+"}", testenv.Redis(t)
-	if !proctest.Eventually(time.Minute, func() bool { return rdb.Exists(ctx, jobLock).Val() == 1 }) {
-		t.Fatalf("the first run never took the job lock %s", jobLock)
-	}
-	if err := first.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	first := e.stoppedHoldingTheJobLock(t, "run", "--page-size", "30")
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
