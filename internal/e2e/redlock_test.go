@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/syncer"
 )
 
 func TestRedlockAcrossThreeMasters(t *testing.T) {
@@ -25,7 +29,7 @@ func TestRedlockAcrossThreeMasters(t *testing.T) {
 	done := make(chan string, 3)
 	for _, args := range [][]string{{"run"}, {"run"}, {"backfill", "--since", "2024-01-01T00:00:00Z"}} {
 		go func() {
-			r := e.Run(ctx, append(args, "--redis-addrs", list)...)
+			r := e.Run(ctx, append(args, "--redis-addrs", list, "--lock-ttl", "5s")...)
 			done <- fmt.Sprintf("%v exit %d %s", args, r.Code, r.Out())
 		}()
 	}
@@ -35,6 +39,21 @@ func TestRedlockAcrossThreeMasters(t *testing.T) {
 		}
 	}
 	e.assertTruth()
+	// A run's release returns once a quorum released, and its process may
+	// exit before the last node's call lands: that node keeps the job lock
+	// until its lease ends. Wait until the two masters that stay up hold
+	// none, so that the quorum below is theirs to give.
+	for _, m := range masters[1:] {
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr})
+		defer rdb.Close()
+		pattern := e.Prefix + "*" + syncer.JobLockKey(e.Job)
+		if !proctest.Eventually(45*time.Second, func() bool {
+			keys, err := rdb.Keys(ctx, pattern).Result()
+			return err == nil && len(keys) == 0
+		}) {
+			t.Fatalf("master %s still holds the job lock %s", m.Addr, pattern)
+		}
+	}
 	// One master down: the quorum (2 of 3) still locks.
 	masters[0].Kill()
 	e.Mock.Change(40)
