@@ -232,9 +232,13 @@ func (c *Client) obtainOne(ctx context.Context, g *grant) (int64, error) {
 // concurrent chunks of a sync would take turns per node; and a queued
 // call's state and channel, per key and node, cost a Redlock backfill an
 // eighth of its CPU (measured with pprof).
-func (c *Client) obtainBatch(ctx context.Context, gs []*grant) ([]int64, error) {
+//
+// plan, when not nil, holds the script calls of gs already made for
+// another node that groups keys alike: a Redlock sends one batch to every
+// node.
+func (c *Client) obtainBatch(ctx context.Context, gs []*grant, plan *grantPlan) ([]int64, error) {
 	if len(gs) >= soloBatch {
-		calls, groups := c.grantCalls(gs)
+		calls, groups := plan.calls(c, gs)
 		return c.runBatch(ctx, obtainManyScript, calls, groups, func(n int64, i int) error { return fenceError(n, gs[i]) })
 	}
 	ps := make([]*pending, len(gs))
@@ -242,6 +246,24 @@ func (c *Client) obtainBatch(ctx context.Context, gs []*grant) ([]int64, error) 
 		ps[i] = c.newPending(ctx, g, g.keys[0], g.args[0])
 	}
 	return c.grants.doMany(ctx, ps)
+}
+
+// grantPlan makes the script calls of one batch of grants once for every
+// node that is a single server, as most of a Redlock's are.
+type grantPlan struct {
+	once   sync.Once
+	made   []scriptCall
+	groups [][]int
+}
+
+// calls returns c.grantCalls(gs): from the plan when c is a single server
+// (and the plan not nil), made once for all such nodes.
+func (p *grantPlan) calls(c *Client, gs []*grant) ([]scriptCall, [][]int) {
+	if p == nil || c.group != oneGroup {
+		return c.grantCalls(gs)
+	}
+	p.once.Do(func() { p.made, p.groups = c.grantCalls(gs) })
+	return p.made, p.groups
 }
 
 // runBatch runs calls of s, the script calls of a batch whose entries

@@ -154,8 +154,9 @@ type Options struct {
 
 	// NodeTimeout bounds each call of a Redlock to one of its nodes, so
 	// that a node that hangs costs an attempt no more than that. A Client
-	// ignores it. Defaults to min(50 ms, ttl/10) for a lease of ttl, and
-	// never less than 1 ms.
+	// ignores it. Defaults to ttl/10 for a lease of ttl, at most a second
+	// and never less than 1 ms: a call decides at its quorum, so the bound
+	// only matters when a quorum needs the slow node.
 	NodeTimeout time.Duration
 
 	// Hooks receive events for metrics and logs. May be nil.

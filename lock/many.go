@@ -69,7 +69,8 @@ func (c *Client) groupKeys(rkeys []string) [][]int {
 
 // grantCalls returns the calls of obtain_many.lua that run gs: one per
 // group of keys (see groupKeys) and lease (TTL, counter TTL, step), and
-// the indexes of each call's grants in gs.
+// the indexes of each call's grants in gs, those of one fence counter
+// together (see grantCall).
 func (c *Client) grantCalls(gs []*grant) ([]scriptCall, [][]int) {
 	rkeys := make([]string, len(gs))
 	for i, g := range gs {
@@ -90,6 +91,7 @@ func (c *Client) grantCalls(gs []*grant) ([]scriptCall, [][]int) {
 					rest = append(rest, i)
 				}
 			}
+			same = byCounter(gs, same)
 			calls = append(calls, grantCall(gs, same))
 			out = append(out, same)
 			idx = rest
@@ -98,37 +100,68 @@ func (c *Client) grantCalls(gs []*grant) ([]scriptCall, [][]int) {
 	return calls, out
 }
 
-// grantCall returns the call of obtain_many.lua that runs the grants
-// gs[i] for i in idx, which share their lease.
-func grantCall(gs []*grant, idx []int) scriptCall {
-	first := gs[idx[0]]
+// byCounter returns idx with the grants of each fence counter together,
+// the counters in the order they first appear, and the grants of one
+// counter in their order in idx. It returns idx itself when every grant
+// shares one counter, as on a single server or a cluster's slot.
+func byCounter(gs []*grant, idx []int) []int {
+	first := gs[idx[0]].keys[1]
 	shared := true
 	for _, i := range idx {
-		shared = shared && gs[i].keys[1] == first.keys[1]
+		if gs[i].keys[1] != first {
+			shared = false
+			break
+		}
 	}
+	if shared {
+		return idx
+	}
+	var order []string
+	of := make(map[string][]int)
+	for _, i := range idx {
+		k := gs[i].keys[1]
+		if _, ok := of[k]; !ok {
+			order = append(order, k)
+		}
+		of[k] = append(of[k], i)
+	}
+	out := make([]int, 0, len(idx))
+	for _, k := range order {
+		out = append(out, of[k]...)
+	}
+	return out
+}
+
+// grantCall returns the call of obtain_many.lua that runs the grants
+// gs[i] for i in idx, which share their lease and list the grants of each
+// fence counter together (see byCounter). The call names each counter
+// once, and proposes the largest floor of its grants: a floor only bounds
+// a token from below, and a node takes it only near its own clock.
+func grantCall(gs []*grant, idx []int) scriptCall {
+	first := gs[idx[0]]
 	n := len(idx)
-	keys := make([]string, n, 2*n)
-	args := make([]any, 3, 3+2*n)
-	args[0], args[1], args[2] = first.ttl, first.counterTTL, first.step
+	keys := make([]string, n, n+2)
+	args := make([]any, 5, 5+n+1)
+	var floor int64
 	for j, i := range idx {
 		keys[j] = gs[i].keys[0]
 		args = append(args, gs[i].args[0])
+		floor = max(floor, gs[i].proposed)
 	}
-	switch {
-	case shared && first.keys[2] != "":
+	args[0], args[1], args[2], args[3], args[4] = first.ttl, first.counterTTL, first.step, floor, n
+	if first.keys[2] != "" && gs[idx[n-1]].keys[1] == first.keys[1] {
 		// One counter and its epoch counter (see obtain_many.lua).
 		keys = append(keys, first.keys[1], first.keys[2])
 		args[1] = -1
-	case shared:
-		keys = append(keys, first.keys[1])
-	default:
-		for _, i := range idx {
-			keys = append(keys, gs[i].keys[1])
-		}
+		return scriptCall{keys: keys, args: args}
 	}
-	if first.step > 0 {
-		for _, i := range idx {
-			args = append(args, gs[i].proposed)
+	run := 0
+	for j, i := range idx {
+		run++
+		if j == n-1 || gs[idx[j+1]].keys[1] != gs[i].keys[1] {
+			keys = append(keys, gs[i].keys[1])
+			args = append(args, run)
+			run = 0
 		}
 	}
 	return scriptCall{keys: keys, args: args}

@@ -3,42 +3,44 @@
 -- once per call. All keys must live in one hash slot when the server is a
 -- cluster node.
 --
--- KEYS[i]    lock key i, for i = 1..n
--- KEYS[n+1]  the fence counter of every lock, or
--- KEYS[n+i]  the fence counter of lock i (locks may share one)
--- KEYS[n+2]  with ARGV[2] = -1: the epoch counter of KEYS[n+1]
--- ARGV[1]    lease TTL in ms
--- ARGV[2]    fence counter TTL in ms, or 0 to keep counters without expiry,
---            or -1 for one counter without expiry and its epoch counter
--- ARGV[3]    a step in microseconds to round the clock up to, or 0
--- ARGV[3+i]  token of lock i
--- ARGV[3+n+i] with a step: the floor proposed for lock i (see obtain.lua)
+-- KEYS[i]     lock key i, for i = 1..n
+-- KEYS[n+j]   fence counter j, for j = 1..m: each counter named once, the
+--             locks of counter 1 first, then those of counter 2, and so on
+-- KEYS[n+2]   with ARGV[2] = -1: the epoch counter of KEYS[n+1] (m = 1)
+-- ARGV[1]     lease TTL in ms
+-- ARGV[2]     fence counter TTL in ms, or 0 to keep counters without expiry,
+--             or -1 for one counter without expiry and its epoch counter
+-- ARGV[3]     a step in microseconds to round the clock up to, or 0
+-- ARGV[4]     with a step: the floor proposed for every lock (see
+--             obtain.lua), else 0
+-- ARGV[5]     n
+-- ARGV[5+i]   token of lock i
+-- ARGV[5+n+j] how many locks, in KEYS order, counter j serves (not with
+--             ARGV[2] = -1)
+--
+-- A call names each key and token once, and each counter once, whatever
+-- the number of locks that share it: a Redlock's batch spreads its keys
+-- over 64 counters, and one proposed floor serves the whole call.
 --
 -- Returns one integer per lock: its fencing token, 0 when it is held, or
 -- -1 when its counter is not an integer (nothing is granted on it). Each
 -- token is max(counter + 1, floor), the floor being the server TIME in
 -- microseconds, or with a step as obtain.lua computes it; the counter
 -- moves on with every grant and is written once, at the last token it
--- handed out. So the tokens of one counter strictly increase in key order,
--- and a counter shared by all keys of a call is read and written once,
--- whatever their number.
+-- handed out. So the tokens of one counter strictly increase in key order.
 --
 -- With an epoch counter, the tokens come from it as obtain.lua's do: one
 -- INCRBY by the number of grants, or a new epoch when it is gone or would
 -- cross a multiple of 500; the tokens of the call are consecutive.
 
 local step = tonumber(ARGV[3])
-local n = #ARGV - 3
-if step > 0 then
-	n = n / 2
-end
-local shared = #KEYS == n + 1
+local n = tonumber(ARGV[5])
 
 if ARGV[2] == '-1' then
 	local out, granted = {}, {}
 	for i = 1, n do
 		out[i] = 0
-		if redis.call('SET', KEYS[i], ARGV[3 + i], 'NX', 'PX', ARGV[1]) then
+		if redis.call('SET', KEYS[i], ARGV[5 + i], 'NX', 'PX', ARGV[1]) then
 			granted[#granted + 1] = i
 		end
 	end
@@ -79,56 +81,42 @@ local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if step > 0 then
 	clock = math.ceil(clock / step) * step
-end
-
--- Read every counter before writing anything: last[k] is its value (0 for
--- none), or false when it is not an integer.
-local last = {}
-for i = 1, shared and 1 or n do
-	local k = KEYS[n + i]
-	if last[k] == nil then
-		local v = redis.pcall('GET', k)
-		if type(v) == 'table' or (v and not string.find(v, '^%d+$')) then
-			last[k] = false
-		else
-			last[k] = tonumber(v) or 0
-		end
+	local p = tonumber(ARGV[4])
+	if p > clock and p <= clock + 2 * step then
+		clock = p
 	end
 end
 
 local out = {}
-local moved = {}
-for i = 1, n do
-	local k = shared and KEYS[n + 1] or KEYS[n + i]
-	local cur = last[k]
-	if cur == false then
-		out[i] = -1
-	elseif redis.call('SET', KEYS[i], ARGV[3 + i], 'NX', 'PX', ARGV[1]) then
-		local fence = clock
-		if step > 0 then
-			local p = tonumber(ARGV[3 + n + i])
-			if p > fence and p <= fence + 2 * step then
-				fence = p
+local i = 0
+for j = n + 1, #KEYS do
+	local k = KEYS[j]
+	local last = redis.pcall('GET', k)
+	local bad = type(last) == 'table' or (last and not string.find(last, '^%d+$'))
+	last = tonumber(last) or 0
+	local moved = false
+	for _ = 1, tonumber(ARGV[5 + j]) do
+		i = i + 1
+		if bad then
+			out[i] = -1
+		elseif redis.call('SET', KEYS[i], ARGV[5 + i], 'NX', 'PX', ARGV[1]) then
+			local fence = clock
+			if last >= fence then
+				fence = last + 1
 			end
+			last = fence
+			moved = true
+			out[i] = fence
+		else
+			out[i] = 0
 		end
-		if cur >= fence then
-			fence = cur + 1
-		end
-		if moved[k] == nil then
-			moved[k] = true
-			moved[#moved + 1] = k
-		end
-		last[k] = fence
-		out[i] = fence
-	else
-		out[i] = 0
 	end
-end
-for _, k in ipairs(moved) do
-	if ARGV[2] ~= '0' then
-		redis.call('SET', k, string.format('%.0f', last[k]), 'PX', ARGV[2])
-	else
-		redis.call('SET', k, string.format('%.0f', last[k]))
+	if moved then
+		if ARGV[2] ~= '0' then
+			redis.call('SET', k, string.format('%.0f', last), 'PX', ARGV[2])
+		else
+			redis.call('SET', k, string.format('%.0f', last))
+		end
 	end
 end
 return out

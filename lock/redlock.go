@@ -21,6 +21,57 @@ type Redlock struct {
 	quorum int
 	opt    Options
 	hook   Hooks
+	calls  inflight // the fanouts whose calls or follow-ups still run
+}
+
+// Wait waits until every call this Redlock made to its nodes has
+// returned, follow-ups included, or ctx ends first (its error then). Each
+// call is bounded by its NodeTimeout. Obtain, ObtainMany, ReleaseMany and
+// the watchdog's renewals return at their quorum while the calls to
+// slower nodes run on; a process that calls Wait before it exits sends
+// those too, so that no release it made is left undelivered on a slow
+// node until the lease ends. Release itself waits for every node.
+func (r *Redlock) Wait(ctx context.Context) error { return r.calls.wait(ctx) }
+
+// inflight counts work in progress, and tells a waiter when there is none.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while nobody waits
+}
+
+func (w *inflight) add() {
+	w.mu.Lock()
+	w.n++
+	w.mu.Unlock()
+}
+
+func (w *inflight) done() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n--; w.n == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+}
+
+func (w *inflight) wait(ctx context.Context) error {
+	w.mu.Lock()
+	if w.n == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	if w.idle == nil {
+		w.idle = make(chan struct{})
+	}
+	idle := w.idle
+	w.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // clockStep is what a Redlock's grants round the server clock up to, in
@@ -199,13 +250,16 @@ func (r *Redlock) attempt(ctx context.Context, g *grant, ttl time.Duration) (int
 // node, and checks that a quorum of nodes then holds a counter at or above
 // each token. Key k's counter is counters[k] and its token fences[k] (0:
 // not granted, left alone); got(i, k) is the token node i handed out for
-// it, read only where replies[i] answered.
+// it, read only where replies[i] answered. A counter that several keys
+// share goes once in a node's call, with the largest of their tokens.
 func (r *Redlock) raise(ctx context.Context, counters []string, fences []int64, fenceTTLms int64, replies []reply, got func(i, k int) int64, nt time.Duration) error {
 	have := make([]int, len(fences))
 	type raising struct {
 		counters []string
 		tokens   []any
-		keys     []int
+		at       map[string]int // index of a counter in counters
+		keys     []int          // the keys raised
+		of       []int          // the index in counters of each key's counter
 	}
 	ups := make([]raising, len(r.nodes))
 	for i, rep := range replies {
@@ -219,9 +273,20 @@ func (r *Redlock) raise(ctx context.Context, counters []string, fences []int64, 
 				have[k]++
 			default:
 				u := &ups[i]
-				u.counters = append(u.counters, counters[k])
-				u.tokens = append(u.tokens, f)
+				if u.at == nil {
+					u.at = make(map[string]int)
+				}
+				j, ok := u.at[counters[k]]
+				if !ok {
+					j = len(u.counters)
+					u.at[counters[k]] = j
+					u.counters = append(u.counters, counters[k])
+					u.tokens = append(u.tokens, f)
+				} else if f > u.tokens[j].(int64) {
+					u.tokens[j] = f
+				}
 				u.keys = append(u.keys, k)
+				u.of = append(u.of, j)
 			}
 		}
 	}
@@ -240,7 +305,7 @@ func (r *Redlock) raise(ctx context.Context, counters []string, fences []int64, 
 			failure = cmp.Or(failure, rep.err)
 		default:
 			for j, k := range ups[i].keys {
-				if raised[i][j] >= fences[k] {
+				if raised[i][ups[i].of[j]] >= fences[k] {
 					have[k]++
 				}
 			}
@@ -278,12 +343,19 @@ func proposedFloor(start time.Time) int64 {
 	return (us+clockStep-1)/clockStep*clockStep + clockStep
 }
 
-// nodeTimeout returns the bound of one call to one node for a lease of ttl.
+// nodeTimeout returns the bound of one call to one node for a lease of ttl:
+// Options.NodeTimeout when set, else ttl/10, at most a second and at least
+// a millisecond. A call decides at its quorum, so a node that hangs costs
+// it nothing while the others agree: the bound is what a call that needs
+// the slow node waits for. The 5-50 ms that the Redlock article advises
+// are for a client that asks the nodes one after the other; asked at
+// once, a short bound only turns a loaded machine, where a batch of
+// hundreds of keys takes longer than 50 ms, into ErrUnavailable.
 func (r *Redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	if r.opt.NodeTimeout > 0 {
 		return r.opt.NodeTimeout
 	}
-	return max(min(50*time.Millisecond, ttl/10), time.Millisecond)
+	return max(min(ttl/10, time.Second), time.Millisecond)
 }
 
 // reply is one node's answer to a script call: its integer reply or an
@@ -312,6 +384,7 @@ type fanout struct {
 	asked   int             // calls made
 	read    int             // arrivals taken by until
 	settled chan struct{}   // closed once every call returned and followUp's work is done
+	work    *inflight       // the Redlock's count of fanouts at work
 }
 
 // fan calls every node i for which want(i) (every node when want is nil),
@@ -320,7 +393,7 @@ type fanout struct {
 // the deadline passed): a release or renewal never overtakes, on a slow
 // node, the grant or renewal it follows.
 func (r *Redlock) fan(ctx context.Context, deadline time.Time, want func(i int) bool, after *fanout, call func(context.Context, *Client) (int64, error)) *fanout {
-	f := &fanout{replies: make([]reply, len(r.nodes)), done: make([]chan struct{}, len(r.nodes))}
+	f := &fanout{replies: make([]reply, len(r.nodes)), done: make([]chan struct{}, len(r.nodes)), work: &r.calls}
 	for i := range r.nodes {
 		if want == nil || want(i) {
 			f.done[i] = make(chan struct{})
@@ -331,6 +404,7 @@ func (r *Redlock) fan(ctx context.Context, deadline time.Time, want func(i int) 
 		return f
 	}
 	f.arrived = make(chan int, f.asked)
+	f.work.add()
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	var wg sync.WaitGroup
 	for i := range r.nodes {
@@ -353,6 +427,7 @@ func (r *Redlock) fan(ctx context.Context, deadline time.Time, want func(i int) 
 	go func() {
 		wg.Wait()
 		cancel()
+		f.work.done()
 	}()
 	return f
 }
@@ -367,6 +442,30 @@ func (f *fanout) until(enough func([]reply) bool) []reply {
 			break
 		}
 		<-f.arrived
+	}
+	return f.snapshot()
+}
+
+// within is until(enough) that also stops waiting when ctx ends: then the
+// nodes called that have not answered yet have ctx's error in the copy.
+// The calls themselves run on, under their own context.
+func (f *fanout) within(ctx context.Context, enough func([]reply) bool) []reply {
+	for f.read < f.asked {
+		if enough != nil && f.suffice(enough) {
+			break
+		}
+		select {
+		case <-f.arrived:
+			f.read++
+		case <-ctx.Done():
+			rs := f.snapshot()
+			for i, rep := range rs {
+				if f.done[i] != nil && !rep.asked {
+					rs[i] = reply{err: ctx.Err(), asked: true}
+				}
+			}
+			return rs
+		}
 	}
 	return f.snapshot()
 }
@@ -387,7 +486,9 @@ func (f *fanout) snapshot() []reply {
 // all calls returned. The caller must not call until after it.
 func (f *fanout) followUp(then func(all []reply)) {
 	f.settled = make(chan struct{})
+	f.work.add()
 	go func() {
+		defer f.work.done()
 		defer close(f.settled)
 		then(f.until(nil))
 	}()
@@ -459,10 +560,17 @@ func (r *Redlock) refresh(ctx context.Context, limit time.Time, l *Lock, ttl tim
 	return sent, nil
 }
 
+// release deletes l on every node, and returns once every node answered or
+// its NodeTimeout passed, not at the quorum as a renewal does: a holder
+// that exits right after would leave the lock on the slower nodes until
+// its lease ends, and a contender then needs a quorum among the others.
+// The calls run to their NodeTimeout whatever ctx does (a caller that
+// cancels ctx once Release returned, or that gave up on it, must not take
+// back a release on its way to a slow node); ctx ends the wait.
 func (r *Redlock) release(ctx context.Context, l *Lock) error {
-	replies := r.next(ctx, time.Now().Add(r.nodeTimeout(leaseTTL(l))), l, func(ctx context.Context, c *Client) (int64, error) {
+	replies := r.next(context.WithoutCancel(ctx), time.Now().Add(r.nodeTimeout(leaseTTL(l))), l, func(ctx context.Context, c *Client) (int64, error) {
 		return c.releaseOne(ctx, l.keys[:], l.args[:])
-	}).until(r.quorumDid)
+	}).within(ctx, nil)
 	return r.tally(ctx, "release", "released", replies)
 }
 

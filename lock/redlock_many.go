@@ -64,13 +64,14 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 		gs[i] = makeGrant(rkey, counters[i], "", tokens[i], ttl.Milliseconds(), 0).withFloor(clockStep, floor)
 	}
 
-	nt := r.batchTimeout(ttl)
+	nt := r.nodeTimeout(ttl)
 	// got[i] are node i's answers, one per key; read where the node's
 	// reply says it answered.
 	got := make([][]int64, len(r.nodes))
+	plan := new(grantPlan)
 	calls := r.fan(ctx, start.Add(nt), nil, nil, func(ctx context.Context, c *Client) (int64, error) {
 		i := r.indexOf(c)
-		ns, err := c.obtainBatch(ctx, gs)
+		ns, err := c.obtainBatch(ctx, gs, plan)
 		got[i] = ns
 		return 0, err
 	})
@@ -149,20 +150,6 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 	return locks, nil
 }
 
-// batchTimeout returns the bound of one batch call to one node for a lease
-// of ttl: Options.NodeTimeout when set, else ttl/10, at least the default
-// of a single key's call and at most a second. A batch returns at its
-// quorums, so a node that hangs costs it nothing while the others agree;
-// the bound is what a batch that needs the slow node waits for, and a
-// batch of hundreds of keys on a loaded machine takes longer than the 50
-// ms a single key's call gets.
-func (r *Redlock) batchTimeout(ttl time.Duration) time.Duration {
-	if r.opt.NodeTimeout > 0 {
-		return r.opt.NodeTimeout
-	}
-	return max(r.nodeTimeout(ttl), min(ttl/10, time.Second))
-}
-
 // decided reports whether every one of n keys is decided by the replies
 // rs and the answers got (see ObtainMany): granted by a quorum, or refused
 // by more nodes than a quorum leaves.
@@ -215,7 +202,9 @@ func (r *Redlock) releaseGrants(ctx context.Context, gs []*grant, got [][]int64,
 // (coalesced with that node's other releases), and stops their watchdogs.
 // Each node's call waits until the locks' last calls to that node
 // returned, as Release does. A lock counts as released when a quorum had
-// it, and ReleaseMany returns as soon as every lock is decided. It returns
+// it, and ReleaseMany returns as soon as every lock is decided, or ctx
+// ends; the calls to slower nodes run on to their NodeTimeout whatever ctx
+// does afterwards (see Wait, for a process about to exit). It returns
 // how many locks were no longer held (ErrExpired or ErrTaken by Release's
 // rule); err matches ErrUnavailable when too few nodes answered to decide
 // some lock, and ErrInvalid, before anything is released, for a lock not
@@ -238,8 +227,11 @@ func (r *Redlock) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, 
 		ttl = max(ttl, l.ttl)
 		l.mu.Unlock()
 	}
+	// The calls run to their NodeTimeout whatever ctx does, as Release's:
+	// those to the nodes slower than the decision must not be taken back
+	// when the caller cancels ctx once ReleaseMany returned.
 	got := make([][]int64, len(r.nodes))
-	calls := r.fan(ctx, time.Now().Add(r.batchTimeout(ttl)), nil, nil, func(ctx context.Context, c *Client) (int64, error) {
+	calls := r.fan(context.WithoutCancel(ctx), time.Now().Add(r.nodeTimeout(ttl)), nil, nil, func(ctx context.Context, c *Client) (int64, error) {
 		i := r.indexOf(c)
 		for _, f := range after {
 			f.wait(ctx, i)
@@ -253,7 +245,7 @@ func (r *Redlock) ReleaseMany(ctx context.Context, locks []*Lock) (notHeld int, 
 		l.calls = calls
 		l.mu.Unlock()
 	}
-	replies := calls.until(func(rs []reply) bool { return r.decided(rs, got, len(held)) })
+	replies := calls.within(ctx, func(rs []reply) bool { return r.decided(rs, got, len(held)) })
 	per := make([]reply, len(r.nodes))
 	for k, l := range held {
 		for i, rep := range replies {

@@ -505,8 +505,9 @@ func TestRedlockHold(t *testing.T) {
 func TestRedlockDefaultNodeTimeout(t *testing.T) {
 	rl := lock.NewRedlock(nil, nil)
 	for _, c := range []struct{ ttl, want time.Duration }{
-		{time.Minute, 50 * time.Millisecond},
-		{time.Second, 50 * time.Millisecond},
+		{time.Minute, time.Second},
+		{5 * time.Second, 500 * time.Millisecond},
+		{time.Second, 100 * time.Millisecond},
 		{200 * time.Millisecond, 20 * time.Millisecond},
 		{5 * time.Millisecond, time.Millisecond},
 	} {
@@ -554,4 +555,149 @@ func TestProposedFloor(t *testing.T) {
 	if f := grant("behind", now-3_600_000_000); f%1000 != 0 || f < now {
 		t.Errorf("fence %d, want the clock %d rounded up", f, now)
 	}
+}
+
+// A holder that exits right after it released leaves nothing behind, even
+// on a node that answers late: Release waits for every node (within
+// NodeTimeout), and Wait sends what ReleaseMany's calls to slower nodes
+// still owe, even when ReleaseMany's ctx was cancelled once it returned. The late node is paused during the grant, so its grant call
+// is in flight when the release comes, and the release to it must wait for
+// that call; the test then closes the Redlock's connections, as an exit
+// does, and resumes the node.
+func TestRedlockReleaseReachesTheLateNode(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Release", true: "ReleaseMany+Wait"}[batch], func(t *testing.T) {
+			b := setupRedlock(t, 5, nil)
+			ctx := context.Background()
+			opt := b.options(&lock.Options{NodeTimeout: 3 * time.Second})
+			var clients []*redis.Client
+			var nodes []redis.UniversalClient
+			for _, s := range b.servers {
+				c := newNode(t, s.Addr)
+				clients = append(clients, c)
+				nodes = append(nodes, c)
+			}
+			rl := lock.NewRedlock(nodes, opt)
+			warm := mustObtainRedlock(t, rl, "warm", time.Minute) // dial every node
+			if err := warm.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			late := b.servers[4]
+			late.Pause()
+			resumed := make(chan struct{})
+			time.AfterFunc(300*time.Millisecond, func() { late.Resume(); close(resumed) })
+			keys := []string{"k1", "k2", "k3"}
+			var locks []*lock.Lock
+			if batch {
+				// A chunk's worth, as a sync's: big enough for each node's
+				// call to go out at once, not through the coalescing queue.
+				for i := range 200 {
+					keys = append(keys, fmt.Sprintf("r%d", i))
+				}
+				ls, err := rl.ObtainMany(ctx, keys, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				locks = ls
+				// The caller cancels its ctx once ReleaseMany returned, as
+				// a deferred cancel does: the call to the late node must
+				// not be taken back.
+				rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				_, err = rl.ReleaseMany(rctx, ls)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if err := rl.Wait(wctx); err != nil {
+					t.Fatalf("Wait: %v", err)
+				}
+			} else {
+				keys = keys[:1]
+				l, err := rl.Obtain(ctx, keys[0], time.Minute, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				locks = []*lock.Lock{l}
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range clients { // the process exits
+				_ = c.Close()
+			}
+			<-resumed
+			for i, k := range keys {
+				if locks[i] == nil {
+					t.Fatalf("%s not granted", k)
+				}
+				if n := b.count(b.key(k), locks[i].Token()); n != 0 {
+					t.Errorf("%s: still held on %d of 5 nodes after its holder released and exited: %q", k, n, b.values(b.key(k)))
+				}
+			}
+		})
+	}
+}
+
+// Wait returns ctx's error while a node's call is still in flight.
+func TestRedlockWaitEndsWithCtx(t *testing.T) {
+	b := setupRedlock(t, 3, &lock.Options{NodeTimeout: 3 * time.Second})
+	ctx := context.Background()
+	warm := mustObtainRedlock(t, b.rl, "warm", time.Minute)
+	_ = warm.Release(ctx)
+	b.servers[2].Pause()
+	defer b.servers[2].Resume()
+	if _, err := b.rl.Obtain(ctx, "k", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := b.rl.Wait(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait with a paused node = %v, want the deadline", err)
+	}
+	b.servers[2].Resume()
+	if err := b.rl.Wait(ctx); err != nil {
+		t.Errorf("Wait after the resume = %v", err)
+	}
+}
+
+// With the default NodeTimeout (ttl/10, at most a second), a quorum that
+// answers late but within it still grants, a single key or a batch: a
+// loaded machine is not an outage. Three of five nodes stall for 200 ms
+// (the old default bound every call at 50 ms and failed both).
+func TestRedlockDefaultNodeTimeoutWaitsForASlowQuorum(t *testing.T) {
+	b := setupRedlock(t, 5, nil)
+	ctx := context.Background()
+	var nodes []redis.UniversalClient
+	for _, s := range b.servers {
+		nodes = append(nodes, newNode(t, s.Addr))
+	}
+	rl := lock.NewRedlock(nodes, &lock.Options{Prefix: b.prefix})
+	warm := mustObtainRedlock(t, rl, "warm", time.Minute) // dial every node
+	_ = warm.Release(ctx)
+	stall := func() {
+		for _, s := range b.servers[:3] {
+			s.Pause()
+		}
+		time.AfterFunc(200*time.Millisecond, func() {
+			for _, s := range b.servers[:3] {
+				s.Resume()
+			}
+		})
+	}
+	stall()
+	l, err := rl.Obtain(ctx, "one", 10*time.Second, nil)
+	if err != nil {
+		t.Fatalf("Obtain with a quorum 200 ms late: %v", err)
+	}
+	_ = l.Release(ctx)
+	stall()
+	ls, err := rl.ObtainMany(ctx, []string{"a", "b", "c"}, 10*time.Second)
+	if err != nil || ls[0] == nil || ls[1] == nil || ls[2] == nil {
+		t.Fatalf("ObtainMany with a quorum 200 ms late: %v %v", ls, err)
+	}
+	_, _ = rl.ReleaseMany(ctx, ls)
+	_ = rl.Wait(ctx)
 }

@@ -6,7 +6,7 @@
 //
 //	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun]
 //	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
-//	              [--cpuprofile FILE [--rerun]] [--stages]
+//	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster]] [--stages]
 package main
 
 import (
@@ -33,7 +33,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	var cfg bench.Config
 	var quick, rerun, stages bool
-	var only, childArgs, jsonOut, cpuProfile string
+	var only, childArgs, jsonOut, cpuProfile, profileLocks string
 	var workers, chunk, page int
 	fs := flag.NewFlagSet("erpsync-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&childArgs, "child-args", "", "more flags for the backfill processes, space-separated")
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here")
+	fs.StringVar(&profileLocks, "profile-locks", "redis", "with --cpuprofile: where the record locks live: redis (--redis-addr), redlock (5 redis-servers of its own) or cluster (a 3-master Redis Cluster of its own)")
 	fs.BoolVar(&rerun, "rerun", false, "with --cpuprofile: profile the re-run over unchanged rows instead")
 	fs.BoolVar(&stages, "stages", false, "instead: time each stage of the write path alone, in this process, with --workers, --chunk-size and --page-size")
 	if err := fs.Parse(args); err != nil {
@@ -108,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if cpuProfile != "" {
-		r, err := bench.Profile(ctx, cfg, syncer.Config{Workers: workers, ChunkSize: chunk, PageSize: page}, rerun, cpuProfile)
+		r, err := bench.Profile(ctx, cfg, syncer.Config{Workers: workers, ChunkSize: chunk, PageSize: page}, rerun, cpuProfile, profileLocks)
 		if err != nil {
 			fmt.Fprintf(stderr, "erpsync-bench: %v\n", err)
 			return 1
@@ -124,8 +125,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if jsonOut != "" {
 			b, _ := json.MarshalIndent(struct {
 				*bench.Results
-				Goals []bench.Goal `json:"goals"`
-			}{res, res.Goals()}, "", "  ")
+				Goals  []bench.Goal  `json:"goals"`
+				Bounds []bench.Bound `json:"bounds,omitempty"`
+			}{res, res.Goals(), res.Bounds()}, "", "  ")
 			if werr := os.WriteFile(jsonOut, append(b, '\n'), 0o644); werr != nil {
 				fmt.Fprintf(stderr, "erpsync-bench: %v\n", werr)
 			}

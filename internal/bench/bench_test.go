@@ -133,3 +133,32 @@ func TestRefusesOtherDatabases(t *testing.T) {
 
 // benchDSN returns the DSN of a fresh database dropped when the test ends.
 func benchDSN(t *testing.T) string { return testenv.MySQLDSNNamed(t, "erpsync_bench_t_") }
+
+// The bounds table splits a topology's cost against one Redis's from the
+// CPU columns of the same run.
+func TestBounds(t *testing.T) {
+	row := func(perSecond, erpsync, mysql, redis, own float64) *bench.Result {
+		return &bench.Result{Records: 100000, PerSecond: perSecond, CPU: bench.CPU{Erpsync: erpsync, MySQL: mysql, Redis: redis, Bench: own}}
+	}
+	r := &bench.Results{
+		Backfill: row(100000, 0.80, 0.80, 0.40, 0.00),
+		Redlock:  row(40000, 1.20, 0.80, 3.00, 0.00),
+	}
+	bs := r.Bounds()
+	if len(bs) != 1 {
+		t.Fatalf("bounds = %+v, want the Redlock's only", bs)
+	}
+	b := bs[0]
+	near := func(got, want float64) bool { return got > want-0.005 && got < want+0.005 }
+	// one Redis: 20 µs a record, 4 of them Redis; the Redlock 50 µs, 30
+	// Redis, 12 erpsync; with no cost but four more copies of the 4 µs of
+	// Redis: 20 / 36.
+	if !near(b.Rate, 0.40) || !near(b.CPU, 0.40) || !near(b.Redis, 7.5) || !near(b.Erpsync, 1.5) || !near(b.Best, 20.0/36) {
+		t.Errorf("bound = %+v", b)
+	}
+	var md strings.Builder
+	r.Markdown(&md)
+	if !strings.Contains(md.String(), "| Redlock 5 masters | 0.40 | 0.40 | 7.50 | 1.50 | 0.56 |") {
+		t.Errorf("markdown lacks the bound row:\n%s", md.String())
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/redisproc"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/lock"
@@ -26,7 +27,10 @@ import (
 // allocations it made (go tool pprof -sample_index=alloc_space) to
 // cpuProfile + ".allocs". The erpmock
 // serving the feed runs in this process too, and shows in the profile.
-func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile string) (*Result, error) {
+// locks is where the record locks live: "redis" (or "") the Redis of cfg,
+// "redlock" RedlockNodes redis-servers of its own, "cluster" a Redis
+// Cluster of ClusterMasters of its own, as the backfill rows have them.
+func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile, locks string) (*Result, error) {
 	ip, err := startInProcess(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -36,8 +40,13 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	if err := b.empty(ctx); err != nil {
 		return nil, err
 	}
+	lk, stop, err := profileLocker(ctx, rdb, locks)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	sc.Job, sc.Mode, sc.Since = b.job, syncer.ModeBackfill, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	sy, err := syncer.New(sc, e, st, lock.New(rdb, nil), zerolog.Nop())
+	sy, err := syncer.New(sc, e, st, lk, zerolog.Nop())
 	if err != nil {
 		return nil, err
 	}
@@ -68,10 +77,53 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	if rerun {
 		name = "in-process re-run, unchanged"
 	}
+	if locks != "" {
+		name += ", locks on " + locks
+	}
 	r := result(name, rep.Fetched, rep.FinishedAt.Sub(rep.StartedAt))
 	r.Report = rep
 	r.Note = fmt.Sprintf("workers %d, chunk %d, page %d; inserted %d, unchanged %d", sy.Config().Workers, sy.Config().ChunkSize, sy.Config().PageSize, rep.Inserted, rep.Unchanged)
 	return r, nil
+}
+
+// profileLocker returns the locker of a profiled backfill (see Profile)
+// and what stops the servers it started.
+func profileLocker(ctx context.Context, rdb *redis.Client, locks string) (syncer.Locker, func(), error) {
+	var servers []*redisproc.Server
+	var err error
+	switch locks {
+	case "", "redis":
+		return lock.New(rdb, nil), func() {}, nil
+	case "redlock":
+		servers, err = redisproc.StartN(RedlockNodes)
+	case "cluster":
+		servers, err = redisproc.StartCluster(ClusterMasters)
+	default:
+		return nil, nil, fmt.Errorf("--profile-locks %q: want redis, redlock or cluster", locks)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() { redisproc.StopAll(servers) }
+	addrs := redisproc.Addrs(servers)
+	if locks == "cluster" {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		if err := cc.Ping(ctx).Err(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		return lock.New(cc, nil), func() { cc.Close(); stop() }, nil
+	}
+	nodes := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1})
+	}
+	return lock.NewRedlock(nodes, nil), func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+		stop()
+	}, nil
 }
 
 // writeAllocs writes the allocation profile of the process since it began

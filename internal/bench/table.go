@@ -67,6 +67,60 @@ func (r *Results) Goals() []Goal {
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
+// Bound splits a lock topology's backfill against the one-Redis backfill
+// of the same run, per record: on a machine whose cores every process
+// shares, the rate follows the CPU a record costs over all of them.
+type Bound struct {
+	Name string `json:"name"`
+	// Rate is the topology's records/s over one Redis's.
+	Rate float64 `json:"rate"`
+	// CPU is one Redis's CPU a record over the topology's (all processes).
+	CPU float64 `json:"cpu"`
+	// Redis and Erpsync are the topology's Redis (all servers) and erpsync
+	// CPU a record over one Redis's.
+	Redis   float64 `json:"redis"`
+	Erpsync float64 `json:"erpsync"`
+	// Best is the CPU ratio the topology would reach if its only extra
+	// cost were the lock work it must repeat: a Redlock's every node does
+	// what one Redis does, so best = T / (T + (N-1) R), T and R one
+	// Redis's CPU and Redis CPU a record; a cluster splits the work, so 1.
+	Best float64 `json:"best"`
+}
+
+// Bounds returns the Bound of the Redlock and Cluster rows, when measured
+// beside the one-Redis backfill.
+func (r *Results) Bounds() []Bound {
+	one := r.Backfill
+	if one == nil || one.PerSecond == 0 || one.Records == 0 || one.CPU.Total() == 0 || one.CPU.Redis == 0 {
+		return nil
+	}
+	per := func(m *Result, v float64) float64 { return v / float64(m.Records) }
+	t1, r1 := per(one, one.CPU.Total()), per(one, one.CPU.Redis)
+	var bs []Bound
+	for _, t := range []struct {
+		name  string
+		m     *Result
+		extra int // copies of one Redis's lock work beyond the first
+	}{
+		{fmt.Sprintf("Redlock %d masters", RedlockNodes), r.Redlock, RedlockNodes - 1},
+		{fmt.Sprintf("Redis Cluster %d masters", ClusterMasters), r.Cluster, 0},
+	} {
+		m := t.m
+		if m == nil || m.Records == 0 || m.CPU.Total() == 0 {
+			continue
+		}
+		bs = append(bs, Bound{
+			Name:    t.name,
+			Rate:    m.PerSecond / one.PerSecond,
+			CPU:     t1 / per(m, m.CPU.Total()),
+			Redis:   per(m, m.CPU.Redis) / r1,
+			Erpsync: per(m, m.CPU.Erpsync) / per(one, one.CPU.Erpsync),
+			Best:    t1 / (t1 + float64(t.extra)*r1),
+		})
+	}
+	return bs
+}
+
 // Markdown writes the measurements and the goals as two markdown tables.
 func (r *Results) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
@@ -94,18 +148,28 @@ func (r *Results) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %s | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", m.Name, m.Records, m.Seconds, m.PerSecond, rss,
 			m.CPU.Erpsync, m.CPU.MySQL, m.CPU.Redis, m.CPU.Bench, per, note)
 	}
-	gs := r.Goals()
-	if len(gs) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| goal | value | target | met |")
-	fmt.Fprintln(w, "| --- | ---: | --- | --- |")
-	for _, g := range gs {
-		met := "no"
-		if g.Met {
-			met = "yes"
+	if gs := r.Goals(); len(gs) > 0 {
+		tableHead(w, "| goal | value | target | met |", "| --- | ---: | --- | --- |")
+		for _, g := range gs {
+			met := "no"
+			if g.Met {
+				met = "yes"
+			}
+			fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", g.Name, g.Value, g.Goal, met)
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", g.Name, g.Value, g.Goal, met)
 	}
+	if bs := r.Bounds(); len(bs) > 0 {
+		tableHead(w, "| backfill vs one Redis | rate | CPU a record (one Redis / this) | Redis CPU (this / one Redis) | erpsync CPU (this / one Redis) | best CPU ratio with no cost but the repeated lock work |",
+			"| --- | ---: | ---: | ---: | ---: | ---: |")
+		for _, b := range bs {
+			fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", b.Name, b.Rate, b.CPU, b.Redis, b.Erpsync, b.Best)
+		}
+	}
+}
+
+// tableHead starts a markdown table after a blank line.
+func tableHead(w io.Writer, head, align string) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, align)
 }

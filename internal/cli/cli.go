@@ -347,7 +347,16 @@ type deps struct {
 	closers []redis.UniversalClient
 }
 
+// Close closes the connections. A Redlock first sends what its calls to
+// slower nodes still owe (releases, token write-backs; each call bounded
+// by its node timeout), so that an exiting process leaves no released
+// lock on a slow master until its lease ends.
 func (d *deps) Close() {
+	if rl, ok := d.locks.(*lock.Redlock); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_ = rl.Wait(ctx)
+		cancel()
+	}
 	if d.store != nil {
 		d.store.Close()
 	}
