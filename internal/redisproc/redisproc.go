@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -122,6 +123,13 @@ func (s *Server) Stop() {
 	_ = s.cmd.Wait()
 	_ = os.RemoveAll(s.dir)
 }
+
+// Pause stops the server (SIGSTOP): it keeps its connections and answers
+// nothing until Resume.
+func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // StopAll stops every server.
 func StopAll(servers []*Server) {
