@@ -294,10 +294,9 @@
 // batch call names each counter once, with the number of its keys, and
 // one proposed floor for all of them, and a write-back names each counter
 // once, at the largest token of its keys, so a key costs a node its name
-// and token, as on a single server.
-// Measured on this kind of machine, 100,000-record backfills on five local
-// nodes ran at 0.47 of one server's rate with a counter per key's slot and
-// at 0.55 and 0.66 with the buckets, in the same runs.
+// and token, as on a single server. What that costs a backfill against
+// one server is measured by erpsync's bench (docs/performance.md, "Lock
+// topologies").
 //
 // What a Redlock guarantees, and under which assumptions: while a lease
 // runs (by the holder's clock, less the drift margin), no other holder is
