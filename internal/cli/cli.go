@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -15,7 +16,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -441,6 +444,41 @@ func erpHost(v string) string {
 		return u.Redacted()
 	}
 	return v
+}
+
+// checkRun validates, before anything connects, what a command that runs
+// the job needs: the sync settings cfg and the MySQL DSN. Bad usage then
+// writes nothing.
+func checkRun(s *settings, cfg syncer.Config, log zerolog.Logger) error {
+	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
+		return usageError{err}
+	}
+	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
+		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
+	}
+	return nil
+}
+
+// open ties ctx to SIGTERM and SIGINT and connects (see connect); done
+// closes the connections, then lets the signals go.
+func open(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (_ context.Context, _ *deps, done func(), _ error) {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	d, err := connect(ctx, s, probeERP, m)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, d, func() { d.Close(); stop() }, nil
+}
+
+// saveReport writes rep to path (--report) and returns runErr, or the
+// write's error when the run had none.
+func saveReport(log zerolog.Logger, path string, rep any, runErr error) error {
+	if err := writeReport(path, rep); err != nil {
+		log.Error().Err(err).Msg("write report")
+		return cmp.Or(runErr, err)
+	}
+	return runErr
 }
 
 // writeReport writes rep (a run's or a reconcile's report) as JSON to

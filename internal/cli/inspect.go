@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -35,13 +32,11 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := newLogger(&s, stderr); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	d, err := connect(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer done()
 	res, err := verify.Verify(ctx, d.erp, d.store, s.PageSize)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)

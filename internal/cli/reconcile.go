@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/rs/zerolog"
@@ -16,7 +13,6 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/odata"
 	"github.com/erpsync/erpsync/internal/reconcile"
-	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
 
@@ -95,22 +91,16 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	cfg := s.syncConfig(syncer.ModeRun)
-	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
-		return usageError{err}
+	if err := checkRun(&s, cfg, log); err != nil {
+		return err
 	}
 	rcfg := r.config()
 	rcfg.PageSize = s.PageSize
-	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
-		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
-	}
-
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	d, err := connect(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer done()
 	rc, err := newReconciler(rcfg, cfg, d, log)
 	if err != nil {
 		return usageError{err}
@@ -120,12 +110,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if r.DryRun && rep.Plan != nil {
 			printPlan(stdout, rep)
 		}
-		if err := writeReport(s.Report, rep); err != nil {
-			log.Error().Err(err).Msg("write report")
-			if runErr == nil {
-				runErr = err
-			}
-		}
+		runErr = saveReport(log, s.Report, rep, runErr)
 	}
 	switch {
 	case runErr == nil:

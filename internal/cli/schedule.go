@@ -6,9 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,7 +13,6 @@ import (
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/reconcile"
 	"github.com/erpsync/erpsync/internal/schedule"
-	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
 
@@ -59,22 +55,17 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	cfg := s.syncConfig(syncer.ModeRun)
-	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
-		return usageError{err}
-	}
-	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
-		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
+	if err := checkRun(&s, cfg, log); err != nil {
+		return err
 	}
 
 	slog := log.With().Str("job", s.Job).Logger() // the schedule's own lines; runs add run_id and job
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	m := metrics.New()
-	d, err := connect(ctx, &s, false, m)
+	ctx, d, done, err := open(ctx, &s, false, m)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer done()
 	m.Init(s.Job, syncer.ModeRun)
 	if every > 0 {
 		m.SetInterval(s.Job, every)

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/store"
@@ -88,21 +86,14 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 			return usageError{err}
 		}
 	}
-	// Validate before connecting: bad usage writes nothing.
-	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
-		return usageError{err}
+	if err := checkRun(&s, cfg, log); err != nil {
+		return err
 	}
-	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
-		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
-	}
-
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	d, err := connect(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer done()
 	stopProgress := progress(ctx, &cfg, d, stderr, log)
 	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
 	if err != nil {
@@ -111,12 +102,7 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 	rep, runErr := sy.Run(ctx)
 	stopProgress(rep)
 	if rep != nil {
-		if err := writeReport(s.Report, rep); err != nil {
-			log.Error().Err(err).Msg("write report")
-			if runErr == nil {
-				runErr = err
-			}
-		}
+		runErr = saveReport(log, s.Report, rep, runErr)
 	}
 	if runErr != nil {
 		return fmt.Errorf("%w: %v", errFailed, runErr)
