@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -286,12 +287,20 @@ func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.U
 				return nil, nil, nil, err
 			}
 		}
+		// Ping the masters at once: a hung one costs the start its read
+		// timeout once, not once per hung master.
 		nodes := make([]redis.UniversalClient, len(addrs))
+		answered := make([]bool, len(addrs))
+		var wg sync.WaitGroup
+		for i := range addrs {
+			nodes[i] = redis.NewClient(opts[i])
+			wg.Go(func() { answered[i] = nodes[i].Ping(ctx).Err() == nil })
+		}
+		wg.Wait()
 		up := 0
 		var downs []string
 		for i, a := range addrs {
-			nodes[i] = redis.NewClient(opts[i])
-			if err := nodes[i].Ping(ctx).Err(); err != nil {
+			if !answered[i] {
 				downs = append(downs, redisHost(a))
 				continue
 			}
