@@ -437,13 +437,7 @@ func (r *Redlock) fan(ctx context.Context, deadline time.Time, want func(i int) 
 // a node that has not answered yet has a zero reply. Calls to until take
 // turns: each goes on from the arrivals the one before took.
 func (f *fanout) until(enough func([]reply) bool) []reply {
-	for ; f.read < f.asked; f.read++ {
-		if enough != nil && f.suffice(enough) {
-			break
-		}
-		<-f.arrived
-	}
-	return f.snapshot()
+	return f.within(context.Background(), enough)
 }
 
 // within is until(enough) that also stops waiting when ctx ends: then the
