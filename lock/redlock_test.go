@@ -66,11 +66,17 @@ func setupRedlock(t testing.TB, n int, opt *lock.Options) *redlockBundle {
 // pools of its own: another process, as far as the nodes can tell.
 func (b *redlockBundle) redlock(t testing.TB, opt *lock.Options) *lock.Redlock {
 	t.Helper()
+	return lock.NewRedlock(b.clients(t), b.options(opt))
+}
+
+// clients returns a new client of every node (see newNode).
+func (b *redlockBundle) clients(t testing.TB) []redis.UniversalClient {
+	t.Helper()
 	var nodes []redis.UniversalClient
 	for _, s := range b.servers {
 		nodes = append(nodes, newNode(t, s.Addr))
 	}
-	return lock.NewRedlock(nodes, b.options(opt))
+	return nodes
 }
 
 // options are opt (may be nil) with the bundle's prefix and, unless set,
@@ -569,15 +575,8 @@ func TestRedlockReleaseReachesTheLateNode(t *testing.T) {
 		t.Run(map[bool]string{false: "Release", true: "ReleaseMany+Wait"}[batch], func(t *testing.T) {
 			b := setupRedlock(t, 5, nil)
 			ctx := context.Background()
-			opt := b.options(&lock.Options{NodeTimeout: 3 * time.Second})
-			var clients []*redis.Client
-			var nodes []redis.UniversalClient
-			for _, s := range b.servers {
-				c := newNode(t, s.Addr)
-				clients = append(clients, c)
-				nodes = append(nodes, c)
-			}
-			rl := lock.NewRedlock(nodes, opt)
+			nodes := b.clients(t)
+			rl := lock.NewRedlock(nodes, b.options(&lock.Options{NodeTimeout: 3 * time.Second}))
 			warm := mustObtainRedlock(t, rl, "warm", time.Minute) // dial every node
 			if err := warm.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -625,7 +624,7 @@ func TestRedlockReleaseReachesTheLateNode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, c := range clients { // the process exits
+			for _, c := range nodes { // the process exits
 				_ = c.Close()
 			}
 			<-resumed
@@ -670,11 +669,8 @@ func TestRedlockWaitEndsWithCtx(t *testing.T) {
 func TestRedlockDefaultNodeTimeoutWaitsForASlowQuorum(t *testing.T) {
 	b := setupRedlock(t, 5, nil)
 	ctx := context.Background()
-	var nodes []redis.UniversalClient
-	for _, s := range b.servers {
-		nodes = append(nodes, newNode(t, s.Addr))
-	}
-	rl := lock.NewRedlock(nodes, &lock.Options{Prefix: b.prefix})
+	// Not b.redlock: its options set the tests' NodeTimeout.
+	rl := lock.NewRedlock(b.clients(t), &lock.Options{Prefix: b.prefix})
 	warm := mustObtainRedlock(t, rl, "warm", time.Minute) // dial every node
 	_ = warm.Release(ctx)
 	stall := func() {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/redisproc"
 )
@@ -43,18 +41,7 @@ func TestRedisClusterAcrossThreeMasters(t *testing.T) {
 		}
 	}
 	e.assertTruth()
-	noLocksLeft := func() {
-		t.Helper()
-		for _, m := range masters {
-			rdb := redis.NewClient(&redis.Options{Addr: m.Addr})
-			keys, err := rdb.Keys(ctx, e.Prefix+"{*").Result()
-			_ = rdb.Close()
-			if err != nil || len(keys) > 0 {
-				t.Fatalf("master %s holds %d locks after every process exited (%v), e.g. %q", m.Addr, len(keys), err, keys[:min(len(keys), 3)])
-			}
-		}
-	}
-	noLocksLeft()
+	e.assertNoLocksOn(redisproc.Addrs(masters))
 
 	e.Mock.Change(40)
 	p := e.Start(append([]string{"run"}, cluster...)...)
@@ -68,5 +55,5 @@ func TestRedisClusterAcrossThreeMasters(t *testing.T) {
 		t.Errorf("erp_version went down (%d polls): %v", polls, downs)
 	}
 	e.assertTruth()
-	noLocksLeft()
+	e.assertNoLocksOn(redisproc.Addrs(masters))
 }

@@ -12,6 +12,21 @@ import (
 	"github.com/erpsync/erpsync/internal/proctest"
 )
 
+// assertNoLocksOn fails the test if a Redis at one of addrs holds a lock
+// under the test's prefix: what a topology's masters must look like once
+// every process has exited.
+func (e *env) assertNoLocksOn(addrs []string) {
+	e.T.Helper()
+	for _, a := range addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: a})
+		keys, err := rdb.Keys(context.Background(), e.Prefix+"{*").Result()
+		_ = rdb.Close()
+		if err != nil || len(keys) > 0 {
+			e.T.Fatalf("%s holds %d locks after every process exited (%v), e.g. %q", a, len(keys), err, keys[:min(len(keys), 3)])
+		}
+	}
+}
+
 func TestRedlockAcrossThreeMasters(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 1500, Seed: 41})
@@ -42,14 +57,7 @@ func TestRedlockAcrossThreeMasters(t *testing.T) {
 	// for the calls to slower masters that returned at a quorum (record
 	// releases) before it exits. The quorum below, of the two masters that
 	// stay up, needs the job lock gone from both.
-	for _, m := range masters {
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr})
-		defer rdb.Close()
-		keys, err := rdb.Keys(ctx, e.Prefix+"{*").Result()
-		if err != nil || len(keys) > 0 {
-			t.Fatalf("master %s holds %d locks after every process exited (%v), e.g. %q", m.Addr, len(keys), err, keys[:min(len(keys), 3)])
-		}
-	}
+	e.assertNoLocksOn(addrs)
 	// One master down: the quorum (2 of 3) still locks.
 	masters[0].Kill()
 	e.Mock.Change(40)
