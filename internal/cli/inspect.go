@@ -72,6 +72,7 @@ func printVerify(w io.Writer, r *verify.Result) {
 		{"stale", r.Stale, "older version, or fields differ at the same version"},
 		{"unknown", r.Unknown, "in the database, not in the feed"},
 		{"ahead", r.Ahead, "newer version in the database than in the feed"},
+		{"quarantined", r.Quarantined, "the feed's newest copy is invalid: the row holds its last valid data (quarantined_at)"},
 	})
 	fmt.Fprintf(tw, "  took\t%.2fs\n", r.Duration)
 	tw.Flush()

@@ -151,6 +151,9 @@ func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger
 	if n, qerr := d.store.QuarantineCount(qctx); qerr == nil {
 		m.SetQuarantined(cfg.Job, n)
 	}
+	if n, qerr := d.store.QuarantinedRows(qctx); qerr == nil {
+		m.SetQuarantinedRows(cfg.Job, n)
+	}
 	return rep, err
 }
 

@@ -79,6 +79,17 @@ func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// QuarantinedRows returns how many live rows are marked quarantined: their
+// record's newest copy in the ERP is invalid, and the row holds its last
+// valid data.
+func (s *Store) QuarantinedRows(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM memberships WHERE quarantined_at IS NOT NULL AND deleted_at IS NULL").Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("count quarantined rows: %w", err)
+	}
+	return n, nil
+}
+
 func truncate(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
