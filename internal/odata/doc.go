@@ -29,9 +29,13 @@
 // OData error bodies reported in one line. 401 and 403 are never retried.
 //
 // erp_id must be a string or Edm.Guid property. When a key value looks
-// like a GUID, the source reads $metadata once (from the nearest path
-// above the entity set that serves it) to learn whether the property is
-// an Edm.Guid, whose literal is written unquoted.
+// like a GUID, the source reads $metadata (from the nearest path above the
+// entity set that serves it) to learn whether the property is an Edm.Guid,
+// whose literal is written unquoted, and keeps the type once a document
+// has declared it. A read that fails (network, 5xx, a document that is no
+// CSDL) is not kept: the page that needed the literal fails with an error
+// naming $metadata, and the next page reads it again. No literal is
+// guessed, since the server answers a wrong one with 400.
 //
 // What it does NOT do: it reads nothing else of $metadata, and it sees no
 // deletions (OData v4 delta links are not used; reconcile finds records

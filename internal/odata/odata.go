@@ -54,7 +54,7 @@ type Source struct {
 	selected string // the $select value
 
 	mu      sync.Mutex
-	keyType string // the Edm type of the key property, once $metadata was read
+	keyType string // the Edm type of the key property, once a $metadata document declared it
 }
 
 // New returns a Source for cfg.
@@ -138,11 +138,13 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	if u == "" {
 		filter := s.window(q.Since, q.Until)
 		params := [][2]string{{"$select", s.selected}}
-		if s.paging == PagingKeyset {
-			if !after.T.IsZero() {
-				filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
-					s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+s.keyLiteral(ctx, after.K)+"))")
+		if s.paging == PagingKeyset && !after.T.IsZero() {
+			k, err := s.keyLiteral(ctx, after.K)
+			if err != nil {
+				return nil, err
 			}
+			filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
+				s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+k+"))")
 		}
 		if len(filter) > 0 {
 			params = append(params, [2]string{"$filter", strings.Join(filter, " and ")})
