@@ -12,10 +12,14 @@
 //
 // so a record that changes while a sync pages moves to the end of the
 // feed, where the same sync reads it again, and no other record moves.
-// Only an empty page ends the feed: servers cap a page at their own limit
-// and serve fewer rows than $top with more to come. Server paging follows
-// @odata.nextLink instead (relative links resolve against the request
-// URL); when the server's link holds an offset, as SAP CAP's does by
+// Only an empty page without @odata.nextLink ends the feed: servers cap a
+// page at their own limit and serve fewer rows than $top with more to
+// come, and a server that drops rows from a page after cutting it (row
+// security applied late) can serve none with a next link, which the
+// source follows. Server paging follows @odata.nextLink instead (relative
+// links resolve against the request URL). Under either, 100 pages in a row
+// with no item and a next link fail the pass: the server is stuck, not
+// paging. When the server's link holds an offset, as SAP CAP's does by
 // default, a record that changes during the sync shifts every later row
 // back by one and the row at the page boundary is skipped. Later runs read
 // from their checkpoint, past that row, so it stays missing until it
