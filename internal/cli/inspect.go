@@ -29,10 +29,11 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if s.PageSize < 1 || s.PageSize > 1000 {
 		return usageError{fmt.Errorf("--page-size %d: want 1..1000", s.PageSize)}
 	}
-	if _, err := newLogger(&s, stderr); err != nil {
+	log, err := newLogger(&s, stderr)
+	if err != nil {
 		return err
 	}
-	ctx, d, done, err := open(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err
 	}

@@ -101,13 +101,19 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := scanNeverSkips(&s); err != nil {
 		return err
 	}
+	if r.DryRun {
+		if s.TakeTable {
+			return usageError{errors.New("--take-table with --dry-run: a dry run changes nothing; take the table with a command that writes")}
+		}
+		s.ownership = checksOwner
+	}
 	cfg := s.syncConfig(syncer.ModeRun)
 	if err := checkRun(&s, cfg, log); err != nil {
 		return err
 	}
 	rcfg := r.config()
 	rcfg.PageSize = s.PageSize
-	ctx, d, done, err := open(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err
 	}
