@@ -289,7 +289,8 @@ func (f *feed) env(id string) *proctest.Env {
 
 func processArgs(x execSpec, report string) []string {
 	args := []string{x.Mode, "--page-size", strconv.Itoa(x.PageSize), "--chunk-size", strconv.Itoa(x.ChunkSize),
-		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report}
+		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report,
+		"--max-invalid", "100%"} // the model serves invalid items freely
 	if x.Mode == "run" {
 		return append(args, "--overlap", x.Overlap.String())
 	}
