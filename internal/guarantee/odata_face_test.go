@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -24,6 +25,12 @@ type odataSpec struct {
 	GUID    bool // erp_id is an Edm.Guid key, written unquoted in $filter
 	Derived bool // no version property (version=): a version is updated_at in microseconds
 	Cap     int  // the server's own page limit, whatever $top asks (0: none)
+	// MetadataOutage: every attempt of the feed's first $metadata read
+	// answers 503.
+	MetadataOutage bool
+	// EmptyAt: each execution's EmptyAt-th page request is answered with
+	// an empty page and an @odata.nextLink while rows remain (0: never).
+	EmptyAt int
 }
 
 func (o *odataSpec) String() string {
@@ -37,8 +44,16 @@ func (o *odataSpec) String() string {
 	if o.Cap > 0 {
 		s += fmt.Sprintf(", server page limit %d", o.Cap)
 	}
+	if o.MetadataOutage {
+		s += ", the first $metadata read fails"
+	}
+	if o.EmptyAt > 0 {
+		s += fmt.Sprintf(", request %d of each execution: an empty page with a nextLink", o.EmptyAt)
+	}
 	return s
 }
+
+var flagFaults = flag.Bool("guarantee.odata-faults", true, "let the OData face fail a $metadata read and serve empty pages with a nextLink")
 
 // Properties of the entity set, and what erpsync is told of them.
 const (
@@ -54,6 +69,10 @@ var odataProps = map[string]string{
 	"erp_id": pKey, "member_id": "BusinessPartner", "product_code": "Product", "status": "LifecycleStatus",
 	"starts_at": "ValidFrom", "ends_at": "ValidTo", "updated_at": pModified, "version": pVersion,
 }
+
+// metadataAttempts is how many attempts one read makes: erpsync's default
+// of 6 retries, in this process and in bin/erpsync.
+const metadataAttempts = 7
 
 func (o *odataSpec) erpMap() string {
 	var pairs []string
@@ -90,6 +109,13 @@ func genSources(s *source, sc *scenario) {
 	o := &odataSpec{GUID: s.pct(50), Derived: s.pct(50)}
 	if s.pct(50) {
 		o.Cap = 1 + s.intn(10)
+	}
+	o.MetadataOutage = o.GUID && s.pct(30)
+	if s.pct(20) {
+		o.EmptyAt = 1 + s.intn(2)
+	}
+	if !*flagFaults {
+		o.MetadataOutage, o.EmptyAt = false, 0
 	}
 	sc.OData = o
 	for i := range sc.Records {
@@ -189,9 +215,10 @@ func (o *odataSpec) entity(r record) []byte {
 	return b
 }
 
-// face is the feed's OData face.
+// face is the feed's OData face: its spec and what it has failed so far.
 type face struct {
 	*odataSpec
+	metadataFailed int
 }
 
 func newFace(o *odataSpec) *face {
@@ -348,7 +375,15 @@ func (e *erpSim) serveOData(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Date", e.now().UTC().Format(http.TimeFormat))
 	switch rest {
 	case "odata/v4/erp/$metadata":
+		failed := f.MetadataOutage && f.metadataFailed < metadataAttempts
+		if failed {
+			f.metadataFailed++
+		}
 		e.mu.Unlock()
+		if failed {
+			odataError(w, http.StatusServiceUnavailable, "service unavailable")
+			return
+		}
 		w.Header().Set("Content-Type", "application/xml")
 		w.Write(f.metadata())
 		return
@@ -453,7 +488,9 @@ func (e *erpSim) odataPage(x, rawQuery string, q query, p pageQuery) ([]byte, fu
 	if from == nil && !p.next {
 		from = q.after
 	}
-	if len(page) > 0 {
+	if e.face.EmptyAt == n && len(match) > 0 && !p.next {
+		page, more = nil, true // a nextLink that continues where the request began
+	} else if len(page) > 0 {
 		from = &page[len(page)-1]
 	}
 	hook := l.logPage(page, more)
