@@ -258,7 +258,7 @@ func (f *face) changed(e *erpSim, n *record, old record) {
 }
 
 var (
-	reKeyset = regexp.MustCompile(`\(` + pModified + ` gt (\S+) or \(` + pModified + ` eq (\S+) and ` + pKey + ` gt ('(?:[^']|'')*'|[^)\s]+)\)\)`)
+	reKeyset = regexp.MustCompile(`\(` + pModified + ` (gt|ge|lt|le) (\S+) or \(` + pModified + ` eq (\S+) and ` + pKey + ` (gt|ge|lt|le) ('(?:[^']|'')*'|[^)\s]+)\)\)`)
 	reBound  = regexp.MustCompile(`^` + pModified + ` (ge|lt) (\S+)$`)
 	// reInvalidID is the erp_id of an invalid item that a GUID stands for.
 	reInvalidID = regexp.MustCompile(`^inv-\d+$`)
@@ -277,22 +277,23 @@ func odataError(w http.ResponseWriter, code int, msg string) {
 // window's bounds and the keyset position, each at most once.
 type query struct {
 	since, until time.Time
-	after        *item // the keyset position
+	after        *item  // the keyset position
+	atOp, keyOp  string // how the keyset compares modified-at and the key with after's
 }
 
 func (f *face) parseFilter(filter string) (query, error) {
 	var q query
 	if m := reKeyset.FindStringSubmatchIndex(filter); m != nil {
-		t, err1 := time.Parse(time.RFC3339Nano, filter[m[2]:m[3]])
-		t2, err2 := time.Parse(time.RFC3339Nano, filter[m[4]:m[5]])
+		t, err1 := time.Parse(time.RFC3339Nano, filter[m[4]:m[5]])
+		t2, err2 := time.Parse(time.RFC3339Nano, filter[m[6]:m[7]])
 		if err1 != nil || err2 != nil || !t.Equal(t2) {
-			return q, fmt.Errorf("keyset: bad Edm.DateTimeOffset literals %q, %q", filter[m[2]:m[3]], filter[m[4]:m[5]])
+			return q, fmt.Errorf("keyset: bad Edm.DateTimeOffset literals %q, %q", filter[m[4]:m[5]], filter[m[6]:m[7]])
 		}
-		k, err := f.keyLiteral(filter[m[6]:m[7]])
+		k, err := f.keyLiteral(filter[m[10]:m[11]])
 		if err != nil {
 			return q, err
 		}
-		q.after = &item{at: t, id: k}
+		q.after, q.atOp, q.keyOp = &item{at: t, id: k}, filter[m[2]:m[3]], filter[m[8]:m[9]]
 		filter = filter[:m[0]] + filter[m[1]:]
 	}
 	for _, term := range strings.Split(filter, " and ") {
@@ -337,7 +338,23 @@ func (f *face) keyLiteral(lit string) (string, error) {
 var guidRe = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`)
 
 func (q query) holds(it item) bool {
-	return !it.at.Before(q.since) && (q.until.IsZero() || it.at.Before(q.until)) && (q.after == nil || it.cmp(*q.after) > 0)
+	if it.at.Before(q.since) || !q.until.IsZero() && !it.at.Before(q.until) {
+		return false
+	}
+	return q.after == nil || satisfies(q.atOp, it.at.Compare(q.after.at)) || it.at.Equal(q.after.at) && satisfies(q.keyOp, strings.Compare(it.id, q.after.id))
+}
+
+// satisfies reports whether a comparison whose result is c satisfies op.
+func satisfies(op string, c int) bool {
+	switch op {
+	case "gt":
+		return c > 0
+	case "ge":
+		return c >= 0
+	case "lt":
+		return c < 0
+	}
+	return c <= 0
 }
 
 // skiptoken is the position an @odata.nextLink continues after; "-" for
