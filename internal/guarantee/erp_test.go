@@ -102,6 +102,7 @@ type erpSim struct {
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
+	face    *face // the OData face (odata_face_test.go); nil: the REST API
 	// budget is how many more changes and creations the adversary may
 	// make: without a bound, a client reading one record a page could
 	// chase a tail that moves as fast as it reads.
@@ -243,6 +244,7 @@ func (e *erpSim) change(id string) {
 	n.Version += 1 + int64(e.rng.IntN(2))
 	n.Updated = e.now()
 	e.born[bornKey(id, n.Version)] = n.Updated
+	e.face.changed(e, &n, old)
 	switch e.rng.IntN(3) {
 	case 0:
 		n.Status = statuses[e.rng.IntN(len(statuses))]
@@ -309,6 +311,7 @@ func (e *erpSim) mutate(l *execLog) {
 		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
 		r.Updated = e.now()
 		e.born[bornKey(r.ID, r.Version)] = r.Updated
+		e.face.created(e, &r)
 		e.cur[r.ID] = r
 	}
 	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
@@ -397,6 +400,10 @@ func badRequest(w http.ResponseWriter, msg string) {
 }
 
 func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.face != nil {
+		e.serveOData(w, r)
+		return
+	}
 	x, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/x/"), "/")
 	if !ok || !strings.HasPrefix(r.URL.Path, "/x/") {
 		http.NotFound(w, r)
@@ -475,14 +482,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	page, base := e.page(l, match, limit, after != nil)
 	more := base < len(match)
-	for _, it := range page {
-		if it.rec != nil {
-			l.served[it.id] = max(l.served[it.id], it.rec.Version)
-		}
-	}
-	l.last = page
-	l.done = l.done || !more
-	hook := l.onPage
+	hook := l.logPage(page, more)
 	e.mu.Unlock()
 
 	var body strings.Builder

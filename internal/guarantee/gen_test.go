@@ -118,6 +118,10 @@ type scenario struct {
 	// still writes for a grace longer than its lock TTL, and a second run
 	// started meanwhile.
 	Sigterm bool
+	// Locks is the lock service (locks_test.go); OData, when set, serves
+	// the ERP as an OData v4 entity set (odata_face_test.go).
+	Locks string
+	OData *odataSpec
 }
 
 func (sc *scenario) String() string {
@@ -132,6 +136,7 @@ func (sc *scenario) String() string {
 	if sc.Sigterm {
 		b.WriteString("\n  then: SIGTERM a run that still writes, lock TTL < grace, a second run")
 	}
+	b.WriteString("\n  " + sc.services())
 	return b.String()
 }
 
@@ -236,6 +241,7 @@ func generate(s *source, o opts) *scenario {
 		sc.Advance = append(sc.Advance, adv)
 	}
 	sc.Sigterm = o.Sigterm
+	genSources(s, sc)
 	return sc
 }
 
