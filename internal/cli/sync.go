@@ -104,7 +104,10 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 	if rep != nil {
 		runErr = saveReport(log, s.Report, rep, runErr)
 	}
-	if runErr != nil {
+	switch {
+	case errors.Is(runErr, syncer.ErrFirstPageInvalid):
+		return usageError{runErr} // exit 2, one line
+	case runErr != nil:
 		return fmt.Errorf("%w: %v", errFailed, runErr)
 	}
 	return nil

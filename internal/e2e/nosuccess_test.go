@@ -54,7 +54,7 @@ func TestAWrongMapIsNoSuccess(t *testing.T) {
 	e := setup(t, erpmock.Options{Records: 300, Seed: 51, Faults: erpmock.Faults{InvalidRate: 0.3}})
 	ctx := context.Background()
 	r := e.Run(ctx, "run", "--erp-map", "product_code=plan")
-	oneLine(t, "a wrong map", r, 2, "every item of the ERP's first page is invalid (50 of 50): product_code (plan): missing, want a string (50, e.g. \"M0000001\"")
+	oneLine(t, "a wrong map", r, 2, "every item of the ERP's first page is invalid (300 of 300): product_code (plan): missing, want a string (300, e.g. \"M0000001\"")
 	if n := e.Count("SELECT COUNT(*) FROM %s", "memberships"); n != 0 {
 		t.Fatalf("the refused run wrote %d rows", n)
 	}

@@ -288,7 +288,9 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q, err := rc.sy.MarkQuarantined(ctx, diff.Marks, log)
+	// Every invalid copy of the scan, not only diff.Marks: a row the
+	// repairs just wrote from an older valid copy is marked too.
+	q, err := rc.sy.MarkQuarantined(ctx, feed.Invalid(), log)
 	rep.Quarantined = q
 	if err != nil {
 		return err

@@ -111,6 +111,11 @@ const ResumeMargin = time.Millisecond
 // ErrMaxDuration ends a run that outlived Config.MaxDuration.
 var ErrMaxDuration = errors.New("run reached its max duration")
 
+// ErrFirstPageInvalid stops a run whose first page holds only invalid
+// items, more than Config.MaxInvalid allows of them, before it writes
+// anything.
+var ErrFirstPageInvalid = errors.New("every item of the ERP's first page is invalid")
+
 // ErrTooManyInvalid fails a run whose invalid items exceed
 // Config.MaxInvalid: a misconfigured map or a broken feed is not a
 // healthy sync, though every valid record was written.
@@ -524,6 +529,12 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			return err // nothing of this page is queued: the checkpoint stays where the pages before it put it
 		}
 		fetchedAt := time.Now()
+		if n := int64(len(page.Invalid)); q.Cursor == "" && len(page.Records) == 0 && n > 0 && cfg.MaxInvalid != nil && cfg.MaxInvalid.Of(n) < n {
+			// A wrong map or status map, or another API's shape: the run
+			// would quarantine the whole feed. Nothing is written.
+			return fmt.Errorf("%w (%d of %d): %s; check --erp-map, --erp-status-map and the source settings (nothing written; --max-invalid 100%% lets it through)",
+				ErrFirstPageInvalid, n, n, InvalidSummary(page.Invalid))
+		}
 		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
 		page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
 		p := r.t.addPage(pageWatermark(page, fetchedAt))

@@ -116,6 +116,16 @@ func (f *Feed) Records() int64 { return int64(len(f.byID)) }
 // Has reports whether the feed holds erp_id.
 func (f *Feed) Has(erpID string) bool { return f.byID[erpID] != nil }
 
+// Invalid returns the newest invalid or unstorable copy of each erp_id the
+// feed served, without payloads.
+func (f *Feed) Invalid() []erp.Invalid {
+	out := make([]erp.Invalid, 0, len(f.quarantined))
+	for _, inv := range f.quarantined {
+		out = append(out, inv)
+	}
+	return out
+}
+
 // Quarantined reports whether the feed served an invalid or unstorable
 // item of erp_id: the ERP still has the record.
 func (f *Feed) Quarantined(erpID string) bool {
