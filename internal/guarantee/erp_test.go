@@ -49,6 +49,10 @@ type item struct {
 	at  time.Time
 	raw []byte
 	rec *record // nil for an invalid item
+	// spoilt says the invalid item is the current copy of record id, at
+	// version ver (0: a version that cannot be read).
+	spoilt bool
+	ver    int64
 }
 
 func (a item) cmp(b item) int {
@@ -71,6 +75,8 @@ type adversary struct {
 	Create   int // a new record appears before the page
 	Delete   int // a record is deleted before the page: it leaves every page
 	Recreate int // a deleted record comes back before the page, mostly at a higher version
+	Spoil    int // a record's current copy turns invalid before the page, one version higher
+	Mend     int // a record whose current copy is invalid turns valid again before the page, one version higher
 }
 
 // execLog is what the ERP served one execution.
@@ -83,6 +89,9 @@ type execLog struct {
 	// onPage, when set, runs before the n-th page's answer is written,
 	// outside the ERP's lock: a test kills a process there.
 	onPage func(n int)
+	// spoilt is the erp_id -> version (0: unreadable) of the invalid
+	// current copies of records served.
+	spoilt map[string]int64
 }
 
 // erpSim is the simulated ERP: its records, their histories, its invalid
@@ -106,6 +115,12 @@ type erpSim struct {
 	// make: without a bound, a client reading one record a page could
 	// chase a tail that moves as fast as it reads.
 	budget int
+
+	bad map[string]item // records whose current copy is invalid: that item
+	// wasGone and wasBad name the records ever deleted and ever invalid. A
+	// record invalid once is never deleted, and a deleted one never turns
+	// invalid: the mark of a soft-deleted row is no part of the model.
+	wasGone, wasBad map[string]bool
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -119,6 +134,10 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		gone:  map[string]record{},
 		born:  map[string]time.Time{},
 		execs: map[string]*execLog{},
+
+		bad:     map[string]item{},
+		wasGone: map[string]bool{},
+		wasBad:  map[string]bool{},
 	}
 }
 
@@ -164,32 +183,40 @@ func (e *erpSim) thaw(budget int) {
 	e.mu.Unlock()
 }
 
-// truth returns the latest version of every valid record.
-func (e *erpSim) truth() map[string]record {
+// locked returns what read reads of e, under its lock.
+func locked[T any](e *erpSim, read func() T) T {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return maps.Clone(e.cur)
+	return read()
+}
+
+// truth returns the latest version of every valid record.
+func (e *erpSim) truth() map[string]record {
+	return locked(e, func() map[string]record { return maps.Clone(e.cur) })
 }
 
 // deleted returns the last version of every record the ERP deleted and
 // has not recreated.
 func (e *erpSim) deleted() map[string]record {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return maps.Clone(e.gone)
+	return locked(e, func() map[string]record { return maps.Clone(e.gone) })
 }
 
-// version returns the version v of record id as the ERP had it (a version
-// number names one content: changes and recreations raise it).
-func (e *erpSim) version(id string, v int64) (record, bool) {
+// had reports whether the ERP had g, field by field, as a valid version of
+// its record.
+func (e *erpSim) had(g record) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, r := range append([]record{e.cur[id], e.gone[id]}, e.hist[id]...) {
-		if r.ID == id && r.Version == v {
-			return r, true
+	for _, r := range append([]record{e.cur[g.ID], e.gone[g.ID]}, e.hist[g.ID]...) {
+		if sameRecord(r, g) {
+			return true
 		}
 	}
-	return record{}, false
+	return false
+}
+
+// spoilt returns the invalid current copy of every record that has one.
+func (e *erpSim) spoilt() map[string]item {
+	return locked(e, func() map[string]item { return maps.Clone(e.bad) })
 }
 
 func bornKey(id string, v int64) string { return fmt.Sprintf("%s@%d", id, v) }
@@ -213,7 +240,7 @@ func (e *erpSim) done(x string) bool {
 func (e *erpSim) logLocked(x string) *execLog {
 	l := e.execs[x]
 	if l == nil {
-		l = &execLog{served: map[string]int64{}}
+		l = &execLog{served: map[string]int64{}, spoilt: map[string]int64{}}
 		e.execs[x] = l
 	}
 	return l
@@ -224,11 +251,13 @@ func (e *erpSim) served(x string) (map[string]int64, int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l := e.logLocked(x)
-	out := make(map[string]int64, len(l.served))
-	for id, v := range l.served {
-		out[id] = v
-	}
-	return out, l.requests
+	return maps.Clone(l.served), l.requests
+}
+
+// servedSpoilt returns erp_id -> version (0: unreadable) of the invalid
+// current copies of records execution x was served.
+func (e *erpSim) servedSpoilt(x string) map[string]int64 {
+	return locked(e, func() map[string]int64 { return maps.Clone(e.logLocked(x).spoilt) })
 }
 
 // change makes a new version of record id, stamped with the clock.
@@ -252,14 +281,133 @@ func (e *erpSim) change(id string) {
 	e.cur[id] = n
 }
 
-// deleteSome deletes up to n records.
+// deleteSome deletes up to n records, the first deletable ones.
 func (e *erpSim) deleteSome(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, id := range e.ids()[:min(n, len(e.cur))] {
-		e.gone[id] = e.cur[id]
-		delete(e.cur, id)
+	ids := e.deletable()
+	for _, id := range ids[:min(n, len(ids))] {
+		e.remove(id)
 	}
+}
+
+// deletable returns the erp_ids of the records the ERP may delete: the
+// valid ones never invalid.
+func (e *erpSim) deletable() []string {
+	var ids []string
+	for _, id := range e.ids() {
+		if !e.wasBad[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// remove deletes record id. Callers hold mu.
+func (e *erpSim) remove(id string) {
+	e.gone[id] = e.cur[id]
+	e.wasGone[id] = true
+	delete(e.cur, id)
+}
+
+// spoil turns the current copy of record id invalid: an item with its
+// erp_id, one version higher (or a version that cannot be read), stamped
+// with the clock. Only a record never deleted, whose versions are all dated
+// before the clock, turns invalid. Callers hold mu.
+func (e *erpSim) spoil(id string) bool {
+	r, ok := e.cur[id]
+	now := e.now()
+	if !ok || e.wasGone[id] || !e.datedBefore(id, now) {
+		return false
+	}
+	e.hist[id] = append(e.hist[id], r)
+	delete(e.cur, id)
+	it := invalidCopy(r, now, e.rng)
+	e.bad[id] = it
+	e.wasBad[id] = true
+	return true
+}
+
+// invalidCopy is an invalid item of record r at version r.Version+1 (or at
+// a version that cannot be read, one in five), stamped at: a status the
+// decoder refuses, a missing required field, or ends_at before starts_at.
+func invalidCopy(r record, at time.Time, rng *rand.Rand) item {
+	w := map[string]any{
+		"erp_id": r.ID, "member_id": r.Member, "product_code": r.Product, "status": r.Status,
+		"starts_at": r.Starts.Format(tsLayout), "version": r.Version + 1, "updated_at": at.Format(tsLayout),
+	}
+	ver := r.Version + 1
+	switch rng.IntN(5) {
+	case 0:
+		w["status"] = "BOGUS"
+	case 1:
+		delete(w, []string{"member_id", "product_code", "status", "starts_at"}[rng.IntN(4)])
+	case 2:
+		w["ends_at"] = r.Starts.Add(-24 * time.Hour).Format(tsLayout)
+	case 3:
+		w["status"] = strings.ToLower(r.Status)
+	default:
+		w["status"] = "BOGUS"
+		ver = 0
+		if v := []any{"7", 1.5, nil}[rng.IntN(3)]; v != nil {
+			w["version"] = v
+		} else {
+			delete(w, "version")
+		}
+	}
+	raw, _ := json.Marshal(w)
+	return item{id: r.ID, at: at, raw: raw, spoilt: true, ver: ver}
+}
+
+// mend turns the invalid current copy of record id valid again, one
+// version above both its invalid copy and its last valid version, stamped
+// with the clock. Callers hold mu.
+func (e *erpSim) mend(id string) {
+	it, ok := e.bad[id]
+	if !ok {
+		return
+	}
+	n := e.hist[id][len(e.hist[id])-1] // its last valid version
+	n.Version = max(it.ver, n.Version) + 1
+	n.Updated = e.now()
+	if e.rng.IntN(2) == 0 {
+		n.Status = statuses[e.rng.IntN(len(statuses))]
+	}
+	e.born[bornKey(id, n.Version)] = n.Updated
+	delete(e.bad, id)
+	e.cur[id] = n
+}
+
+// spoilOf turns invalid the current copies of up to n of the records ids
+// names, and mends about half of the records already invalid.
+func (e *erpSim) spoilOf(ids []string, n int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	changed := 0
+	for _, id := range sortedKeys(e.bad) {
+		if e.rng.IntN(2) == 0 {
+			e.mend(id)
+			changed++
+		}
+	}
+	for _, id := range ids {
+		if n > 0 && e.spoil(id) {
+			n--
+			changed++
+		}
+	}
+	return changed
+}
+
+// datedBefore reports whether every version of record id is dated before
+// t. Callers hold mu.
+func (e *erpSim) datedBefore(id string, t time.Time) bool {
+	for _, r := range append([]record{e.cur[id]}, e.hist[id]...) {
+		if !r.Updated.Before(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // recreateAll brings every deleted record back at a higher version.
@@ -312,10 +460,9 @@ func (e *erpSim) mutate(l *execLog) {
 		e.cur[r.ID] = r
 	}
 	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
-		ids := e.ids()
-		id := ids[e.rng.IntN(len(ids))]
-		e.gone[id] = e.cur[id]
-		delete(e.cur, id)
+		if ids := e.deletable(); len(ids) > 0 {
+			e.remove(ids[e.rng.IntN(len(ids))])
+		}
 	}
 	if e.rng.IntN(100) < e.adv.Recreate && len(e.gone) > 0 {
 		ids := sortedKeys(e.gone)
@@ -325,6 +472,14 @@ func (e *erpSim) mutate(l *execLog) {
 		if e.rng.IntN(3) > 0 {
 			e.change(id) // recreated at a higher version, stamped now
 		}
+	}
+	if e.adv.Spoil > 0 && e.rng.IntN(100) < e.adv.Spoil && len(e.cur) > 0 {
+		ids := e.ids()
+		e.spoil(ids[e.rng.IntN(len(ids))])
+	}
+	if e.adv.Mend > 0 && e.rng.IntN(100) < e.adv.Mend && len(e.bad) > 0 {
+		ids := sortedKeys(e.bad)
+		e.mend(ids[e.rng.IntN(len(ids))])
 	}
 }
 
@@ -355,11 +510,14 @@ func (e *erpSim) copyOf(it item) item {
 
 // feed returns every item the ERP holds now, in feed order.
 func (e *erpSim) feed() []item {
-	items := make([]item, 0, len(e.cur)+len(e.invalid))
+	items := make([]item, 0, len(e.cur)+len(e.invalid)+len(e.bad))
 	for _, r := range e.cur {
 		items = append(items, recordItem(r))
 	}
 	items = append(items, e.invalid...)
+	for _, it := range e.bad {
+		items = append(items, it)
+	}
 	slices.SortFunc(items, item.cmp)
 	return items
 }
@@ -476,8 +634,11 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	page, base := e.page(l, match, limit, after != nil)
 	more := base < len(match)
 	for _, it := range page {
-		if it.rec != nil {
+		switch {
+		case it.rec != nil:
 			l.served[it.id] = max(l.served[it.id], it.rec.Version)
+		case it.spoilt && e.bad[it.id].at.Equal(it.at): // the current copy, not a replay of an older one
+			l.spoilt[it.id] = it.ver
 		}
 	}
 	l.last = page

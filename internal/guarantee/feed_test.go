@@ -2,6 +2,7 @@ package guarantee
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -64,16 +65,28 @@ func (w *world) versions(ctx context.Context) (map[string]int64, error) {
 
 // versionsWhere reads erp_id -> erp_version of the rows where cond holds.
 func (w *world) versionsWhere(ctx context.Context, cond string) (map[string]int64, error) {
-	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships WHERE " + cond).Rows()
+	return rowsWhere(ctx, w, "erp_version", cond, func(v *int64) []any { return []any{v} })
+}
+
+// marks reads erp_id -> quarantined_version of the rows marked
+// quarantined.
+func (w *world) marks(ctx context.Context) (map[string]sql.NullInt64, error) {
+	return rowsWhere(ctx, w, "quarantined_version", "quarantined_at IS NOT NULL", func(v *sql.NullInt64) []any { return []any{v} })
+}
+
+// rowsWhere reads erp_id -> T of the rows where cond holds: cols are the
+// columns after erp_id, scanned into what dest returns.
+func rowsWhere[T any](ctx context.Context, w *world, cols, cond string, dest func(*T) []any) (map[string]T, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, " + cols + " FROM memberships WHERE " + cond).Rows()
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]T{}
 	for rows.Next() {
 		var id string
-		var v int64
-		if err := rows.Scan(&id, &v); err != nil {
+		var v T
+		if err := rows.Scan(append([]any{&id}, dest(&v)...)...); err != nil {
 			return nil, err
 		}
 		out[id] = v
@@ -150,6 +163,9 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		e.freeze()
 		f.settle(fmt.Sprintf("after wave %d", i))
 		e.advance(sc.Advance[i])
+		if f.between() && i == len(sc.Waves)-1 {
+			f.settle(fmt.Sprintf("after wave %d's records turned invalid", i))
+		}
 	}
 	if sc.Sigterm {
 		f.sigterm()
@@ -159,6 +175,17 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	if downs := <-f.downs; len(downs) > 0 {
 		t.Errorf("a row's erp_version went down: %s", strings.Join(downs, "; "))
 	}
+}
+
+// between changes the frozen ERP after a wave's settling: it turns
+// records with a row invalid (and some invalid ones valid again). It
+// reports whether anything changed.
+func (f *feed) between() bool {
+	if f.sc.Spoil == 0 {
+		return false
+	}
+	rows, _ := f.w.versions(context.Background())
+	return f.erp.spoilOf(sortedKeys(rows), f.sc.Spoil) > 0
 }
 
 // watch polls memberships until stop and reports every version that went
@@ -414,10 +441,14 @@ func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64) {
 // reconcile until one succeeds, then compares the table with the model.
 func (f *feed) settle(when string) {
 	x := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
+	rows, rerr := f.w.versions(context.Background())
 	ok := f.untilSucceeded(when, "run", func(id string) (string, error) {
 		rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
 		if err == nil && rep.Status == store.StatusSucceeded {
 			f.checkServed(id, x, "the run "+when)
+			if rerr == nil {
+				f.checkMarked(id, when, rows)
+			}
 		}
 		if rep == nil {
 			return "", err
@@ -437,7 +468,52 @@ func (f *feed) settle(when string) {
 	}) {
 		return
 	}
-	f.compare(when)
+	f.compare(when, f.sc.Reconcile)
+}
+
+// checkMarked checks, after the run id of a settling succeeded, that each
+// row it found (rows: erp_id -> erp_version, read before it began) below
+// the version of the invalid current copy of its record it was served is
+// marked quarantined, at that version when it is readable.
+func (f *feed) checkMarked(id, when string, rows map[string]int64) {
+	served, spoilt := f.erp.servedSpoilt(id), f.erp.spoilt()
+	marks, err := f.w.marks(context.Background())
+	if err != nil {
+		f.t.Errorf("read marks: %v", err)
+		return
+	}
+	var missed []string
+	for _, erpID := range sortedKeys(served) {
+		v, had := rows[erpID]
+		it, ok := spoilt[erpID]
+		if !had || !ok || it.ver != served[erpID] || it.ver > 0 && v >= it.ver {
+			continue
+		}
+		if m, marked := marks[erpID]; !marked || it.ver > 0 && m.Int64 != it.ver {
+			missed = append(missed, fmt.Sprintf("%s row v%d, served invalid at %s, mark %s", erpID, v, verString(it.ver), markString(m, marked)))
+		}
+	}
+	if len(missed) > 0 {
+		f.t.Errorf("%s: the run %s succeeded, yet rows it was served the invalid current copy of are not marked quarantined at its version: %s",
+			when, id, strings.Join(missed, "; "))
+	}
+}
+
+func verString(v int64) string {
+	if v == 0 {
+		return "an unreadable version"
+	}
+	return fmt.Sprintf("v%d", v)
+}
+
+func markString(m sql.NullInt64, marked bool) string {
+	switch {
+	case !marked:
+		return "none"
+	case !m.Valid:
+		return "quarantined_version NULL"
+	}
+	return fmt.Sprintf("quarantined_version %d", m.Int64)
 }
 
 // untilSucceeded runs exec as new executions until one succeeds, and
@@ -462,22 +538,27 @@ func (f *feed) untilSucceeded(when, what string, exec func(id string) (string, e
 }
 
 // compare checks that memberships is the model: one live row per valid
-// record of the ERP, at its latest version and fields; a soft-deleted row
-// for each record the ERP deleted that has a row, with the data of a
-// version the ERP had, no newer than its last; nothing else.
-func (f *feed) compare(when string) {
-	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL FROM memberships").Rows()
+// record of the ERP, at its latest version and fields, not marked
+// quarantined; for each record whose current copy is invalid that has a
+// row, a live one with the data of a valid version the ERP had, marked at
+// the invalid copy's version when a reconcile (reconciled) followed the
+// last change; a soft-deleted row for each record the ERP deleted that has
+// a row, with the data of a version the ERP had, no newer than its last;
+// nothing else.
+func (f *feed) compare(when string, reconciled bool) {
+	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL, quarantined_version FROM memberships").Rows()
 	if err != nil {
 		f.t.Fatalf("read memberships: %v", err)
 	}
 	defer rows.Close()
-	truth, gone := f.erp.truth(), f.erp.deleted()
+	truth, gone, spoilt := f.erp.truth(), f.erp.deleted(), f.erp.spoilt()
 	var diffs []string
 	seen := map[string]bool{}
 	for rows.Next() {
 		var g record
-		var deleted bool
-		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &deleted); err != nil {
+		var deleted, marked bool
+		var mark sql.NullInt64
+		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &deleted, &marked, &mark); err != nil {
 			f.t.Fatalf("scan memberships: %v", err)
 		}
 		if seen[g.ID] {
@@ -486,8 +567,18 @@ func (f *feed) compare(when string) {
 		seen[g.ID] = true
 		w, ok := truth[g.ID]
 		d, isGone := gone[g.ID]
-		had, hadOK := f.erp.version(g.ID, g.Version)
+		inv, isBad := spoilt[g.ID]
+		if marked && !isBad {
+			diffs = append(diffs, fmt.Sprintf("%s at %s is marked quarantined (%s), yet the ERP's current copy of it is valid or gone", g.ID, g, markString(mark, marked)))
+		}
 		switch {
+		case isBad && deleted:
+			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, the ERP's current copy of it is invalid (%s)", g.ID, g, verString(inv.ver)))
+		case isBad && !f.erp.had(g):
+			diffs = append(diffs, fmt.Sprintf("%s is %s, no valid version the ERP had (its current copy is invalid, %s)", g.ID, g, verString(inv.ver)))
+		case isBad && reconciled && (!marked || inv.ver > 0 && mark.Int64 != inv.ver):
+			diffs = append(diffs, fmt.Sprintf("%s at %s is marked %s after a reconcile, the ERP's current copy of it is invalid at %s", g.ID, g, markString(mark, marked), verString(inv.ver)))
+		case isBad:
 		case ok && deleted:
 			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, the ERP has %s", g.ID, g, w))
 		case ok && !sameRecord(g, w):
@@ -495,7 +586,7 @@ func (f *feed) compare(when string) {
 		case ok:
 		case isGone && !deleted:
 			diffs = append(diffs, fmt.Sprintf("%s is live at %s, the ERP deleted it at %s", g.ID, g, d))
-		case isGone && (g.Version > d.Version || !hadOK || !sameRecord(g, had)):
+		case isGone && (g.Version > d.Version || !f.erp.had(g)):
 			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, not a version the ERP had before deleting it at %s", g.ID, g, d))
 		case isGone:
 		default:

@@ -118,6 +118,9 @@ type scenario struct {
 	// still writes for a grace longer than its lock TTL, and a second run
 	// started meanwhile.
 	Sigterm bool
+	// Spoil is how many records with a row turn invalid after each
+	// settling (about half of those invalid turn valid again).
+	Spoil int
 }
 
 func (sc *scenario) String() string {
@@ -128,6 +131,9 @@ func (sc *scenario) String() string {
 		for _, x := range w {
 			b.WriteString("\n    " + x.String())
 		}
+	}
+	if sc.Spoil > 0 {
+		fmt.Fprintf(&b, "\n  after each settling: %d records turn invalid, half of the invalid ones valid again", sc.Spoil)
 	}
 	if sc.Sigterm {
 		b.WriteString("\n  then: SIGTERM a run that still writes, lock TTL < grace, a second run")
@@ -236,7 +242,20 @@ func generate(s *source, o opts) *scenario {
 		sc.Advance = append(sc.Advance, adv)
 	}
 	sc.Sigterm = o.Sigterm
+	later(s, sc)
 	return sc
+}
+
+// later draws the choices added after the ones of generate, so that the
+// feeds of older seeds and corpus entries keep their shape: records that
+// turn invalid and valid again.
+func later(s *source, sc *scenario) {
+	if s.pct(25) {
+		sc.Spoil = 1 + s.intn(3)
+		if sc.Adv != (adversary{}) {
+			sc.Adv.Spoil, sc.Adv.Mend = 3+s.intn(25), s.intn(50)
+		}
+	}
 }
 
 func genExec(s *source, o opts, sc *scenario) execSpec {
