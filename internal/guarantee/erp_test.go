@@ -117,10 +117,11 @@ type erpSim struct {
 	budget int
 
 	bad map[string]item // records whose current copy is invalid: that item
-	// wasGone and wasBad name the records ever deleted and ever invalid. A
-	// record invalid once is never deleted, and a deleted one never turns
-	// invalid: the mark of a soft-deleted row is no part of the model.
-	wasGone, wasBad map[string]bool
+	// wasGone and wasBad name the records ever deleted and ever invalid;
+	// reborn the ones recreated at a lower version. A record invalid once
+	// is never deleted, and a deleted one never turns invalid: the mark of a
+	// soft-deleted row is no part of the model.
+	wasGone, wasBad, reborn map[string]bool
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -138,6 +139,7 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		bad:     map[string]item{},
 		wasGone: map[string]bool{},
 		wasBad:  map[string]bool{},
+		reborn:  map[string]bool{},
 	}
 }
 
@@ -202,7 +204,7 @@ func (e *erpSim) deleted() map[string]record {
 }
 
 // had reports whether the ERP had g, field by field, as a valid version of
-// its record.
+// its record (since its last recreation at a lower version).
 func (e *erpSim) had(g record) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -217,6 +219,11 @@ func (e *erpSim) had(g record) bool {
 // spoilt returns the invalid current copy of every record that has one.
 func (e *erpSim) spoilt() map[string]item {
 	return locked(e, func() map[string]item { return maps.Clone(e.bad) })
+}
+
+// wasReborn reports whether the ERP recreated id at a lower version.
+func (e *erpSim) wasReborn(id string) bool {
+	return locked(e, func() bool { return e.reborn[id] })
 }
 
 func bornKey(id string, v int64) string { return fmt.Sprintf("%s@%d", id, v) }
@@ -292,11 +299,11 @@ func (e *erpSim) deleteSome(n int) {
 }
 
 // deletable returns the erp_ids of the records the ERP may delete: the
-// valid ones never invalid.
+// valid ones never invalid nor recreated at a lower version.
 func (e *erpSim) deletable() []string {
 	var ids []string
 	for _, id := range e.ids() {
-		if !e.wasBad[id] {
+		if !e.wasBad[id] && !e.reborn[id] {
 			ids = append(ids, id)
 		}
 	}
@@ -310,6 +317,48 @@ func (e *erpSim) remove(id string) {
 	delete(e.cur, id)
 }
 
+// deleteOf deletes up to n of the records ids names that the ERP may
+// delete and whose versions are all dated before its clock (so that a
+// stamp of the clock is later than any row of them), and returns their
+// erp_ids.
+func (e *erpSim) deleteOf(ids []string, n int) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if _, ok := e.cur[id]; ok && len(out) < n && !e.wasBad[id] && !e.reborn[id] && e.datedBefore(id, e.now()) {
+			e.remove(id)
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// rebirth recreates the deleted records ids at a lower version (version 1,
+// or one below their last), with new fields, stamped with the clock: a new
+// life of the key. Their older versions are gone for good.
+func (e *erpSim) rebirth(ids []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		last, ok := e.gone[id]
+		if !ok {
+			continue
+		}
+		n := newRecord(id, e.rng)
+		n.Version = 1
+		if last.Version > 2 && e.rng.IntN(3) == 0 {
+			n.Version = 1 + int64(e.rng.IntN(int(last.Version-1)))
+		}
+		n.Updated = e.now()
+		e.born[bornKey(id, n.Version)] = n.Updated
+		delete(e.gone, id)
+		delete(e.hist, id)
+		e.cur[id] = n
+		e.reborn[id] = true
+	}
+}
+
 // spoil turns the current copy of record id invalid: an item with its
 // erp_id, one version higher (or a version that cannot be read), stamped
 // with the clock. Only a record never deleted, whose versions are all dated
@@ -317,7 +366,7 @@ func (e *erpSim) remove(id string) {
 func (e *erpSim) spoil(id string) bool {
 	r, ok := e.cur[id]
 	now := e.now()
-	if !ok || e.wasGone[id] || !e.datedBefore(id, now) {
+	if !ok || e.wasGone[id] || e.reborn[id] || !e.datedBefore(id, now) {
 		return false
 	}
 	e.hist[id] = append(e.hist[id], r)

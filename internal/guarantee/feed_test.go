@@ -68,6 +68,17 @@ func (w *world) versionsWhere(ctx context.Context, cond string) (map[string]int6
 	return rowsWhere(ctx, w, "erp_version", cond, func(v *int64) []any { return []any{v} })
 }
 
+// stamp is a row's erp_version and erp_updated_at.
+type stamp struct {
+	v  int64
+	at time.Time
+}
+
+// stamps reads erp_id -> (erp_version, erp_updated_at) of every row.
+func (w *world) stamps(ctx context.Context) (map[string]stamp, error) {
+	return rowsWhere(ctx, w, "erp_version, erp_updated_at", "TRUE", func(s *stamp) []any { return []any{&s.v, &s.at} })
+}
+
 // marks reads erp_id -> quarantined_version of the rows marked
 // quarantined.
 func (w *world) marks(ctx context.Context) (map[string]sql.NullInt64, error) {
@@ -161,10 +172,15 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		}
 		wg.Wait()
 		e.freeze()
+		var reborn []string
+		if sc.Rebirth > 0 {
+			live, _ := w.versionsWhere(context.Background(), "deleted_at IS NULL")
+			reborn = e.deleteOf(sortedKeys(live), sc.Rebirth)
+		}
 		f.settle(fmt.Sprintf("after wave %d", i))
 		e.advance(sc.Advance[i])
-		if f.between() && i == len(sc.Waves)-1 {
-			f.settle(fmt.Sprintf("after wave %d's records turned invalid", i))
+		if f.between(reborn) && i == len(sc.Waves)-1 {
+			f.settle(fmt.Sprintf("after wave %d's recreations at a lower version and records turned invalid", i))
 		}
 	}
 	if sc.Sigterm {
@@ -177,32 +193,36 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	}
 }
 
-// between changes the frozen ERP after a wave's settling: it turns
-// records with a row invalid (and some invalid ones valid again). It
-// reports whether anything changed.
-func (f *feed) between() bool {
-	if f.sc.Spoil == 0 {
-		return false
+// between changes the frozen ERP after a wave's settling: it recreates
+// reborn at a lower version, and turns records with a row invalid (and
+// some invalid ones valid again). It reports whether anything changed.
+func (f *feed) between(reborn []string) bool {
+	f.erp.rebirth(reborn)
+	changed := len(reborn) > 0
+	if f.sc.Spoil > 0 {
+		rows, _ := f.w.versions(context.Background())
+		changed = f.erp.spoilOf(sortedKeys(rows), f.sc.Spoil) > 0 || changed
 	}
-	rows, _ := f.w.versions(context.Background())
-	return f.erp.spoilOf(sortedKeys(rows), f.sc.Spoil) > 0
+	return changed
 }
 
 // watch polls memberships until stop and reports every version that went
-// down between two polls.
+// down between two polls, but for a restore by a new life of the record:
+// a record the ERP recreated at a lower version, stamped later.
 func (f *feed) watch() {
-	seen := map[string]int64{}
+	seen := map[string]stamp{}
 	var downs []string
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		vs, err := f.w.versions(context.Background())
+		vs, err := f.w.stamps(context.Background())
 		if err == nil {
-			for id, v := range vs {
-				if prev, ok := seen[id]; ok && v < prev && len(downs) < 10 {
-					downs = append(downs, fmt.Sprintf("%s v%d -> v%d", id, prev, v))
+			for id, s := range vs {
+				prev, ok := seen[id]
+				if ok && s.v < prev.v && !(s.at.After(prev.at) && f.erp.wasReborn(id)) && len(downs) < 10 {
+					downs = append(downs, fmt.Sprintf("%s v%d -> v%d", id, prev.v, s.v))
 				}
-				seen[id] = max(seen[id], v)
+				seen[id] = s
 			}
 		}
 		select {

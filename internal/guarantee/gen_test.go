@@ -118,6 +118,10 @@ type scenario struct {
 	// still writes for a grace longer than its lock TTL, and a second run
 	// started meanwhile.
 	Sigterm bool
+	// Rebirth is how many records with a live row the ERP deletes after
+	// each wave, before its settling (whose reconcile soft-deletes them),
+	// and recreates after it at a lower version.
+	Rebirth int
 	// Spoil is how many records with a row turn invalid after each
 	// settling (about half of those invalid turn valid again).
 	Spoil int
@@ -131,6 +135,9 @@ func (sc *scenario) String() string {
 		for _, x := range w {
 			b.WriteString("\n    " + x.String())
 		}
+	}
+	if sc.Rebirth > 0 {
+		fmt.Fprintf(&b, "\n  after each wave: %d records deleted before its settling, recreated at a lower version after it", sc.Rebirth)
 	}
 	if sc.Spoil > 0 {
 		fmt.Fprintf(&b, "\n  after each settling: %d records turn invalid, half of the invalid ones valid again", sc.Spoil)
@@ -248,13 +255,19 @@ func generate(s *source, o opts) *scenario {
 
 // later draws the choices added after the ones of generate, so that the
 // feeds of older seeds and corpus entries keep their shape: records that
-// turn invalid and valid again.
+// turn invalid and valid again, and recreations at a lower version.
 func later(s *source, sc *scenario) {
 	if s.pct(25) {
 		sc.Spoil = 1 + s.intn(3)
 		if sc.Adv != (adversary{}) {
 			sc.Adv.Spoil, sc.Adv.Mend = 3+s.intn(25), s.intn(50)
 		}
+	}
+	if !sc.Reconcile {
+		return
+	}
+	if s.pct(30) {
+		sc.Rebirth = 1 + s.intn(3)
 	}
 }
 
