@@ -92,6 +92,16 @@ type execLog struct {
 	// spoilt is the erp_id -> version (0: unreadable) of the invalid
 	// current copies of records served.
 	spoilt map[string]int64
+	// reconcile says the execution is a reconcile: from the end of its
+	// first pass (the first page served with next_cursor null) until
+	// endHold, held holds the erp_ids the ERP has held unchanged since.
+	reconcile bool
+	held      map[string]bool
+	// hide lists records of which the reconcile hides the first the ERP
+	// holds, from its first request to the end of its first pass; hidden
+	// is that one.
+	hide   []string
+	hidden string
 }
 
 // erpSim is the simulated ERP: its records, their histories, its invalid
@@ -116,12 +126,14 @@ type erpSim struct {
 	// chase a tail that moves as fast as it reads.
 	budget int
 
-	bad map[string]item // records whose current copy is invalid: that item
+	bad    map[string]item   // records whose current copy is invalid: that item
+	hidden map[string]record // records a reconcile hides during its first pass
 	// wasGone and wasBad name the records ever deleted and ever invalid;
 	// reborn the ones recreated at a lower version. A record invalid once
 	// is never deleted, and a deleted one never turns invalid: the mark of a
 	// soft-deleted row is no part of the model.
 	wasGone, wasBad, reborn map[string]bool
+	holding                 map[string]*execLog // reconciles whose held sets are open
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -137,9 +149,11 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		execs: map[string]*execLog{},
 
 		bad:     map[string]item{},
+		hidden:  map[string]record{},
 		wasGone: map[string]bool{},
 		wasBad:  map[string]bool{},
 		reborn:  map[string]bool{},
+		holding: map[string]*execLog{},
 	}
 }
 
@@ -208,7 +222,7 @@ func (e *erpSim) deleted() map[string]record {
 func (e *erpSim) had(g record) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, r := range append([]record{e.cur[g.ID], e.gone[g.ID]}, e.hist[g.ID]...) {
+	for _, r := range append([]record{e.cur[g.ID], e.gone[g.ID], e.hidden[g.ID]}, e.hist[g.ID]...) {
 		if sameRecord(r, g) {
 			return true
 		}
@@ -274,6 +288,7 @@ func (e *erpSim) change(id string) {
 	if !ok {
 		return
 	}
+	e.touch(id)
 	e.hist[id] = append(e.hist[id], old)
 	n := old
 	n.Version += 1 + int64(e.rng.IntN(2))
@@ -312,6 +327,7 @@ func (e *erpSim) deletable() []string {
 
 // remove deletes record id. Callers hold mu.
 func (e *erpSim) remove(id string) {
+	e.touch(id)
 	e.gone[id] = e.cur[id]
 	e.wasGone[id] = true
 	delete(e.cur, id)
@@ -369,6 +385,7 @@ func (e *erpSim) spoil(id string) bool {
 	if !ok || e.wasGone[id] || e.reborn[id] || !e.datedBefore(id, now) {
 		return false
 	}
+	e.touch(id)
 	e.hist[id] = append(e.hist[id], r)
 	delete(e.cur, id)
 	it := invalidCopy(r, now, e.rng)
@@ -423,6 +440,7 @@ func (e *erpSim) mend(id string) {
 		n.Status = statuses[e.rng.IntN(len(statuses))]
 	}
 	e.born[bornKey(id, n.Version)] = n.Updated
+	e.touch(id)
 	delete(e.bad, id)
 	e.cur[id] = n
 }
@@ -457,6 +475,43 @@ func (e *erpSim) datedBefore(id string, t time.Time) bool {
 		}
 	}
 	return true
+}
+
+// touch closes the held sets of the open reconciles to record id: it
+// changed, went or came back. Callers hold mu.
+func (e *erpSim) touch(id string) {
+	for _, l := range e.holding {
+		delete(l.held, id)
+	}
+}
+
+// reconciling says execution x is a reconcile, and makes it hide the
+// first record of hide the ERP holds, from its first request to the end of
+// its first pass.
+func (e *erpSim) reconciling(x string, hide []string) {
+	e.mu.Lock()
+	l := e.logLocked(x)
+	l.reconcile, l.hide = true, hide
+	e.mu.Unlock()
+}
+
+// endHold closes the held set of reconcile x and returns it, with the
+// record it hid ("" when none). A record still hidden comes back.
+func (e *erpSim) endHold(x string) (map[string]bool, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.logLocked(x)
+	e.unhide(l)
+	delete(e.holding, x)
+	return l.held, l.hidden
+}
+
+// unhide restores the record l hides, unchanged. Callers hold mu.
+func (e *erpSim) unhide(l *execLog) {
+	if r, ok := e.hidden[l.hidden]; ok {
+		e.cur[l.hidden] = r
+		delete(e.hidden, l.hidden)
+	}
 }
 
 // recreateAll brings every deleted record back at a higher version.
@@ -673,6 +728,17 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	l.requests++
 	n := l.requests
+	if n == 1 {
+		for _, id := range l.hide {
+			if r, ok := e.cur[id]; ok {
+				e.touch(id)
+				l.hidden = id
+				e.hidden[id] = r
+				delete(e.cur, id)
+				break
+			}
+		}
+	}
 	e.mutate(l)
 	var match []item
 	for _, it := range e.feed() {
@@ -691,6 +757,18 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	l.last = page
+	if !more && !l.done && l.reconcile {
+		// The end of a reconcile's first pass: the hidden record comes
+		// back unchanged, and what the ERP holds from now on is held.
+		e.unhide(l)
+		l.held = map[string]bool{}
+		for _, it := range e.feed() {
+			if it.rec != nil || it.spoilt {
+				l.held[it.id] = true
+			}
+		}
+		e.holding[x] = l
+	}
 	l.done = l.done || !more
 	hook := l.onPage
 	e.mu.Unlock()
@@ -725,7 +803,7 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if continued && len(l.last) > 0 && e.rng.IntN(100) < e.adv.Replay {
 		r := 1 + e.rng.IntN(min(3, len(l.last)))
 		for _, it := range l.last[len(l.last)-r:] {
-			if _, gone := e.gone[it.id]; !gone {
+			if !e.absent(it.id) {
 				extras = append(extras, e.copyOf(it))
 			}
 		}
@@ -745,13 +823,21 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.StaleAny && len(e.hist) > 0 {
 		ids := sortedKeys(e.hist)
 		id := ids[e.rng.IntN(len(ids))]
-		if _, gone := e.gone[id]; !gone {
+		if !e.absent(id) {
 			h := e.hist[id]
 			c := recordItem(h[e.rng.IntN(len(h))])
 			page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
 		}
 	}
 	return page, base
+}
+
+// absent reports whether the ERP holds no copy of record id now: deleted,
+// or hidden by a reconcile. Callers hold mu.
+func (e *erpSim) absent(id string) bool {
+	_, gone := e.gone[id]
+	_, hidden := e.hidden[id]
+	return gone || hidden
 }
 
 // sortedKeys returns m's keys in order.

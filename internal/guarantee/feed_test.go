@@ -287,7 +287,8 @@ func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Du
 
 // reconcile runs a reconcile in this process as execution id, wired as
 // `erpsync reconcile` wires it. A reconcile the guard refused must have
-// written nothing.
+// written nothing; one must not have soft-deleted a record the ERP held,
+// unchanged, from the end of its first pass to its end.
 func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile.Report, error) {
 	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
 	if x.MaxDelete != "" {
@@ -297,6 +298,12 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 		}
 		cfg.MaxDelete = &l
 	}
+	var hide []string
+	if x.Hide {
+		live, _ := f.w.versionsWhere(ctx, "deleted_at IS NULL")
+		hide = sortedKeys(live)
+	}
+	f.erp.reconciling(id, hide)
 	s, c := f.syncer(id, x, 2*time.Second)
 	if x.Race {
 		// The reconcile's first record locks come after its comparison.
@@ -319,8 +326,9 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 	}
 	before, berr := f.w.versionsWhere(ctx, "deleted_at IS NOT NULL")
 	rep, err := rc.Run(ctx)
-	if err == nil && berr == nil && rep.Status == store.StatusSucceeded {
-		f.checkDeleted(id, x, before)
+	held, hidden := f.erp.endHold(id)
+	if berr == nil {
+		f.checkDeleted(id, x, before, held, hidden, err == nil && rep.Status == store.StatusSucceeded)
 	}
 	if errors.Is(err, reconcile.ErrRefused) && rep != nil {
 		if n := rep.Deleted + rep.Inserted + rep.Updated + rep.Restored; n > 0 {
@@ -433,27 +441,42 @@ func (h *hookLocks) ObtainMany(ctx context.Context, keys []string, ttl time.Dura
 	return h.Client.ObtainMany(ctx, keys, ttl)
 }
 
-// checkDeleted checks, after reconcile id succeeded, that no row it
-// soft-deleted holds a version the ERP made after the reconcile's scan
-// began: such a row was written after the comparison read it, and the
-// writer must win. before holds the rows soft-deleted before it started;
-// reconciles of a job run one at a time.
-func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64) {
+// checkDeleted checks, after reconcile id, that it soft-deleted no record
+// the ERP held, unchanged, from the end of its first pass to its end (held;
+// hidden is the record it hid during its first pass), and, when it
+// succeeded, no row at a version the ERP made after its scan began: such a
+// row was written after the comparison read it, and the writer must win.
+// before holds the rows soft-deleted before it started; reconciles of a job
+// run one at a time.
+func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held map[string]bool, hidden string, succeeded bool) {
 	after, err := f.w.versionsWhere(context.Background(), "deleted_at IS NOT NULL")
 	if err != nil {
 		f.t.Errorf("read soft-deleted rows: %v", err)
 		return
 	}
-	var bad []string
+	var bad, heldGone []string
 	for _, erpID := range sortedKeys(after) {
 		v := after[erpID]
-		if _, was := before[erpID]; !was && f.erp.bornAfter(erpID, v, id) {
+		if _, was := before[erpID]; was {
+			continue
+		}
+		if succeeded && f.erp.bornAfter(erpID, v, id) {
 			bad = append(bad, fmt.Sprintf("%s v%d", erpID, v))
+		}
+		switch {
+		case held[erpID] && erpID == hidden:
+			heldGone = append(heldGone, fmt.Sprintf("%s v%d (hidden from its first pass)", erpID, v))
+		case held[erpID]:
+			heldGone = append(heldGone, fmt.Sprintf("%s v%d", erpID, v))
 		}
 	}
 	if len(bad) > 0 {
 		f.t.Errorf("%s reconcile %s soft-deleted versions the ERP made after its scan began (written after its comparison): %s",
 			id, x, strings.Join(bad, "; "))
+	}
+	if len(heldGone) > 0 {
+		f.t.Errorf("%s reconcile %s soft-deleted records the ERP held, unchanged, from the end of its first pass to its end: %s",
+			id, x, strings.Join(heldGone, "; "))
 	}
 }
 

@@ -66,6 +66,10 @@ type execSpec struct {
 	// Race, for a reconcile: the ERP deletes two records as it starts; between its comparison and its writes, the ERP recreates every
 	// record it deleted, at a higher version, and a backfill writes them.
 	Race bool
+	// Hide, for a reconcile: the ERP hides a record that has a live row
+	// from the reconcile's first request to the end of its first pass, and
+	// then holds it again, unchanged.
+	Hide bool
 }
 
 func (x execSpec) String() string {
@@ -80,6 +84,9 @@ func (x execSpec) String() string {
 		}
 		if x.Race {
 			s += " racing-recreations"
+		}
+		if x.Hide {
+			s += " hides-a-record-during-its-first-pass"
 		}
 	case "backfill":
 		s += " since=" + x.Since.Format(tsLayout)
@@ -255,7 +262,8 @@ func generate(s *source, o opts) *scenario {
 
 // later draws the choices added after the ones of generate, so that the
 // feeds of older seeds and corpus entries keep their shape: records that
-// turn invalid and valid again, and recreations at a lower version.
+// turn invalid and valid again, recreations at a lower version, and
+// reconciles that a record hides from.
 func later(s *source, sc *scenario) {
 	if s.pct(25) {
 		sc.Spoil = 1 + s.intn(3)
@@ -268,6 +276,13 @@ func later(s *source, sc *scenario) {
 	}
 	if s.pct(30) {
 		sc.Rebirth = 1 + s.intn(3)
+	}
+	for _, w := range sc.Waves {
+		for i := range w {
+			if w[i].Hide = w[i].Mode == "reconcile" && !w[i].Race && s.pct(60); w[i].Hide && !w[i].Force {
+				w[i].MaxDelete = "100%" // a guard that lets it delete what it does not see
+			}
+		}
 	}
 }
 
