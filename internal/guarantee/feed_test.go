@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,15 @@ type feed struct {
 	execs  atomic.Int64
 	stop   chan struct{} // ends the watcher
 	downs  chan []string // the watcher's findings
+	mu     sync.Mutex
+	// deletions are the start and the rows soft-deleted of each reconcile
+	// without Force.
+	deletions []deletion
+}
+
+type deletion struct {
+	started time.Time
+	deleted int64
 }
 
 // runFeed runs sc in w and fails t on every breach of the guarantee.
@@ -238,6 +248,10 @@ func (f *feed) newExec() string { return "e" + strconv.FormatInt(f.execs.Add(1),
 
 // execute runs one execution of a wave.
 func (f *feed) execute(x execSpec) {
+	if x.Creep > 0 {
+		f.creep(x)
+		return
+	}
 	if x.Proc {
 		f.process(x)
 		return
@@ -285,18 +299,54 @@ func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Du
 	return s.Run(ctx)
 }
 
+// creep runs a run, then x.Creep reconciles one after the other, each
+// after the ERP deleted x.CreepDelete records.
+func (f *feed) creep(x execSpec) {
+	ctx := context.Background()
+	rx := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
+	if _, err := f.inProcess(ctx, f.newExec(), rx, 2*time.Second); err != nil {
+		f.t.Logf("the run before the creeping deletions: %v", err)
+	}
+	for range x.Creep {
+		f.erp.deleteSome(x.CreepDelete)
+		f.reconcile(ctx, f.newExec(), x)
+	}
+}
+
+// limit parses a --max-delete or --max-delete-total value.
+func (f *feed) limit(s string) *reconcile.Limit {
+	l, err := reconcile.ParseLimit(s)
+	if err != nil {
+		f.t.Fatalf("limit: %v", err)
+	}
+	return &l
+}
+
+// setDeleteTotal sets the guard over the window, reconcile.Config's
+// MaxDeleteTotal, to l where the Config has that field, and reports
+// whether it has.
+func setDeleteTotal(cfg *reconcile.Config, l *reconcile.Limit) bool {
+	v := reflect.ValueOf(cfg).Elem().FieldByName("MaxDeleteTotal")
+	if !v.IsValid() {
+		return false
+	}
+	v.Set(reflect.ValueOf(l))
+	return true
+}
+
 // reconcile runs a reconcile in this process as execution id, wired as
 // `erpsync reconcile` wires it. A reconcile the guard refused must have
 // written nothing; one must not have soft-deleted a record the ERP held,
-// unchanged, from the end of its first pass to its end.
+// unchanged, from the end of its first pass to its end; one without Force
+// must keep the deletions of the feed's reconciles without Force within
+// its MaxDeleteTotal.
 func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile.Report, error) {
 	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
 	if x.MaxDelete != "" {
-		l, err := reconcile.ParseLimit(x.MaxDelete)
-		if err != nil {
-			f.t.Fatalf("max-delete: %v", err)
-		}
-		cfg.MaxDelete = &l
+		cfg.MaxDelete = f.limit(x.MaxDelete)
+	}
+	if x.MaxDeleteTotal != "" {
+		setDeleteTotal(&cfg, f.limit(x.MaxDeleteTotal))
 	}
 	var hide []string
 	if x.Hide {
@@ -329,6 +379,9 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 	held, hidden := f.erp.endHold(id)
 	if berr == nil {
 		f.checkDeleted(id, x, before, held, hidden, err == nil && rep.Status == store.StatusSucceeded)
+	}
+	if rep != nil && !x.Force {
+		f.checkWindow(id, x, rep)
 	}
 	if errors.Is(err, reconcile.ErrRefused) && rep != nil {
 		if n := rep.Deleted + rep.Inserted + rep.Updated + rep.Restored; n > 0 {
@@ -478,6 +531,28 @@ func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held
 		f.t.Errorf("%s reconcile %s soft-deleted records the ERP held, unchanged, from the end of its first pass to its end: %s",
 			id, x, strings.Join(heldGone, "; "))
 	}
+}
+
+// checkWindow checks, after reconcile id without Force, that the rows
+// soft-deleted by the feed's reconciles without Force started before it,
+// plus its own, stay within its MaxDeleteTotal when that is a count (the
+// feed runs within the default window), and records its deletions.
+func (f *feed) checkWindow(id string, x execSpec, rep *reconcile.Report) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var earlier int64
+	for _, d := range f.deletions {
+		if d.started.Before(rep.StartedAt) {
+			earlier += d.deleted
+		}
+	}
+	if x.MaxDeleteTotal != "" {
+		if l := f.limit(x.MaxDeleteTotal); !l.IsPercent && earlier+rep.Deleted > l.Count {
+			f.t.Errorf("%s reconcile %s (%s) soft-deleted %d rows after the feed's earlier reconciles without --force soft-deleted %d: %d in the window, above --max-delete-total %s",
+				id, x, rep.Status, rep.Deleted, earlier, earlier+rep.Deleted, x.MaxDeleteTotal)
+		}
+	}
+	f.deletions = append(f.deletions, deletion{started: rep.StartedAt, deleted: rep.Deleted})
 }
 
 // settle runs `run` on the frozen ERP until one succeeds, then a forced

@@ -70,6 +70,12 @@ type execSpec struct {
 	// from the reconcile's first request to the end of its first pass, and
 	// then holds it again, unchanged.
 	Hide bool
+	// Creep, for a reconcile: a run, then Creep reconciles one after the
+	// other, each after the ERP deleted CreepDelete records (MaxDelete
+	// allows each), with the guard over the window MaxDeleteTotal (a
+	// count) below their sum.
+	Creep, CreepDelete int
+	MaxDeleteTotal     string
 }
 
 func (x execSpec) String() string {
@@ -87,6 +93,9 @@ func (x execSpec) String() string {
 		}
 		if x.Hide {
 			s += " hides-a-record-during-its-first-pass"
+		}
+		if x.Creep > 0 {
+			s += fmt.Sprintf(" creep=%dx(delete %d) max-delete-total=%s", x.Creep, x.CreepDelete, x.MaxDeleteTotal)
 		}
 	case "backfill":
 		s += " since=" + x.Since.Format(tsLayout)
@@ -262,8 +271,8 @@ func generate(s *source, o opts) *scenario {
 
 // later draws the choices added after the ones of generate, so that the
 // feeds of older seeds and corpus entries keep their shape: records that
-// turn invalid and valid again, recreations at a lower version, and
-// reconciles that a record hides from.
+// turn invalid and valid again, recreations at a lower version, reconciles
+// that a record hides from, and deletions that creep across reconciles.
 func later(s *source, sc *scenario) {
 	if s.pct(25) {
 		sc.Spoil = 1 + s.intn(3)
@@ -283,6 +292,15 @@ func later(s *source, sc *scenario) {
 				w[i].MaxDelete = "100%" // a guard that lets it delete what it does not see
 			}
 		}
+	}
+	if s.pct(25) {
+		x := execSpec{Mode: "reconcile", PageSize: 1 + s.intn(40), ChunkSize: 1 + s.intn(20), Workers: 1 + s.intn(8)}
+		x.Creep, x.CreepDelete = 3+s.intn(2), 1+s.intn(2)
+		x.MaxDelete = strconv.Itoa(x.CreepDelete)
+		// Below the sum of Creep reconciles' deletions: at most Creep - 1 of them.
+		x.MaxDeleteTotal = strconv.Itoa(x.CreepDelete + s.intn(x.CreepDelete*(x.Creep-2)+1))
+		w := s.intn(len(sc.Waves))
+		sc.Waves[w] = append(sc.Waves[w], x)
 	}
 }
 
