@@ -51,6 +51,19 @@ func (m *Mock) DeleteIDs(ids []string) error {
 // and an updated_at from the clock, never below the newest in the feed.
 // Every id must be a deleted record, else nothing changes.
 func (m *Mock) Recreate(ids []string) error {
+	return m.recreate(ids, func(v int64) int64 { return v + 1 })
+}
+
+// RecreateNew brings deleted records back as new records of the same key,
+// as an ERP whose per-record change counter starts again does: version 1
+// (lower than before the delete), some fields changed, and an updated_at
+// from the clock, never below the newest in the feed. Every id must be a
+// deleted record, else nothing changes.
+func (m *Mock) RecreateNew(ids []string) error {
+	return m.recreate(ids, func(int64) int64 { return 1 })
+}
+
+func (m *Mock) recreate(ids []string, version func(int64) int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	idxs, err := m.lookup(ids, true)
@@ -62,16 +75,48 @@ func (m *Mock) Recreate(ids []string) error {
 	for _, idx := range idxs {
 		r := &m.recs[idx]
 		m.mutate(r)
-		r.version++
+		r.version = version(r.version)
 		r.ua = ua
 		r.deleted = false
 		m.order = append(m.order, entry{ua: ua, idx: idx})
-		at, _ := slices.BinarySearch(m.valid, idx)
-		m.valid = slices.Insert(m.valid, at, idx)
-		m.deleted--
+		m.revive(idx)
 	}
 	m.maxUA = ua
 	return nil
+}
+
+// Restore brings deleted records back exactly as they were: the same
+// version, fields and updated_at, as an ERP that hid them for a moment (a
+// permission, a replica behind, a soft delete undone). No incremental
+// read past their updated_at serves them again. Every id must be a deleted
+// record, else nothing changes.
+func (m *Mock) Restore(ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	idxs, err := m.lookup(ids, true)
+	if err != nil {
+		return err
+	}
+	for _, idx := range idxs {
+		r := &m.recs[idx]
+		r.deleted = false
+		e := entry{ua: r.ua, idx: idx}
+		if at, found := slices.BinarySearchFunc(m.order, e, compareEntry); found {
+			m.stale-- // remove left it in order
+		} else {
+			m.order = slices.Insert(m.order, at, e)
+		}
+		m.revive(idx)
+	}
+	return nil
+}
+
+// revive puts the record idx, no longer deleted, back among the valid
+// ones; m.mu is held for writing.
+func (m *Mock) revive(idx int32) {
+	at, _ := slices.BinarySearch(m.valid, idx)
+	m.valid = slices.Insert(m.valid, at, idx)
+	m.deleted--
 }
 
 // remove takes the valid record idx out of the feed; m.mu is held for
@@ -115,4 +160,46 @@ func (m *Mock) lookup(ids []string, deleted bool) ([]int32, error) {
 // erpID is the erp_id of the valid record idx.
 func (m *Mock) erpID(idx int32) string {
 	return string(appendPadded(nil, 'M', uint64(idx)+1, m.width))
+}
+
+// Invalidate moves live valid records to a new version that breaks the
+// contract (a status it does not define), stamped by the clock: what a
+// sync sees when the ERP gives a record a state its map does not know (a
+// new status code, a deletion flag). The record stays in the feed, invalid,
+// until Revalidate. Every id must be a valid record in the feed, else
+// nothing changes.
+func (m *Mock) Invalidate(ids []string) error { return m.restamp(ids, flawNone, flawStatus) }
+
+// Revalidate moves records that Invalidate made invalid to a new, valid
+// version stamped by the clock. Every id must be such a record, else
+// nothing changes.
+func (m *Mock) Revalidate(ids []string) error { return m.restamp(ids, flawStatus, flawNone) }
+
+// restamp gives the records of ids, in the feed with flaw from, a new
+// version with flaw to and an updated_at from the clock.
+func (m *Mock) restamp(ids []string, from, to uint8) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	idxs := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		n, err := strconv.ParseUint(strings.TrimPrefix(id, "M"), 10, 31)
+		if !strings.HasPrefix(id, "M") || err != nil || n == 0 || n > uint64(len(m.recs)) || m.erpID(int32(n-1)) != id ||
+			m.recs[n-1].invalid != from || m.recs[n-1].deleted || slices.Contains(idxs, int32(n-1)) {
+			return fmt.Errorf("%w: %q", ErrUnknownID, id)
+		}
+		idxs = append(idxs, int32(n-1))
+	}
+	slices.Sort(idxs)
+	ua := max(m.clock().UnixMilli(), m.maxUA+1)
+	for _, idx := range idxs {
+		r := &m.recs[idx]
+		m.mutate(r)
+		r.invalid = to
+		r.version++
+		r.ua = ua
+		m.order = append(m.order, entry{ua: ua, idx: idx})
+		m.stale++
+	}
+	m.maxUA = ua
+	return nil
 }

@@ -275,15 +275,21 @@ func (m *Mock) postDelete(w http.ResponseWriter, r *http.Request) {
 	postRandom(w, r, "deleted", m.Delete)
 }
 
-// postRecreate brings the deleted records ?id=...&id=... back at a higher
-// version, and answers {"recreated": [erp_ids]}.
+// postRecreate brings the deleted records ?id=...&id=... back, and
+// answers {"recreated": [erp_ids]}: one version higher (Recreate), with
+// as=new at version 1 (RecreateNew), with as=was unchanged (Restore).
 func (m *Mock) postRecreate(w http.ResponseWriter, r *http.Request) {
 	ids := r.URL.Query()["id"]
 	if len(ids) == 0 {
 		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "id: want at least one erp_id"})
 		return
 	}
-	if err := m.Recreate(ids); err != nil {
+	how := map[string]func([]string) error{"": m.Recreate, "next": m.Recreate, "new": m.RecreateNew, "was": m.Restore}[r.URL.Query().Get("as")]
+	if how == nil {
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "as: want next (the default), new or was"})
+		return
+	}
+	if err := how(ids); err != nil {
 		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}

@@ -61,7 +61,7 @@ COUNTERS = {
 }
 GAUGES = {
     "erpsync_last_success_timestamp_seconds", "erpsync_checkpoint_lag_seconds",
-    "erpsync_quarantined_records", "erpsync_schedule_interval_seconds",
+    "erpsync_quarantined_records", "erpsync_quarantined_rows", "erpsync_schedule_interval_seconds",
 }
 HISTOGRAMS = {
     "erpsync_lock_acquire_seconds", "erpsync_erp_request_duration_seconds",
@@ -71,7 +71,7 @@ METRICS = COUNTERS | GAUGES | {h + s for h in HISTOGRAMS for s in ("_bucket", "_
 LABEL_VALUES = {
     "status": {"succeeded", "skipped", "failed", "interrupted"},
     "outcome": {"inserted", "updated", "unchanged", "duplicate", "invalid", "failed",
-                "stale_rejected", "unique_violation", "restored", "deleted", "repaired"},
+                "stale_rejected", "unique_violation", "restored", "deleted", "repaired", "quarantined"},
     "kind": {"job", "record"},
     "event": {"obtained", "contended", "not_obtained", "lost", "renew_failed"},
     "mode": {"run", "backfill", "reconcile"},
@@ -79,7 +79,7 @@ LABEL_VALUES = {
 REQUIRED_ALERTS = [
     "ErpsyncNoSuccessIn3Intervals", "ErpsyncSkipStreak", "ErpsyncQuarantineGrowing",
     "ErpsyncLockLost", "ErpsyncRunsFailing", "ErpsyncCheckpointLagHigh",
-    "ErpsyncReconcileRefused",
+    "ErpsyncReconcileRefused", "ErpsyncRowsQuarantined",
 ]
 REQUIRED_PANELS = [
     "Runs by status", "Records by outcome", "Skips vs successes", "Last success age",

@@ -378,8 +378,9 @@ func (d *deps) Close() {
 }
 
 // connect opens MySQL, Redis and the ERP client and checks that each
-// answers. Any failure is a depError: exit 2, nothing written.
-func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (*deps, error) {
+// answers, then applies the table's ownership (claimTable). Any failure is
+// a depError or a usageError: exit 2, nothing written.
+func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics, log zerolog.Logger) (*deps, error) {
 	shape, err := s.REST.shape(s.ERP.Kind)
 	if err != nil {
 		return nil, err
@@ -444,6 +445,10 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
 		}
 	}
+	if err := claimTable(cctx, s, d.store, log); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -470,9 +475,9 @@ func checkRun(s *settings, cfg syncer.Config, log zerolog.Logger) error {
 
 // open ties ctx to SIGTERM and SIGINT and connects (see connect); done
 // closes the connections, then lets the signals go.
-func open(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics) (_ context.Context, _ *deps, done func(), _ error) {
+func open(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics, log zerolog.Logger) (_ context.Context, _ *deps, done func(), _ error) {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	d, err := connect(ctx, s, probeERP, m)
+	d, err := connect(ctx, s, probeERP, m, log)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err

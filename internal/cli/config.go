@@ -57,6 +57,10 @@ type settings struct {
 	LogFormat     string
 	LogLevel      string
 	Report        string
+	TakeTable     bool
+	// ownership says what the command does about the owner of the table
+	// it writes: syncFlags sets claimsTable.
+	ownership ownership
 }
 
 // envPrefix is the prefix of every environment variable: --lock-ttl is
@@ -261,6 +265,8 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.Grace, "grace", 25*time.Second, "after SIGTERM/SIGINT, how long records in hand may still be written")
 	fs.DurationVar(&s.MaxDuration, "max-duration", 0, "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")
+	fs.BoolVar(&s.TakeTable, "take-table", false, "hand memberships to this --job whichever job owns it (one table, one job: the owner's commands are refused from then on); once, by hand")
+	s.ownership = claimsTable
 }
 
 // syncConfig is the syncer configuration the sync flags describe.

@@ -29,10 +29,11 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if s.PageSize < 1 || s.PageSize > 1000 {
 		return usageError{fmt.Errorf("--page-size %d: want 1..1000", s.PageSize)}
 	}
-	if _, err := newLogger(&s, stderr); err != nil {
+	log, err := newLogger(&s, stderr)
+	if err != nil {
 		return err
 	}
-	ctx, d, done, err := open(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err
 	}
@@ -72,6 +73,7 @@ func printVerify(w io.Writer, r *verify.Result) {
 		{"stale", r.Stale, "older version, or fields differ at the same version"},
 		{"unknown", r.Unknown, "in the database, not in the feed"},
 		{"ahead", r.Ahead, "newer version in the database than in the feed"},
+		{"quarantined", r.Quarantined, "the feed's newest copy is invalid: the row holds its last valid data (quarantined_at)"},
 	})
 	fmt.Fprintf(tw, "  took\t%.2fs\n", r.Duration)
 	tw.Flush()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -19,15 +20,19 @@ import (
 // reconcileSettings are the settings of reconcile (the command, and the
 // reconciles of schedule).
 type reconcileSettings struct {
-	MaxDelete string
-	Force     bool
-	DryRun    bool
-	limit     reconcile.Limit
+	MaxDelete      string
+	MaxDeleteTotal string
+	Window         time.Duration
+	Force          bool
+	DryRun         bool
+	limit, total   reconcile.Limit
 }
 
 // guardFlags: the deletion guard's limit.
 func (r *reconcileSettings) guardFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.MaxDelete, "max-delete", "5%", "most rows one reconcile may soft-delete: a count N, or P% of the live rows; more refuses the reconcile (exit 1)")
+	fs.StringVar(&r.MaxDeleteTotal, "max-delete-total", reconcile.DefaultTotalLimit.String(), "most rows the job's reconciles may soft-delete over --max-delete-window, this one included: a count N, or P% of the live rows plus those deleted in the window; forced reconciles do not count")
+	fs.DurationVar(&r.Window, "max-delete-window", reconcile.DefaultWindow, "the rolling window of --max-delete-total")
 }
 
 // check parses the limit; a bad one is a usage error.
@@ -37,12 +42,18 @@ func (r *reconcileSettings) check() error {
 		return usageError{fmt.Errorf("--max-delete %w", err)}
 	}
 	r.limit = l
+	if r.total, err = reconcile.ParseLimit(r.MaxDeleteTotal); err != nil {
+		return usageError{fmt.Errorf("--max-delete-total %w", err)}
+	}
+	if r.Window <= 0 {
+		return usageError{fmt.Errorf("--max-delete-window %s: want a positive duration", r.Window)}
+	}
 	return nil
 }
 
 func (r *reconcileSettings) config() reconcile.Config {
-	l := r.limit
-	return reconcile.Config{MaxDelete: &l, Force: r.Force, DryRun: r.DryRun}
+	l, t := r.limit, r.total
+	return reconcile.Config{MaxDelete: &l, MaxDeleteTotal: &t, Window: r.Window, Force: r.Force, DryRun: r.DryRun}
 }
 
 // newReconciler wires a reconciler of cfg's job onto d.
@@ -90,13 +101,19 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := scanNeverSkips(&s); err != nil {
 		return err
 	}
+	if r.DryRun {
+		if s.TakeTable {
+			return usageError{errors.New("--take-table with --dry-run: a dry run changes nothing; take the table with a command that writes")}
+		}
+		s.ownership = checksOwner
+	}
 	cfg := s.syncConfig(syncer.ModeRun)
 	if err := checkRun(&s, cfg, log); err != nil {
 		return err
 	}
 	rcfg := r.config()
 	rcfg.PageSize = s.PageSize
-	ctx, d, done, err := open(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err
 	}
@@ -142,6 +159,7 @@ func printPlan(w io.Writer, rep *reconcile.Report) {
 	fmt.Fprintf(tw, "  feed records\t%d\n", p.FeedRecords)
 	fmt.Fprintf(tw, "  live rows\t%d\n", p.Rows)
 	fmt.Fprintf(tw, "  max delete\t%d\n", p.MaxDelete)
+	fmt.Fprintf(tw, "  window\t%d\tdeleted by the reconciles of the window; it allows %d with this one\n", p.WindowDeleted, p.MaxDeleteTotal)
 	printSamples(tw, []sampleRow{
 		{"delete", p.Delete, "live rows the feed no longer has: would be soft-deleted"},
 		{"restore", p.Restore, "soft-deleted rows the feed has again: would be restored"},

@@ -61,7 +61,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	slog := log.With().Str("job", s.Job).Logger() // the schedule's own lines; runs add run_id and job
 	m := metrics.New()
-	ctx, d, done, err := open(ctx, &s, false, m)
+	ctx, d, done, err := open(ctx, &s, false, m, log)
 	if err != nil {
 		return err
 	}
@@ -138,6 +138,9 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // runTick runs one tick and publishes its outcome to the metrics.
 func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger, m *metrics.Metrics) (*syncer.Report, error) {
+	if err := claim(ctx, d.store, cfg.Job); err != nil {
+		return nil, err // a --take-table of another job since the start
+	}
 	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
 	if err != nil {
 		return nil, err
@@ -150,6 +153,9 @@ func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger
 	defer cancel()
 	if n, qerr := d.store.QuarantineCount(qctx); qerr == nil {
 		m.SetQuarantined(cfg.Job, n)
+	}
+	if n, qerr := d.store.QuarantinedRows(qctx); qerr == nil {
+		m.SetQuarantinedRows(cfg.Job, n)
 	}
 	return rep, err
 }
@@ -169,6 +175,9 @@ func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.
 		next := sched.Next(tick)
 		rcfg.HoldUntil = tick.Add(next.Sub(tick) / 2)
 		rc, err := newReconciler(rcfg, cfg, d, log)
+		if err == nil {
+			err = claim(ctx, d.store, cfg.Job) // a --take-table since the start refuses the tick
+		}
 		if err != nil {
 			log.Error().Err(err).Msg("reconcile tick failed")
 			continue

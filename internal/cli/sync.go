@@ -89,7 +89,7 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 	if err := checkRun(&s, cfg, log); err != nil {
 		return err
 	}
-	ctx, d, done, err := open(ctx, &s, true, nil)
+	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // window's checkpoint with an UPDATE.
 func runtimeGrants(db, user string) []string {
 	var out []string
-	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records"} {
+	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"} {
 		out = append(out, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON `%s`.`%s` TO '%s'@'%%'", db, table, user))
 	}
 	return append(out,

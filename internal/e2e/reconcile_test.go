@@ -76,8 +76,14 @@ func TestReconcileExitCodes(t *testing.T) {
 	if r := e.Run(ctx, "reconcile", "--max-delete", "146"); r.Code != 1 {
 		t.Fatalf("--max-delete 146: exit %d: %s", r.Code, r.Out())
 	}
-	// ERPSYNC_MAX_DELETE, like any setting.
+	// ERPSYNC_MAX_DELETE, like any setting: the window's limit still
+	// refuses (6 deleted already, 147 more: 51% of the rows), in one line.
 	e.Extra = []string{"ERPSYNC_MAX_DELETE=50%"}
+	if r := e.Run(ctx, "reconcile"); r.Code != 1 || e.softDeleted() != 6 ||
+		!strings.Contains(r.Stderr, "erpsync: reconcile: refused by the deletion guard: would delete 147 rows after 6 deleted by the reconciles of the last 168h0m0s: 153 of 300 rows (51.0%), above --max-delete-total 10% (30 rows)") {
+		t.Fatalf("ERPSYNC_MAX_DELETE=50%%, the window's default: exit %d, %d soft-deleted: %s", r.Code, e.softDeleted(), r.Out())
+	}
+	e.Extra = []string{"ERPSYNC_MAX_DELETE=50%", "ERPSYNC_MAX_DELETE_TOTAL=60%"}
 	if r := e.Run(ctx, "reconcile"); r.Code != 0 || e.softDeleted() != 6+147 {
 		t.Fatalf("ERPSYNC_MAX_DELETE=50%%: exit %d, %d soft-deleted: %s", r.Code, e.softDeleted(), r.Out())
 	}

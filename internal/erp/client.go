@@ -54,6 +54,24 @@ type Invalid struct {
 	Reason    string          // every rule the item breaks, "; "-separated
 	Raw       json.RawMessage // the item as served
 	UpdatedAt time.Time       // zero when missing or unparseable
+	// Version is the item's version, read as a valid record's would be
+	// (updated_at in microseconds when the source has no version); 0 when
+	// missing or unreadable.
+	Version int64
+}
+
+// NewerThan reports whether inv is a newer copy of its record than old:
+// a higher version; without versions on both, a later updated_at, an
+// undated copy counting as the newest. A versioned copy beats an
+// unversioned one.
+func (inv Invalid) NewerThan(old Invalid) bool {
+	switch {
+	case inv.Version > 0 || old.Version > 0:
+		return inv.Version > old.Version
+	case old.UpdatedAt.IsZero():
+		return false
+	}
+	return inv.UpdatedAt.IsZero() || inv.UpdatedAt.After(old.UpdatedAt)
 }
 
 // Page is one page of the feed.

@@ -196,7 +196,7 @@ func (d *decoder) items(p *Page) error {
 		if r, problems := d.record(&f); problems == "" {
 			p.Records = append(p.Records, r)
 		} else {
-			p.Invalid = append(p.Invalid, invalid(&f, problems, d.b[start:d.i]))
+			p.Invalid = append(p.Invalid, d.invalid(&f, problems, d.b[start:d.i]))
 		}
 		switch d.next() {
 		case ',':
@@ -488,14 +488,25 @@ func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool
 	return t, ok
 }
 
-// invalid builds the quarantine entry of an item, with what could be read.
-func invalid(f *fields, problems string, raw []byte) Invalid {
+// invalid builds the quarantine entry of an item, with what could be read:
+// its erp_id, updated_at and version, by the rules of a valid record.
+func (d *decoder) invalid(f *fields, problems string, raw []byte) Invalid {
 	inv := Invalid{Reason: problems, Raw: append([]byte(nil), raw...)}
 	if v := f.f[fErpID]; v.kind == kString {
 		inv.ErpID = string(v.val)
 	}
 	if v := f.f[fUpdatedAt]; v.kind == kString {
 		inv.UpdatedAt, _ = parseTime(v.val)
+	}
+	switch v := f.f[fVersion]; {
+	case d.m != nil && d.m.noVersion:
+		if n := inv.UpdatedAt.UnixMicro(); !inv.UpdatedAt.IsZero() && n >= 1 {
+			inv.Version = n
+		}
+	case v.kind == kInt:
+		if n, err := strconv.ParseInt(string(v.val), 10, 64); err == nil && n >= 1 {
+			inv.Version = n
+		}
 	}
 	return inv
 }

@@ -176,7 +176,7 @@ func (m *Mapping) DecodeItem(raw []byte) (rec Record, inv Invalid, ok bool, err 
 	}
 	r, problems := d.record(&f)
 	if problems != "" {
-		return Record{}, invalid(&f, problems, bytes.TrimSpace(raw)), false, nil
+		return Record{}, d.invalid(&f, problems, bytes.TrimSpace(raw)), false, nil
 	}
 	return r, Invalid{}, true, nil
 }

@@ -29,7 +29,7 @@ func SplitUnstorable(recs []Record, invalid []Invalid) ([]Record, []Invalid) {
 			// produce from a valid date-time: keep the record readable.
 			raw, _ = json.Marshal(fmt.Sprintf("%+v", rec))
 		}
-		invalid = append(invalid, Invalid{ErpID: rec.ErpID, Reason: "a date-time outside the years 1000-9999 that the table can store", Raw: raw, UpdatedAt: rec.UpdatedAt})
+		invalid = append(invalid, Invalid{ErpID: rec.ErpID, Reason: "a date-time outside the years 1000-9999 that the table can store", Raw: raw, UpdatedAt: rec.UpdatedAt, Version: rec.Version})
 	}
 	return keep, invalid
 }

@@ -52,7 +52,7 @@ func newPool(t testing.TB, n int) pool {
 }
 
 func (w *world) reset(t testing.TB) {
-	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records"} {
+	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"} {
 		if err := w.st.DB().Exec("DELETE FROM " + table).Error; err != nil {
 			t.Fatalf("empty %s: %v", table, err)
 		}

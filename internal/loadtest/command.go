@@ -40,11 +40,12 @@ and report.html (charts, no outside resource) and one log per process into
 
 The database (default erpsync_loadtest) is created and migrated when
 missing, and its memberships table is emptied first unless --keep; it must
-have "loadtest" in its name for that. Unlike the other commands, loadtest
-reads no ERPSYNC_* variable and passes none of its own on to its
-processes: only its flags configure them (the DSN goes to them as
-ERPSYNC_MYSQL_DSN, off their command lines), so it never empties the
-database a deployment points at.
+have "loadtest" in its name for that. The emptied table is handed to the
+load test's job; with --keep, --job must be the job that owns the table.
+Unlike the other commands, loadtest reads no ERPSYNC_* variable and passes
+none of its own on to its processes: only its flags configure them (the
+DSN goes to them as ERPSYNC_MYSQL_DSN, off their command lines), so it
+never empties the database a deployment points at.
 
 Flags:
 `

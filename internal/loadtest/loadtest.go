@@ -65,7 +65,8 @@ type Config struct {
 	RedisAddr string
 	// Keep keeps the rows already in memberships. By default the table is
 	// emptied first, which is refused unless the database name contains
-	// "loadtest".
+	// "loadtest", and handed to Job (one table, one job); kept, it must
+	// belong to Job or to no job.
 	Keep bool
 	// Job is the job name of the processes. Defaults to "loadtest-" and a
 	// random suffix, so that no job lock or checkpoint is shared with
@@ -273,10 +274,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer st.Close()
+	// One table, one job: an emptied table is this test's job's (an
+	// earlier load test's job owned it); a kept one may belong to another
+	// job, and then the processes would be refused.
 	if !cfg.Keep {
 		if err := st.DB().WithContext(ctx).Exec("TRUNCATE TABLE memberships").Error; err != nil {
 			return nil, fmt.Errorf("empty memberships: %w", err)
 		}
+		if _, _, err := st.TakeTable(ctx, store.MembershipsTable, cfg.Job); err != nil {
+			return nil, err
+		}
+	} else if err := st.ClaimTable(ctx, store.MembershipsTable, cfg.Job); err != nil {
+		return nil, fmt.Errorf("%w: give the load test that job (--job) to keep its rows", err)
 	}
 	offset, slack, err := dbClockOffset(ctx, st)
 	if err != nil {

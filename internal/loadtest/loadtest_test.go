@@ -141,3 +141,24 @@ func TestLoadtestRefusesToEmptyOtherDatabases(t *testing.T) {
 		t.Fatalf("err = %v, want a refusal", err)
 	}
 }
+
+// TestLoadtestsOnOneDatabase runs two load tests, each with a job of its
+// own, on one database: the second empties memberships and takes it from
+// the first one's job. One that keeps the rows under yet another job is
+// refused before it starts a process.
+func TestLoadtestsOnOneDatabase(t *testing.T) {
+	bin := buildErpsync(t)
+	cfg := loadtest.Config{Bin: bin, Records: 200, Processes: 2, MySQLDSN: loadtestDSN(t), RedisAddr: testenv.RedisAddr()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for i := range 2 {
+		rep, err := loadtest.Run(ctx, cfg)
+		if err != nil || !rep.OK {
+			t.Fatalf("load test %d: %v %v", i+1, err, rep.Failures)
+		}
+	}
+	cfg.Keep, cfg.Job = true, "someone-else"
+	if _, err := loadtest.Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "belongs to job") || !strings.Contains(err.Error(), "--job") {
+		t.Fatalf("a kept table of another job: %v, want refused", err)
+	}
+}

@@ -1,6 +1,6 @@
 // Package metrics exports erpsync's Prometheus metrics: runs by status
-// (skipped included), records by outcome (soft deletes and restores
-// included), reconciles the deletion guard refused, lock events and
+// (skipped included), records by outcome (soft deletes, restores and
+// quarantine marks included), rows marked quarantined, reconciles the deletion guard refused, lock events and
 // acquire latency, ERP requests, retries and latency, last success and
 // checkpoint lag.
 //
@@ -37,6 +37,7 @@ type Metrics struct {
 	lastSuccess   *prometheus.GaugeVec
 	checkpointLag *prometheus.GaugeVec
 	quarantined   *prometheus.GaugeVec
+	markedRows    *prometheus.GaugeVec
 	interval      *prometheus.GaugeVec
 	refused       *prometheus.CounterVec
 }
@@ -67,13 +68,15 @@ func New() *Metrics {
 			Help: "Now minus the job checkpoint position, at the end of the last run."}, []string{"job"}),
 		quarantined: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "erpsync_quarantined_records",
 			Help: "Distinct invalid payloads in quarantine."}, []string{"job"}),
+		markedRows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "erpsync_quarantined_rows",
+			Help: "Live rows marked quarantined (quarantined_at): the ERP's newest copy of their record is invalid, and the row holds its last valid data."}, []string{"job"}),
 		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "erpsync_schedule_interval_seconds",
 			Help: "The schedule's interval (--every), for alerts counted in intervals."}, []string{"job"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "erpsync_reconcile_refused_total",
 			Help: "Reconciles the deletion guard refused: more deletions than --max-delete, or an empty scan of a table with rows."}, []string{"job"}),
 	}
 	m.reg.MustRegister(m.runs, m.records, m.lockEvents, m.lockAcquire, m.erpRequests, m.erpRetries, m.erpLatency,
-		m.runDuration, m.lastSuccess, m.checkpointLag, m.quarantined, m.interval, m.refused,
+		m.runDuration, m.lastSuccess, m.checkpointLag, m.quarantined, m.markedRows, m.interval, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -96,7 +99,7 @@ func (m *Metrics) ObserveRun(r store.Run, checkpoint *time.Time) {
 	for outcome, n := range map[string]int64{
 		"inserted": c.Inserted, "updated": c.Updated, "unchanged": c.Unchanged, "duplicate": c.DuplicatesInFeed,
 		"invalid": c.Invalid, "failed": c.Failed, "stale_rejected": c.StaleRejected, "unique_violation": c.UniqueViolations,
-		"restored": c.Restored, "deleted": c.Deleted, "repaired": c.Repaired,
+		"restored": c.Restored, "deleted": c.Deleted, "repaired": c.Repaired, "quarantined": c.Quarantined,
 	} {
 		m.records.WithLabelValues(r.Job, outcome).Add(float64(n))
 	}
@@ -119,7 +122,7 @@ func (m *Metrics) Init(job, mode string) {
 	for _, st := range []string{store.StatusSucceeded, store.StatusSkipped, store.StatusFailed, store.StatusInterrupted} {
 		m.runs.WithLabelValues(job, mode, st)
 	}
-	for _, o := range []string{"inserted", "updated", "unchanged", "duplicate", "invalid", "failed", "stale_rejected", "unique_violation", "restored", "deleted", "repaired"} {
+	for _, o := range []string{"inserted", "updated", "unchanged", "duplicate", "invalid", "failed", "stale_rejected", "unique_violation", "restored", "deleted", "repaired", "quarantined"} {
 		m.records.WithLabelValues(job, o)
 	}
 	m.refused.WithLabelValues(job)
@@ -138,6 +141,11 @@ func (m *Metrics) ObserveRefused(job string) {
 // SetQuarantined sets the quarantine size.
 func (m *Metrics) SetQuarantined(job string, n int64) {
 	m.quarantined.WithLabelValues(job).Set(float64(n))
+}
+
+// SetQuarantinedRows sets the number of live rows marked quarantined.
+func (m *Metrics) SetQuarantinedRows(job string, n int64) {
+	m.markedRows.WithLabelValues(job).Set(float64(n))
 }
 
 // SetInterval publishes the schedule interval.

@@ -12,10 +12,14 @@
 //
 // so a record that changes while a sync pages moves to the end of the
 // feed, where the same sync reads it again, and no other record moves.
-// Only an empty page ends the feed: servers cap a page at their own limit
-// and serve fewer rows than $top with more to come. Server paging follows
-// @odata.nextLink instead (relative links resolve against the request
-// URL); when the server's link holds an offset, as SAP CAP's does by
+// Only an empty page without @odata.nextLink ends the feed: servers cap a
+// page at their own limit and serve fewer rows than $top with more to
+// come, and a server that drops rows from a page after cutting it (row
+// security applied late) can serve none with a next link, which the
+// source follows. Server paging follows @odata.nextLink instead (relative
+// links resolve against the request URL). Under either, 100 pages in a row
+// with no item and a next link fail the pass: the server is stuck, not
+// paging. When the server's link holds an offset, as SAP CAP's does by
 // default, a record that changes during the sync shifts every later row
 // back by one and the row at the page boundary is skipped. Later runs read
 // from their checkpoint, past that row, so it stays missing until it
@@ -29,9 +33,13 @@
 // OData error bodies reported in one line. 401 and 403 are never retried.
 //
 // erp_id must be a string or Edm.Guid property. When a key value looks
-// like a GUID, the source reads $metadata once (from the nearest path
-// above the entity set that serves it) to learn whether the property is
-// an Edm.Guid, whose literal is written unquoted.
+// like a GUID, the source reads $metadata (from the nearest path above the
+// entity set that serves it) to learn whether the property is an Edm.Guid,
+// whose literal is written unquoted, and keeps the type once a document
+// has declared it. A read that fails (network, 5xx, a document that is no
+// CSDL) is not kept: the page that needed the literal fails with an error
+// naming $metadata, and the next page reads it again. No literal is
+// guessed, since the server answers a wrong one with 400.
 //
 // What it does NOT do: it reads nothing else of $metadata, and it sees no
 // deletions (OData v4 delta links are not used; reconcile finds records

@@ -3,9 +3,13 @@ package odata
 import (
 	"context"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/erpsync/erpsync/internal/erp"
 )
 
 // guidShape is how an Edm.Guid value is written in JSON.
@@ -13,20 +17,29 @@ var guidShape = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4
 
 // keyLiteral writes k as a $filter literal of the key property: unquoted
 // when the property is an Edm.Guid, else a quoted string. Only a key that
-// looks like a GUID makes the source read $metadata, once.
-func (s *Source) keyLiteral(ctx context.Context, k string) string {
+// looks like a GUID needs the property's type: the source reads $metadata
+// then, and keeps the type once a document has declared it. A read that
+// fails (network, 5xx, a document it cannot read) is kept for nothing: the
+// error is returned, and the next call reads $metadata again. No literal
+// is guessed meanwhile: a GUID quoted, or a string bare, is a 400 from a
+// server that knows the type.
+func (s *Source) keyLiteral(ctx context.Context, k string) (string, error) {
 	if !guidShape.MatchString(k) {
-		return stringLiteral(k)
+		return stringLiteral(k), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.keyType == "" {
-		s.keyType = s.propertyType(ctx, s.key)
+		t, err := s.propertyType(ctx, s.key)
+		if err != nil {
+			return "", err
+		}
+		s.keyType = t
 	}
 	if s.keyType == "Edm.Guid" {
-		return k
+		return k, nil
 	}
-	return stringLiteral(k)
+	return stringLiteral(k), nil
 }
 
 // edmx is the part of a CSDL XML document ($metadata) the source reads.
@@ -53,10 +66,12 @@ type edmx struct {
 // the service's $metadata: the document at the nearest path above the
 // entity set URL that serves one. When the entity set is not found (a
 // navigation path such as companies(...)/customers), the type every entity
-// type with such a property agrees on. "unknown" when it cannot tell.
-func (s *Source) propertyType(ctx context.Context, prop string) string {
+// type with such a property agrees on. An error, naming $metadata, when no
+// path served a document or the document does not tell.
+func (s *Source) propertyType(ctx context.Context, prop string) (string, error) {
 	set := s.url[strings.LastIndexByte(s.url, '/')+1:]
 	path := s.url
+	var failed error // the nearest read that failed, a 404 only when all did
 	for range 6 {
 		i := strings.LastIndexByte(path, '/')
 		if i <= len("https://") {
@@ -67,15 +82,37 @@ func (s *Source) propertyType(ctx context.Context, prop string) string {
 		err := s.g.GetWith(ctx, "metadata", path+"/$metadata", http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
 			return xml.Unmarshal(b, &doc)
 		})
+		if err == nil && len(doc.Schemas) == 0 {
+			// A 200 that is no CSDL document: a proxy's error page, say.
+			err = errors.New("the answer is no CSDL document (no edmx:DataServices/Schema)")
+		}
 		if err != nil {
+			err = fmt.Errorf("%s/$metadata: %w", path, err)
+			if ctx.Err() != nil {
+				return "", s.untyped(err)
+			}
+			if failed == nil || notFound(failed) && !notFound(err) {
+				failed = err
+			}
 			continue
 		}
 		if t := doc.propertyType(set, prop); t != "" {
-			return t
+			return t, nil
 		}
-		return "unknown"
+		return "", s.untyped(fmt.Errorf("%s/$metadata declares no type of %s for %s", path, prop, set))
 	}
-	return "unknown"
+	return "", s.untyped(failed)
+}
+
+func notFound(err error) bool {
+	var se *erp.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusNotFound
+}
+
+// untyped is the error of a page whose key literal waits for the key
+// property's type.
+func (s *Source) untyped(err error) error {
+	return fmt.Errorf("odata: cannot tell whether %s is an Edm.Guid (written unquoted in $filter) or a string (quoted): %w; the next page reads $metadata again", s.key, err)
 }
 
 func (d *edmx) propertyType(set, prop string) string {

@@ -54,7 +54,7 @@ type Source struct {
 	selected string // the $select value
 
 	mu      sync.Mutex
-	keyType string // the Edm type of the key property, once $metadata was read
+	keyType string // the Edm type of the key property, once a $metadata document declared it
 }
 
 // New returns a Source for cfg.
@@ -89,12 +89,20 @@ func New(cfg Config) (*Source, error) {
 func (s *Source) Stats() erp.Stats { return s.g.Stats() }
 
 // cursor is the position a page ends at: the last (updated_at, erp_id)
-// served under keyset paging, the next link under server paging.
+// served under keyset paging, the next link under server paging, and the
+// next link of an empty page under either, with how many empty pages in a
+// row came before it.
 type cursor struct {
-	T    time.Time `json:"t,omitzero"`
-	K    string    `json:"k,omitempty"`
-	Next string    `json:"n,omitempty"`
+	T     time.Time `json:"t,omitzero"`
+	K     string    `json:"k,omitempty"`
+	Next  string    `json:"n,omitempty"`
+	Empty int       `json:"e,omitempty"`
 }
+
+// maxEmptyPages is how many pages in a row may come back with no item and
+// a next link before a pass fails: a server that keeps sending them is
+// stuck, not paging.
+const maxEmptyPages = 100
 
 func (c cursor) encode() string {
 	b, _ := json.Marshal(c)
@@ -115,9 +123,11 @@ func decodeCursor(v string) (cursor, error) {
 
 // Page reads one page of the entity set: the records of q's window in
 // (updated_at, erp_id) order after q.Cursor. Invalid items are in
-// Page.Invalid. Under keyset paging only an empty page is the last one (a
-// server may serve fewer rows than $top with more to come); under server
-// paging, a page without @odata.nextLink.
+// Page.Invalid. Under keyset paging only an empty page without
+// @odata.nextLink is the last one (a server may serve fewer rows than $top
+// with more to come, or no row and a next link); under server paging, a
+// page without @odata.nextLink. An empty page's next link is followed
+// under either, up to maxEmptyPages in a row.
 func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	if q.Limit < 0 || q.Limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d not in [1, 1000]", erp.ErrBadRequest, q.Limit)
@@ -138,11 +148,13 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	if u == "" {
 		filter := s.window(q.Since, q.Until)
 		params := [][2]string{{"$select", s.selected}}
-		if s.paging == PagingKeyset {
-			if !after.T.IsZero() {
-				filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
-					s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+s.keyLiteral(ctx, after.K)+"))")
+		if s.paging == PagingKeyset && !after.T.IsZero() {
+			k, err := s.keyLiteral(ctx, after.K)
+			if err != nil {
+				return nil, err
 			}
+			filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
+				s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+k+"))")
 		}
 		if len(filter) > 0 {
 			params = append(params, [2]string{"$filter", strings.Join(filter, " and ")})
@@ -169,14 +181,25 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	if err != nil {
 		return nil, err
 	}
+	empty := len(p.Records)+len(p.Invalid) == 0
 	switch {
-	case s.paging == PagingServer && next != "":
+	case next != "" && (s.paging == PagingServer || empty):
 		ref, err := resolve(u, next)
 		if err != nil {
 			return nil, err
 		}
-		p.NextCursor = cursor{Next: ref}.encode()
-	case s.paging == PagingServer, len(p.Records)+len(p.Invalid) == 0:
+		c := cursor{Next: ref}
+		if empty {
+			// Keyset paging goes on from the same position once a page
+			// has items again.
+			c = cursor{T: after.T, K: after.K, Next: ref, Empty: after.Empty + 1}
+			if c.Empty >= maxEmptyPages {
+				return nil, fmt.Errorf("odata: %d pages in a row came back with no item and an @odata.nextLink (the last: %s): the server sends neither records nor the end of the feed; the pass stops",
+					c.Empty, truncate([]byte(next), 120))
+			}
+		}
+		p.NextCursor = c.encode()
+	case s.paging == PagingServer, empty:
 		// The last page.
 	case last.T.IsZero():
 		return nil, fmt.Errorf("odata: a page of %d items without one whose %s and %s are readable: keyset paging cannot go on",

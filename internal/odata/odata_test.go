@@ -57,6 +57,11 @@ type fakeSet struct {
 	mu    sync.Mutex
 	rows  []row
 	reqs  []*http.Request
+	// hide, when set, takes rows out of a page after it was cut to size,
+	// as a server that applies row-level security late does (a page can
+	// come back empty with a next link), and the next links keep the
+	// request's query.
+	hide func(row) bool
 }
 
 var (
@@ -119,6 +124,13 @@ func (f *fakeSet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(rows) > n {
 		rows = rows[:n]
 		body["@odata.nextLink"] = "Memberships?$skiptoken=" + strconv.Itoa(skip+n)
+		if f.hide != nil {
+			q.Set("$skiptoken", strconv.Itoa(skip+n))
+			body["@odata.nextLink"] = "Memberships?" + strings.ReplaceAll(q.Encode(), "+", "%20")
+		}
+	}
+	if f.hide != nil {
+		rows = slices.DeleteFunc(rows, f.hide)
 	}
 	vals := []map[string]any{}
 	for _, x := range rows {
@@ -440,5 +452,80 @@ func TestErrorsAndServedAt(t *testing.T) {
 	}
 	if _, err := stuck.Page(ctx, erp.Query{Cursor: "garbage!"}); !errors.Is(err, erp.ErrBadRequest) {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestEmptyPageWithNextLink reads a feed in which a server hides rows from
+// a page after it cut the page to size: pages in the middle come back
+// empty, each with an @odata.nextLink. Neither paging ends the pass there:
+// it follows the link and reads every visible record.
+func TestEmptyPageWithNextLink(t *testing.T) {
+	for _, paging := range []string{odata.PagingKeyset, odata.PagingServer} {
+		t.Run(paging, func(t *testing.T) {
+			rows := rowsOf(25)
+			hidden := map[string]bool{}
+			var want []string
+			for i, r := range rows {
+				if i >= 5 && i < 15 { // the second and third pages of 5
+					hidden[r.id] = true
+					continue
+				}
+				want = append(want, r.id)
+			}
+			slices.Sort(want)
+			f, s := setup(t, 5, rows, odata.Config{Paging: paging})
+			f.hide = func(r row) bool { return hidden[r.id] }
+			recs, _ := pageAll(t, s, erp.Query{Limit: 5})
+			if got := ids(recs); !slices.Equal(got, want) {
+				t.Errorf("%d records, want %d: %v", len(got), len(want), got)
+			}
+		})
+	}
+}
+
+// TestEndlessEmptyPages: a server that answers page after page with no
+// item and a next link fails the pass after 100 of them in a row, with an
+// error that says so, under either paging.
+func TestEndlessEmptyPages(t *testing.T) {
+	for _, paging := range []string{odata.PagingKeyset, odata.PagingServer} {
+		t.Run(paging, func(t *testing.T) {
+			var mu sync.Mutex
+			served := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				served++
+				if served == 1 {
+					fmt.Fprint(w, `{"value":[{"MembershipID":"M1","BusinessPartner":"B","Product":"P","LifecycleStatus":"active","ValidFrom":"2024-01-01","LastChangeDateTime":"2025-01-01T00:00:00Z"}],"@odata.nextLink":"Memberships?$skiptoken=1"}`)
+					return
+				}
+				fmt.Fprintf(w, `{"value":[],"@odata.nextLink":"Memberships?$skiptoken=%d"}`, served)
+			}))
+			defer srv.Close()
+			m, _ := erp.ParseMapping(capMap, capStatus)
+			s, err := odata.New(odata.Config{URL: srv.URL + "/Memberships", Mapping: m, Paging: paging})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := erp.Query{Limit: 5}
+			pages := 0
+			for ; pages < 1000; pages++ {
+				p, err := s.Page(context.Background(), q)
+				if err != nil {
+					if !strings.Contains(err.Error(), "100 pages in a row") || !strings.Contains(err.Error(), "@odata.nextLink") {
+						t.Errorf("error %q, want it to say 100 pages in a row came with no item and an @odata.nextLink", err)
+					}
+					break
+				}
+				if p.NextCursor == "" {
+					t.Fatalf("the pass ended after %d pages, without an error: the server never said the feed ended", pages+1)
+				}
+				q.Cursor = p.NextCursor
+			}
+			// The first page and the 100 empty ones: the 100th fails.
+			if pages != 100 || served != 101 {
+				t.Errorf("failed on page %d of %d served, want page 101", pages+1, served)
+			}
+		})
 	}
 }

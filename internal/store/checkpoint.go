@@ -44,7 +44,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, pos time.Time, 
   run_id = IF(`+ok+`, VALUES(run_id), run_id),
   updated_at = IF(`+ok+`, VALUES(updated_at), updated_at),
   fence_token = IF(`+ok+`, VALUES(fence_token), fence_token)`,
-		name, position(pos), fence, runID)
+		name, Millis(pos), fence, runID)
 	if res.Error != nil {
 		return fmt.Errorf("save checkpoint %s: %w", name, res.Error)
 	}
@@ -77,11 +77,6 @@ func (s *Store) ResetCheckpoint(ctx context.Context, name string, fence int64, r
 	return nil
 }
 
-// position is pos as a checkpoint stores it: UTC, truncated to the
-// millisecond that DATETIME(3) keeps. MariaDB truncates the rest, MySQL 8
-// rounds it, which could store a position past a record not yet read.
-func position(pos time.Time) time.Time { return pos.UTC().Truncate(time.Millisecond) }
-
 // CheckpointStart is the position of a reset checkpoint: the first instant
 // a DATETIME holds.
 var CheckpointStart = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -95,7 +90,7 @@ func (s *Store) AdvanceCheckpoint(ctx context.Context, name string, pos time.Tim
  ON DUPLICATE KEY UPDATE
   run_id = IF(VALUES(position) > position, VALUES(run_id), run_id),
   updated_at = IF(VALUES(position) > position, VALUES(updated_at), updated_at),
-  position = GREATEST(position, VALUES(position))`, name, position(pos), runID).Error
+  position = GREATEST(position, VALUES(position))`, name, Millis(pos), runID).Error
 	if err != nil {
 		return fmt.Errorf("advance checkpoint %s: %w", name, err)
 	}

@@ -71,9 +71,8 @@ func plain(s string) bool {
 
 func (l *literal) int(n int64) { l.b = strconv.AppendInt(l.b, n, 10) }
 
-// time writes t in UTC as 'YYYY-MM-DD hh:mm:ss[.fffffffff]', the form the
-// driver's interpolation sends: the server rounds the fraction to the
-// column's precision as it did before.
+// time writes t in UTC as 'YYYY-MM-DD hh:mm:ss[.fff]': Millis(t), which
+// MariaDB and MySQL 8 store alike.
 func (l *literal) time(t time.Time) error {
 	t = t.UTC()
 	if y := t.Year(); y < 1 || y > 9999 {
@@ -93,14 +92,9 @@ func (l *literal) time(t time.Time) error {
 	l.b = appendDigits(l.b, min, 2)
 	l.b = append(l.b, ':')
 	l.b = appendDigits(l.b, sec, 2)
-	if ns := t.Nanosecond(); ns != 0 {
+	if ms := t.Nanosecond() / 1e6; ms != 0 { // truncated, as Millis
 		l.b = append(l.b, '.')
-		n := 9
-		for ns%10 == 0 {
-			ns /= 10
-			n--
-		}
-		l.b = appendDigits(l.b, ns, n)
+		l.b = appendDigits(l.b, ms, 3)
 	}
 	l.b = append(l.b, '\'')
 	return nil

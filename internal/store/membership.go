@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -26,6 +27,37 @@ type Current struct {
 	// Deleted says the row is soft-deleted (deleted_at is set): its
 	// record was gone from the ERP at the last reconcile.
 	Deleted bool
+	// UpdatedAt is the row's erp_updated_at: with Version, what decides
+	// whether a copy restores a soft-deleted row.
+	UpdatedAt time.Time
+	// Mark is the row's quarantined_version: the version of the invalid
+	// copy that marked it (the row's own version when that copy had none);
+	// 0 when the row is not marked.
+	Mark int64
+}
+
+// Restores reports whether a valid copy at version and updatedAt restores
+// the soft-deleted row c: a copy at c's version or a higher one, or a later
+// updated_at at any version (a re-creation is a new life of the key,
+// whatever its change counter says). A stale copy (a lower version and no
+// later updated_at) restores nothing.
+func (c Current) Restores(version int64, updatedAt time.Time) bool {
+	return version >= c.Version || Millis(updatedAt).After(c.UpdatedAt)
+}
+
+// Marks reports whether an invalid copy at version (0 when it had none
+// that could be read) and updatedAt (zero likewise) is newer than what the
+// live row c holds and marks: above its version and its mark; without a
+// version, a copy later than the row's erp_updated_at (or undated) on an
+// unmarked row.
+func (c Current) Marks(version int64, updatedAt time.Time) bool {
+	switch {
+	case c.Deleted:
+		return false
+	case version > 0:
+		return version > c.Version && version > c.Mark
+	}
+	return c.Mark == 0 && (updatedAt.IsZero() || Millis(updatedAt).After(c.UpdatedAt))
 }
 
 const membershipColumns = "erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, created_at, updated_at"
@@ -41,7 +73,7 @@ func (s *Store) Versions(ctx context.Context, ids []string) (map[string]Current,
 	// in (see literal): gorm's statement builder cost about 2 µs a record in
 	// the backfill profile.
 	l := newLiteral()
-	l.sql("SELECT erp_id, erp_version, fence_token, deleted_at IS NOT NULL FROM memberships WHERE erp_id IN (")
+	l.sql("SELECT erp_id, erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0) FROM memberships WHERE erp_id IN (")
 	for i, id := range ids {
 		if i > 0 {
 			l.sql(",")
@@ -58,7 +90,7 @@ func (s *Store) Versions(ctx context.Context, ids []string) (map[string]Current,
 	for rows.Next() {
 		var id string
 		var c Current
-		if err := rows.Scan(&id, &c.Version, &c.Fence, &c.Deleted); err != nil {
+		if err := rows.Scan(&id, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark); err != nil {
 			return nil, fmt.Errorf("read versions: %w", err)
 		}
 		out[id] = c
@@ -149,17 +181,22 @@ func (s *Store) InsertIgnore(ctx context.Context, ms []Membership) error {
 }
 
 // guard is the condition under which an incoming row replaces the stored
-// one: a higher ERP version, or the same version of a soft-deleted row (the
-// record is back: the write restores it), and a fencing token no older than
-// the row's.
-const guard = "(VALUES(erp_version) > erp_version OR (VALUES(erp_version) = erp_version AND deleted_at IS NOT NULL)) AND VALUES(fence_token) >= fence_token"
+// one in Upsert: a higher ERP version and a fencing token no older than the
+// row's. Restores of a soft-deleted row at its version or a lower one go
+// through Update, whose WHERE reads the row once.
+const guard = "VALUES(erp_version) > erp_version AND VALUES(fence_token) >= fence_token"
 
-// upsertSQL assigns fence_token, deleted_at and erp_version last, in that
-// order: MySQL evaluates the assignments left to right, a later one sees
-// the columns earlier ones changed, and the guard reads all three. A new
-// fence_token keeps the guard's fence test true; clearing deleted_at then
-// turns its same-version test false, which leaves erp_version as it is
-// (equal); a higher version still passes.
+// unmark is the condition under which a write clears the quarantine mark:
+// it lands (guard) at the marking version or a newer one. A replayed older
+// valid copy updates the data and keeps the mark.
+const unmark = guard + " AND (quarantined_version IS NULL OR VALUES(erp_version) >= quarantined_version)"
+
+// upsertSQL assigns the quarantine mark, then fence_token, deleted_at and
+// erp_version last, in that order: MySQL evaluates the assignments left to
+// right, a later one sees the columns earlier ones changed, and the guard
+// reads fence_token and erp_version, unmark quarantined_version. A new
+// fence_token keeps the guard's fence test true, and the guard does not
+// read deleted_at: a higher version makes the row live.
 var upsertSQL = " ON DUPLICATE KEY UPDATE " +
 	"member_id = IF(" + guard + ", VALUES(member_id), member_id), " +
 	"product_code = IF(" + guard + ", VALUES(product_code), product_code), " +
@@ -168,15 +205,17 @@ var upsertSQL = " ON DUPLICATE KEY UPDATE " +
 	"ends_at = IF(" + guard + ", VALUES(ends_at), ends_at), " +
 	"erp_updated_at = IF(" + guard + ", VALUES(erp_updated_at), erp_updated_at), " +
 	"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
+	"quarantined_at = IF(" + unmark + ", NULL, quarantined_at), " +
+	"quarantined_version = IF(" + unmark + ", NULL, quarantined_version), " +
 	"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
 	"deleted_at = IF(" + guard + ", NULL, deleted_at), " +
 	"erp_version = IF(" + guard + ", VALUES(erp_version), erp_version)"
 
 // Upsert writes rows in one multi-row guarded statement: absent rows are
 // inserted, and a present row changes only when the incoming version is
-// higher (or equal, on a soft-deleted row, which it restores) and the
-// fencing token is not older. A row it changes is live. It does not say which rows
-// changed; read them back with Versions.
+// higher and the fencing token is not older. A row it changes is live, and
+// loses its quarantine mark unless the mark is newer. It does not say which
+// rows changed; read them back with Versions.
 func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
 	if len(ms) == 0 {
 		return nil
@@ -187,24 +226,142 @@ func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
 	return nil
 }
 
-// Update changes one existing row in one guarded statement and reports
-// whether it did: false when the row holds a higher version, an equal one
-// and is live, or a newer fencing token. A row it changes is live: an equal
-// version restores a soft-deleted row.
-func (s *Store) Update(ctx context.Context, m Membership) (bool, error) {
+// updateSQL changes one existing row when the incoming copy is newer: a
+// higher version, or, on a soft-deleted row, a copy that restores it
+// (Current.Restores). The WHERE reads the row once, before any SET, so a
+// restore at a lower version (a re-created record) passes; the quarantine
+// mark is cleared before deleted_at, which its test reads.
+const updateSQL = `UPDATE memberships SET member_id = ?, product_code = ?, status = ?, starts_at = ?, ends_at = ?,
+ erp_updated_at = ?, updated_at = UTC_TIMESTAMP(3), fence_token = ?,
+ quarantined_at = IF(deleted_at IS NOT NULL OR quarantined_version IS NULL OR ? >= quarantined_version, NULL, quarantined_at),
+ quarantined_version = IF(deleted_at IS NOT NULL OR quarantined_version IS NULL OR ? >= quarantined_version, NULL, quarantined_version),
+ deleted_at = NULL, erp_version = ?
+ WHERE erp_id = ? AND fence_token <= ? AND (erp_version < ? OR (deleted_at IS NOT NULL AND (erp_version <= ? OR erp_updated_at < ?)))`
+
+// updateArgs are the arguments of updateSQL for m.
+func updateArgs(m Membership) []any {
 	var ends any
 	if m.EndsAt != nil {
-		ends = m.EndsAt.UTC()
+		ends = Millis(*m.EndsAt)
 	}
-	res := s.db.WithContext(ctx).Exec(`UPDATE memberships SET member_id = ?, product_code = ?, status = ?, starts_at = ?, ends_at = ?,
- erp_updated_at = ?, updated_at = UTC_TIMESTAMP(3), fence_token = ?, deleted_at = NULL, erp_version = ?
- WHERE erp_id = ? AND (erp_version < ? OR (erp_version = ? AND deleted_at IS NOT NULL)) AND fence_token <= ?`,
-		m.MemberID, m.ProductCode, m.Status, m.StartsAt.UTC(), ends, m.UpdatedAt.UTC(), m.Fence, m.Version,
-		m.ErpID, m.Version, m.Version, m.Fence)
-	if res.Error != nil {
-		return false, fmt.Errorf("update membership: %w", res.Error)
+	upd := Millis(m.UpdatedAt)
+	return []any{m.MemberID, m.ProductCode, m.Status, Millis(m.StartsAt), ends, upd, m.Fence,
+		m.Version, m.Version, m.Version,
+		m.ErpID, m.Fence, m.Version, m.Version, upd}
+}
+
+// Update changes one existing row in one guarded statement and reports
+// whether it did: false when the row holds a higher version, an equal one
+// and is live, or a newer fencing token, or is soft-deleted and m is a
+// stale copy (Current.Restores). A row it changes is live: a copy that
+// restores a soft-deleted row starts the row's version guard again from
+// its own version.
+func (s *Store) Update(ctx context.Context, m Membership) (bool, error) {
+	res, err := s.sql.ExecContext(ctx, updateSQL, updateArgs(m)...)
+	if err != nil {
+		return false, fmt.Errorf("update membership: %w", err)
 	}
-	return res.RowsAffected == 1, nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("update membership: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Restore runs Update for each of ms, soft-deleted rows that a copy
+// restores, in one transaction (one commit), and reports which it changed.
+func (s *Store) Restore(ctx context.Context, ms []Membership) ([]bool, error) {
+	return s.eachInTx(ctx, "restore", len(ms), func(tx *sql.Tx, i int) (sql.Result, error) {
+		return tx.ExecContext(ctx, updateSQL, updateArgs(ms[i])...)
+	})
+}
+
+// eachInTx runs stmt for i in 0..n-1 in one transaction and reports which
+// changed a row. what names the statements in errors.
+func (s *Store) eachInTx(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error)) ([]bool, error) {
+	done := make([]bool, n)
+	if n == 0 {
+		return done, nil
+	}
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer tx.Rollback()
+	for i := range n {
+		res, err := stmt(tx, i)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		done[i] = k == 1
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return done, nil
+}
+
+// Mark is a quarantine mark to set: the source's newest copy of ErpID is
+// invalid. Version is that copy's version (0 when it had none that could
+// be read), UpdatedAt its updated_at (zero likewise), Fence the token of
+// the record lock the mark is set under.
+type Mark struct {
+	ErpID     string
+	Version   int64
+	UpdatedAt time.Time
+	Fence     int64
+}
+
+// MarkQuarantined sets quarantined_at on the live rows of ms whose copy is
+// newer than what they hold and mark (Current.Marks, re-checked by each
+// UPDATE), in one transaction, and reports which it marked. A marked row
+// keeps its data and version; it takes the mark's fencing token, as any
+// write under a newer lock does.
+func (s *Store) MarkQuarantined(ctx context.Context, ms []Mark) ([]bool, error) {
+	return s.eachInTx(ctx, "mark quarantined", len(ms), func(tx *sql.Tx, i int) (sql.Result, error) {
+		m := ms[i]
+		l := newLiteral()
+		defer l.free()
+		if m.Version > 0 {
+			l.sql("UPDATE memberships SET quarantined_at = COALESCE(quarantined_at, UTC_TIMESTAMP(3)), quarantined_version = ")
+			l.int(m.Version)
+		} else {
+			l.sql("UPDATE memberships SET quarantined_at = UTC_TIMESTAMP(3), quarantined_version = erp_version")
+		}
+		l.sql(", fence_token = ")
+		l.int(m.Fence)
+		l.liveRow(m.ErpID, m.Fence)
+		switch {
+		case m.Version > 0:
+			l.sql(" AND erp_version < ")
+			l.int(m.Version)
+			l.sql(" AND (quarantined_version IS NULL OR quarantined_version < ")
+			l.int(m.Version)
+			l.sql(")")
+		default:
+			l.sql(" AND quarantined_version IS NULL")
+			if !m.UpdatedAt.IsZero() {
+				l.sql(" AND erp_updated_at < ")
+				if err := l.time(Millis(m.UpdatedAt)); err != nil {
+					return nil, fmt.Errorf("erp_id %q: updated_at: %w", m.ErpID, err)
+				}
+			}
+		}
+		return tx.ExecContext(ctx, l.text())
+	})
+}
+
+// liveRow writes the WHERE of a guarded UPDATE of one row: erp_id's row,
+// live, with a fencing token no newer than fence.
+func (l *literal) liveRow(erpID string, fence int64) {
+	l.sql(" WHERE erp_id = ")
+	l.str(erpID)
+	l.sql(" AND deleted_at IS NULL AND fence_token <= ")
+	l.int(fence)
 }
 
 // Tombstone is a soft delete to make: the row of ErpID, only while it is
@@ -222,38 +379,16 @@ type Tombstone struct {
 // lock) is left alone: the writer wins. A soft-deleted row keeps its data,
 // version and fencing token.
 func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) {
-	done := make([]bool, len(ts))
-	if len(ts) == 0 {
-		return done, nil
-	}
-	tx, err := s.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("soft delete: %w", err)
-	}
-	defer tx.Rollback()
-	for i, t := range ts {
+	return s.eachInTx(ctx, "soft delete", len(ts), func(tx *sql.Tx, i int) (sql.Result, error) {
+		t := ts[i]
 		l := newLiteral()
-		l.sql("UPDATE memberships SET deleted_at = UTC_TIMESTAMP(3) WHERE erp_id = ")
-		l.str(t.ErpID)
-		l.sql(" AND deleted_at IS NULL AND erp_version = ")
+		defer l.free()
+		l.sql("UPDATE memberships SET deleted_at = UTC_TIMESTAMP(3)")
+		l.liveRow(t.ErpID, t.Fence)
+		l.sql(" AND erp_version = ")
 		l.int(t.Version)
-		l.sql(" AND fence_token <= ")
-		l.int(t.Fence)
-		res, err := tx.ExecContext(ctx, l.text())
-		l.free()
-		if err != nil {
-			return nil, fmt.Errorf("soft delete %q: %w", t.ErpID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("soft delete %q: %w", t.ErpID, err)
-		}
-		done[i] = n == 1
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("soft delete: commit: %w", err)
-	}
-	return done, nil
+		return tx.ExecContext(ctx, l.text())
+	})
 }
 
 // Now is the database's clock (UTC, milliseconds): the clock of the rows'

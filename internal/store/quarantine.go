@@ -57,14 +57,7 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 		args = append(args, r.hash, job, runID, id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), payload, now, now)
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE seen_count = seen_count + 1, last_seen = VALUES(last_seen), run_id = VALUES(run_id)")
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if _, err = s.sql.ExecContext(ctx, b.String(), args...); err == nil || !isTransient(err) {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
-	}
-	if err != nil {
+	if _, err := s.execRetrying(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("quarantine %d records: %w", len(qs), err)
 	}
 	return nil
@@ -75,6 +68,17 @@ func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
 	var n int64
 	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM quarantined_records").Scan(&n).Error; err != nil {
 		return 0, fmt.Errorf("count quarantine: %w", err)
+	}
+	return n, nil
+}
+
+// QuarantinedRows returns how many live rows are marked quarantined: their
+// record's newest copy in the ERP is invalid, and the row holds its last
+// valid data.
+func (s *Store) QuarantinedRows(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM memberships WHERE quarantined_at IS NOT NULL AND deleted_at IS NULL").Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("count quarantined rows: %w", err)
 	}
 	return n, nil
 }

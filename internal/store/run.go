@@ -26,7 +26,10 @@ type Counters struct {
 	Deleted int64 `json:"deleted" gorm:"column:deleted"`
 	// Repaired counts rows a reconcile wrote because verify's comparison
 	// found them missing or stale (restores not included).
-	Repaired    int64 `json:"repaired" gorm:"column:repaired"`
+	Repaired int64 `json:"repaired" gorm:"column:repaired"`
+	// Quarantined counts live rows a run or reconcile marked quarantined
+	// (quarantined_at): the ERP's newest copy of their record is invalid.
+	Quarantined int64 `json:"quarantined" gorm:"column:quarantined"`
 	ERPRequests int64 `json:"erp_requests" gorm:"column:erp_requests"`
 	ERPRetries  int64 `json:"erp_retries" gorm:"column:erp_retries"`
 }
@@ -54,7 +57,10 @@ type Run struct {
 	FinishedAt  *time.Time `json:"finished_at" gorm:"column:finished_at"`
 	Counters
 	RecordsPerSecond float64 `json:"records_per_second" gorm:"column:records_per_second"`
-	Error            *string `json:"error,omitempty" gorm:"column:error"`
+	// Forced says a reconcile went past the deletion guard with --force:
+	// its deletions do not count against the guard's window.
+	Forced bool    `json:"-" gorm:"column:forced"`
+	Error  *string `json:"error,omitempty" gorm:"column:error"`
 }
 
 // TableName tells gorm the table of Run.
@@ -84,6 +90,19 @@ func (s *Store) FinishRun(ctx context.Context, r *Run) error {
 		return fmt.Errorf("finish run %s: %w", r.RunID, err)
 	}
 	return nil
+}
+
+// ReconcileDeletedSince sums the rows that job's runs of mode (reconciles)
+// started at or after since deleted, forced ones not counted: what the
+// deletion guard's rolling window has used up.
+func (s *Store) ReconcileDeletedSince(ctx context.Context, job, mode string, since time.Time) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Raw("SELECT COALESCE(SUM(deleted), 0) FROM sync_runs WHERE job = ? AND mode = ? AND started_at >= ? AND NOT forced",
+		job, mode, Millis(since)).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("read the deletions of the window: %w", err)
+	}
+	return n, nil
 }
 
 // Runs lists the run history newest first; job may be empty for all jobs.

@@ -180,3 +180,15 @@ func isTransient(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
+
+// execRetrying runs a statement, and runs it again after a deadlock or a
+// lock wait timeout, five times at most.
+func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		if res, err = s.sql.ExecContext(ctx, query, args...); err == nil || !isTransient(err) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
+	}
+	return res, err
+}

@@ -25,7 +25,7 @@ type Report struct {
 // counters are the live, concurrently updated outcomes of a run.
 type counters struct {
 	fetched, inserted, updated, restored, unchanged, duplicates, contended,
-	uniqueViolations, staleRejected, invalid, failed atomic.Int64
+	uniqueViolations, staleRejected, invalid, failed, quarantined atomic.Int64
 }
 
 func (c *counters) snapshot() store.Counters {
@@ -41,5 +41,6 @@ func (c *counters) snapshot() store.Counters {
 		StaleRejected:    c.staleRejected.Load(),
 		Invalid:          c.invalid.Load(),
 		Failed:           c.failed.Load(),
+		Quarantined:      c.quarantined.Load(),
 	}
 }

@@ -345,7 +345,7 @@ func (r *run) finish(ctx context.Context, status string, err error) {
 		Int64("fetched", rep.Fetched).Int64("inserted", rep.Inserted).Int64("updated", rep.Updated).Int64("restored", rep.Restored).
 		Int64("unchanged", rep.Unchanged).Int64("duplicates_in_feed", rep.DuplicatesInFeed).
 		Int64("lock_contended", rep.LockContended).Int64("unique_violations", rep.UniqueViolations).
-		Int64("stale_rejected", rep.StaleRejected).Int64("invalid", rep.Invalid).Int64("failed", rep.Failed).
+		Int64("stale_rejected", rep.StaleRejected).Int64("invalid", rep.Invalid).Int64("quarantined", rep.Quarantined).Int64("failed", rep.Failed).
 		Int64("erp_requests", rep.ERPRequests).Int64("erp_retries", rep.ERPRetries).
 		Float64("records_per_second", rep.RecordsPerSecond).
 		Dur("duration", now.Sub(rep.StartedAt)).
@@ -514,6 +514,10 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
 				r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
 				r.c.failed.Add(int64(len(qs)))
+				failed = true
+			} else if err := r.markInvalid(hand, page.Invalid); err != nil {
+				r.log.Error().Err(err).Msg("checkpoint held back")
+				r.c.failed.Add(1)
 				failed = true
 			}
 		}

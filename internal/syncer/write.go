@@ -163,12 +163,17 @@ func (r *run) skipCurrent(ctx context.Context, recs []erp.Record) []erp.Record {
 	return out
 }
 
-// upToDate reports whether a row needs no write of rec: it holds a higher
-// version, or rec's version and is live. A soft-deleted row at rec's
-// version is restored (the record is back); one at a higher version stays
-// as it is, as the version guard keeps every row from going back.
+// upToDate reports whether a row needs no write of rec: a live row at
+// rec's version or a higher one, or a soft-deleted row rec does not restore
+// (a stale copy: a lower version and no later updated_at). A soft-deleted
+// row at rec's version is restored (the record is back), and so is one at a
+// higher version when rec is later (the record was created again, its
+// change counter starting over); a live row never goes back.
 func upToDate(c store.Current, rec erp.Record) bool {
-	return c.Version > rec.Version || c.Version == rec.Version && !c.Deleted
+	if c.Deleted {
+		return !c.Restores(rec.Version, rec.UpdatedAt)
+	}
+	return c.Version >= rec.Version
 }
 
 // obtainMany tries each key's lock once: in one round trip when the locker
@@ -352,8 +357,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	if len(hs) > 1 {
 		r.learnPresent(len(cur))
 	}
-	var ins, upd []held
-	var restoring map[string]bool // the erp_ids of upd whose row is soft-deleted
+	var ins, upd, rst []held // rst: soft-deleted rows that their copy restores
 	unchanged := 0
 	for _, h := range hs {
 		c, ok := cur[h.rec.ErpID]
@@ -366,16 +370,12 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		switch {
 		case !ok:
 			ins = append(ins, h)
-		case !upToDate(c, h.rec):
-			upd = append(upd, h)
-			if c.Deleted {
-				if restoring == nil {
-					restoring = map[string]bool{}
-				}
-				restoring[h.rec.ErpID] = true
-			}
-		default:
+		case upToDate(c, h.rec):
 			unchanged++
+		case c.Deleted:
+			rst = append(rst, h)
+		default:
+			upd = append(upd, h)
 		}
 	}
 	if len(ins) > 0 {
@@ -412,10 +412,26 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	}
 	r.c.unchanged.Add(int64(unchanged))
 	current = unchanged
-	if len(upd) == 0 {
+	if len(upd)+len(rst) == 0 {
 		return nil, current, nil
 	}
-	if len(upd) == 1 {
+	if len(rst) > 0 {
+		// Restores are rare: one guarded UPDATE each, in one transaction,
+		// whose WHERE reads the row once (a restore may go to a lower
+		// version).
+		ms := make([]store.Membership, len(rst))
+		for i, h := range rst {
+			ms[i] = membership(h)
+		}
+		if err := r.writing(ctx, func() (err error) {
+			_, err = r.s.store.Restore(ctx, ms)
+			return err
+		}); err != nil {
+			return nil, 0, err
+		}
+	}
+	switch {
+	case len(upd) == 1 && len(rst) == 0:
 		var ok bool
 		err := r.writing(ctx, func() (err error) {
 			ok, err = r.s.store.Update(ctx, membership(upd[0]))
@@ -425,10 +441,10 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			return nil, 0, err
 		}
 		if ok {
-			r.countWritten(upd[0], restoring)
+			r.c.updated.Add(1)
 			return nil, current, nil
 		}
-	} else {
+	case len(upd) > 0:
 		ms := make([]store.Membership, len(upd))
 		for i, h := range upd {
 			ms[i] = membership(h)
@@ -443,15 +459,22 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	for _, h := range upd {
 		ids = append(ids, h.rec.ErpID)
 	}
+	for _, h := range rst {
+		ids = append(ids, h.rec.ErpID)
+	}
 	after, err := r.s.store.Versions(ctx, ids)
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, h := range upd {
+	for i, h := range append(upd, rst...) {
 		c := after[h.rec.ErpID]
 		switch {
 		case c.Version == h.rec.Version && c.Fence == h.lock.Fence() && !c.Deleted:
-			r.countWritten(h, restoring)
+			if i < len(upd) {
+				r.c.updated.Add(1)
+			} else {
+				r.c.restored.Add(1)
+			}
 		case upToDate(c, h.rec):
 			r.c.unchanged.Add(1)
 			current++
@@ -463,14 +486,4 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		}
 	}
 	return again, current, nil
-}
-
-// countWritten counts a write of ours that landed: a restore when its row
-// was soft-deleted, else an update.
-func (r *run) countWritten(h held, restoring map[string]bool) {
-	if restoring[h.rec.ErpID] {
-		r.c.restored.Add(1)
-		return
-	}
-	r.c.updated.Add(1)
 }

@@ -1,12 +1,14 @@
 // Package verify compares the whole ERP feed with the memberships table and
 // says which records are missing, stale (an older version, or fields that
-// differ at the same version) or unknown (a row the feed does not have).
+// differ at the same version), unknown (a row the feed does not have) or
+// quarantined (a row whose record's newest copy in the feed is invalid).
 package verify
 
 import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
@@ -17,22 +19,26 @@ import (
 // record of the feed whose row is soft-deleted is missing, and a
 // soft-deleted row the feed lacks is as it should be.
 type Result struct {
-	FeedRecords int64     `json:"feed_records"`
-	FeedInvalid int64     `json:"feed_invalid"`
-	Rows        int64     `json:"rows"`         // live rows
-	SoftDeleted int64     `json:"soft_deleted"` // soft-deleted rows
-	Matching    int64     `json:"matching"`
-	Missing     Sample    `json:"missing"`
-	Stale       Sample    `json:"stale"`
-	Unknown     Sample    `json:"unknown"`
-	Ahead       Sample    `json:"ahead"` // a row at a higher version than the feed serves
+	FeedRecords int64  `json:"feed_records"`
+	FeedInvalid int64  `json:"feed_invalid"`
+	Rows        int64  `json:"rows"`         // live rows
+	SoftDeleted int64  `json:"soft_deleted"` // soft-deleted rows
+	Matching    int64  `json:"matching"`
+	Missing     Sample `json:"missing"`
+	Stale       Sample `json:"stale"`
+	Unknown     Sample `json:"unknown"`
+	Ahead       Sample `json:"ahead"` // a row at a higher version than the feed serves
+	// Quarantined counts the live rows whose record's newest copy is
+	// invalid: marked (quarantined_at), or to be marked by the next run or
+	// reconcile. Such a row holds its last valid data, not the ERP's.
+	Quarantined Sample    `json:"quarantined"`
 	Started     time.Time `json:"started_at"`
 	Duration    float64   `json:"duration_seconds"`
 }
 
 // OK reports whether the database matches the feed.
 func (r *Result) OK() bool {
-	return r.Missing.Count == 0 && r.Stale.Count == 0 && r.Unknown.Count == 0 && r.Ahead.Count == 0
+	return r.Missing.Count == 0 && r.Stale.Count == 0 && r.Unknown.Count == 0 && r.Ahead.Count == 0 && r.Quarantined.Count == 0
 }
 
 // Sample counts records of one kind and keeps the first few erp_ids.
@@ -53,24 +59,35 @@ func (s *Sample) Add(id string) {
 
 type want struct {
 	version int64
-	sum     uint64
-	seen    bool        // matched by a live row
-	rec     *erp.Record // the record, when the scan keeps them
+	// sum and rounded hash the fields a row copies from the feed, with
+	// the times as erpsync stores them, and rounded to the millisecond as
+	// MySQL 8 stored values sent with more digits (store.StoredForms).
+	sum, rounded uint64
+	seen         bool        // matched by a live row
+	rec          *erp.Record // the record, when the scan keeps them
 }
 
 var seed = maphash.MakeSeed()
 
-// fieldsSum hashes the fields a row copies from the feed.
-func fieldsSum(id, member, product, status string, starts time.Time, ends *time.Time, updated time.Time) uint64 {
+// fieldsSum hashes the fields a row copies from the feed, with form (one
+// of store.StoredForms) applied to each time.
+func fieldsSum(id, member, product, status string, starts time.Time, ends *time.Time, updated time.Time, form int) uint64 {
+	ms := func(t time.Time) int64 {
+		tr, ro := store.StoredForms(t)
+		if form == 0 {
+			return tr.UnixMilli()
+		}
+		return ro.UnixMilli()
+	}
 	var h maphash.Hash
 	h.SetSeed(seed)
 	for _, s := range []string{id, member, product, status} {
 		h.WriteString(s)
 		h.WriteByte(0)
 	}
-	fmt.Fprint(&h, starts.UTC().UnixMilli(), updated.UTC().UnixMilli())
+	fmt.Fprint(&h, ms(starts), ms(updated))
 	if ends != nil {
-		fmt.Fprint(&h, ends.UTC().UnixMilli())
+		fmt.Fprint(&h, ms(*ends))
 	}
 	return h.Sum64()
 }
@@ -86,9 +103,11 @@ type Feed struct {
 	started time.Time
 	invalid int64
 	byID    map[string]*want
-	// quarantined are the erp_ids of the invalid and unstorable items: the
-	// ERP still has these records, so a row of one is never absent.
-	quarantined map[string]bool
+	// quarantined holds the newest invalid or unstorable copy of each
+	// erp_id served so (erp.Invalid.NewerThan), without its payload: the
+	// ERP still has these records, so a row of one is never absent, and a
+	// row older than such a copy is not current.
+	quarantined map[string]erp.Invalid
 }
 
 // Records is the number of distinct erp_ids of valid records the scan saw.
@@ -97,11 +116,18 @@ func (f *Feed) Records() int64 { return int64(len(f.byID)) }
 // Has reports whether the feed holds erp_id.
 func (f *Feed) Has(erpID string) bool { return f.byID[erpID] != nil }
 
+// Quarantined reports whether the feed served an invalid or unstorable
+// item of erp_id: the ERP still has the record.
+func (f *Feed) Quarantined(erpID string) bool {
+	_, ok := f.quarantined[erpID]
+	return ok
+}
+
 // Scan pages the whole feed; the highest version of each erp_id wins. With
 // keep, the feed keeps each record (Compare's Diff lists them for a
 // repair); without, a hash of its fields.
 func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
-	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]bool{}}
+	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}}
 	q := erp.Query{Limit: pageSize}
 	for {
 		p, err := e.Page(ctx, q)
@@ -112,8 +138,9 @@ func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) 
 		p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
 		f.invalid += int64(len(p.Invalid))
 		for _, inv := range p.Invalid {
-			if inv.ErpID != "" {
-				f.quarantined[inv.ErpID] = true
+			if old, ok := f.quarantined[inv.ErpID]; inv.ErpID != "" && (!ok || inv.NewerThan(old)) {
+				inv.Raw = nil
+				f.quarantined[inv.ErpID] = inv
 			}
 		}
 		for i, r := range p.Records {
@@ -126,7 +153,8 @@ func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) 
 				f.byID[r.ErpID] = w
 			}
 			w.version = r.Version
-			w.sum = fieldsSum(r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt, r.EndsAt, r.UpdatedAt)
+			w.sum = fieldsSum(r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt, r.EndsAt, r.UpdatedAt, 0)
+			w.rounded = fieldsSum(r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt, r.EndsAt, r.UpdatedAt, 1)
 			if keep {
 				w.rec = &p.Records[i]
 			}
@@ -154,6 +182,9 @@ type Diff struct {
 	Missing []erp.Record // no row
 	Restore []erp.Record // a soft-deleted row
 	Stale   []erp.Record // a live row at an older version, or other fields at the same version
+	// Marks are the feed's newest invalid copies of live rows that are
+	// newer than the row and its mark: rows to mark quarantined.
+	Marks []erp.Invalid
 }
 
 // Verify pages the whole feed (highest version per erp_id wins) and compares
@@ -178,7 +209,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 			diff.Stale = append(diff.Stale, *w.rec)
 		}
 	}
-	rows, err := st.DB().WithContext(ctx).Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL FROM memberships").Rows()
+	rows, err := st.DB().WithContext(ctx).Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM memberships").Rows()
 	if err != nil {
 		return nil, nil, fmt.Errorf("read memberships: %w", err)
 	}
@@ -188,9 +219,9 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		var id, member, product, status string
 		var starts, updated, written time.Time
 		var ends *time.Time
-		var version, fence int64
+		var version, fence, mark int64
 		var deleted bool
-		if err := rows.Scan(&id, &member, &product, &status, &starts, &ends, &version, &updated, &fence, &written, &deleted); err != nil {
+		if err := rows.Scan(&id, &member, &product, &status, &starts, &ends, &version, &updated, &fence, &written, &deleted, &mark); err != nil {
 			return nil, nil, fmt.Errorf("read memberships: %w", err)
 		}
 		w := f.byID[id]
@@ -202,11 +233,22 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 			continue
 		}
 		res.Rows++
+		inv, invalid := f.quarantined[id]
+		marked := mark > 0
+		if cur := (store.Current{Version: version, UpdatedAt: updated, Mark: mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
+			diff.Marks = append(diff.Marks, inv)
+			marked = true
+		}
+		if marked {
+			res.Quarantined.Add(id)
+		}
 		switch {
-		case w == nil:
+		case w == nil && !invalid:
 			res.Unknown.Add(id)
-			if !f.quarantined[id] {
-				diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: fence, Written: written})
+			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: fence, Written: written})
+		case w == nil:
+			if !marked {
+				res.Unknown.Add(id) // the feed has only an older invalid copy
 			}
 		case version < w.version:
 			w.seen = true
@@ -214,7 +256,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		case version > w.version:
 			w.seen = true
 			res.Ahead.Add(id)
-		case fieldsSum(id, member, product, status, starts, ends, updated) != w.sum:
+		case !slices.Contains([]uint64{w.sum, w.rounded}, fieldsSum(id, member, product, status, starts, ends, updated, 0)):
 			w.seen = true
 			stale(id, w)
 		default:

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/store"
+)
+
+// ownership is how a command stands to the table it writes: one table, one
+// job (two jobs' reconciles would each soft-delete the rows of the other's
+// feed).
+type ownership int
+
+const (
+	// readsOnly: verify and runs, which need no claim.
+	readsOnly ownership = iota
+	// checksOwner: reconcile --dry-run, which writes nothing: refused on
+	// another job's table, it claims none.
+	checksOwner
+	// claimsTable: run, backfill, reconcile and schedule (syncFlags sets
+	// it).
+	claimsTable
+)
+
+// claimTable applies the ownership rule at the start of a command, once
+// everything it needs has answered and before it writes: the job claims
+// memberships, or takes it from another job with --take-table. A table of
+// another job is a usage error (exit 2, nothing written) in one line that
+// says how to move it.
+func claimTable(ctx context.Context, s *settings, st *store.Store, log zerolog.Logger) error {
+	switch {
+	case s.ownership == readsOnly:
+		return nil
+	case s.TakeTable:
+		prev, ok, err := st.TakeTable(ctx, store.MembershipsTable, s.Job)
+		if err != nil {
+			return depError{fmt.Errorf("mysql: %w", err)}
+		}
+		if ok && prev.Job != s.Job {
+			log.Warn().Str("table", store.MembershipsTable).Str("job", s.Job).Str("previous_job", prev.Job).
+				Msg("table taken from another job (--take-table): that job's commands against it are refused from now on")
+		}
+		return nil
+	case s.ownership == checksOwner:
+		o, ok, err := st.TableOwner(ctx, store.MembershipsTable)
+		if err == nil && ok && o.Job != s.Job {
+			err = &store.OwnedError{Table: store.MembershipsTable, Owner: o, Job: s.Job}
+		}
+		return refusal(err)
+	}
+	return claim(ctx, st, s.Job)
+}
+
+// claim claims memberships for job (see store.ClaimTable); schedule's
+// ticks call it too, so that a --take-table of another job since the start
+// refuses them.
+func claim(ctx context.Context, st *store.Store, job string) error {
+	return refusal(st.ClaimTable(ctx, store.MembershipsTable, job))
+}
+
+// refusal turns a store's *OwnedError into the command's one line.
+func refusal(err error) error {
+	var oe *store.OwnedError
+	switch {
+	case errors.As(err, &oe):
+		return usageError{fmt.Errorf("table %s belongs to job %q; this is job %q (one table, one job: two jobs' reconciles would soft-delete each other's rows; to move the table to job %q, stop job %q and start this command once with --take-table)",
+			oe.Table, oe.Owner.Job, oe.Job, oe.Job, oe.Owner.Job)}
+	case err != nil:
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	return nil
+}
