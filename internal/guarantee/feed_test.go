@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,18 +321,6 @@ func (f *feed) limit(s string) *reconcile.Limit {
 	return &l
 }
 
-// setDeleteTotal sets the guard over the window, reconcile.Config's
-// MaxDeleteTotal, to l where the Config has that field, and reports
-// whether it has.
-func setDeleteTotal(cfg *reconcile.Config, l *reconcile.Limit) bool {
-	v := reflect.ValueOf(cfg).Elem().FieldByName("MaxDeleteTotal")
-	if !v.IsValid() {
-		return false
-	}
-	v.Set(reflect.ValueOf(l))
-	return true
-}
-
 // reconcile runs a reconcile in this process as execution id, wired as
 // `erpsync reconcile` wires it. A reconcile the guard refused must have
 // written nothing; one must not have soft-deleted a record the ERP held,
@@ -346,7 +333,7 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 		cfg.MaxDelete = f.limit(x.MaxDelete)
 	}
 	if x.MaxDeleteTotal != "" {
-		setDeleteTotal(&cfg, f.limit(x.MaxDeleteTotal))
+		cfg.MaxDeleteTotal = f.limit(x.MaxDeleteTotal)
 	}
 	var hide []string
 	if x.Hide {
