@@ -48,6 +48,10 @@ type Faults struct {
 	// DeleteRate, per page request, deletes this many random valid records
 	// before the page is read (see Mock.Delete).
 	DeleteRate int
+	// StuckCursor serves every page after the first with the next_cursor
+	// it was asked with: a client that follows next_cursor reads the same
+	// page for ever (the ERP bug a sync must stop on).
+	StuckCursor bool
 	// MaxRate caps API requests per second over all clients (token bucket,
 	// burst of one second); above it the mock answers 429 with Retry-After.
 	// Zero means unlimited.
@@ -117,6 +121,7 @@ type faultsJSON struct {
 	ChangeRate    int     `json:"change_rate"`
 	DeleteRate    int     `json:"delete_rate"`
 	MaxRate       float64 `json:"max_rate"`
+	StuckCursor   bool    `json:"stuck_cursor"`
 }
 
 // MarshalJSON writes f with snake_case names and durations as Go duration
@@ -127,6 +132,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		RetryAfter: f.RetryAfter, TruncateRate: f.TruncateRate, HangRate: f.HangRate,
 		Hang: f.Hang.String(), DuplicateRate: f.DuplicateRate, StaleRate: f.StaleRate,
 		InvalidRate: f.InvalidRate, ChangeRate: f.ChangeRate, DeleteRate: f.DeleteRate, MaxRate: f.MaxRate,
+		StuckCursor: f.StuckCursor,
 	})
 }
 
@@ -160,6 +166,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		RetryAfter: j.RetryAfter, TruncateRate: j.TruncateRate, HangRate: j.HangRate,
 		Hang: hang, DuplicateRate: j.DuplicateRate, StaleRate: j.StaleRate,
 		InvalidRate: j.InvalidRate, ChangeRate: j.ChangeRate, DeleteRate: j.DeleteRate, MaxRate: j.MaxRate,
+		StuckCursor: j.StuckCursor,
 	}
 	return nil
 }
@@ -233,4 +240,5 @@ func (f *Faults) Flags(fs *flag.FlagSet, usagePrefix string) {
 	fs.IntVar(&f.ChangeRate, "change-rate", f.ChangeRate, u("records changed per page request"))
 	fs.IntVar(&f.DeleteRate, "delete-rate", f.DeleteRate, u("records deleted per page request"))
 	fs.Float64Var(&f.MaxRate, "max-rate", f.MaxRate, u("requests per second over all clients (0: unlimited)"))
+	fs.BoolVar(&f.StuckCursor, "stuck-cursor", f.StuckCursor, u("answer every page after the first with the next_cursor it was asked with"))
 }

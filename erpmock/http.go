@@ -101,6 +101,9 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
 	items, next := m.pageItems(q, f)
+	if c := r.URL.Query().Get("cursor"); f.StuckCursor && c != "" {
+		next = c
+	}
 	return http.StatusOK, m.appendPage(make([]byte, 0, 64+220*len(items)), items, next)
 }
 

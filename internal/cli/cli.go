@@ -434,8 +434,16 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	if probeERP {
 		_, err := d.erp.Count(cctx, time.Time{}, time.Time{})
-		if errors.Is(err, erp.ErrNoCount) {
-			_, err = d.erp.Page(cctx, erp.Query{Limit: 1})
+		var page *erp.Page
+		if errors.Is(err, erp.ErrNoCount) || err == nil && s.ownership == claimsTable {
+			page, err = d.erp.Page(cctx, erp.Query{Limit: probeItems})
+		}
+		if err == nil && page != nil && allInvalid(page, s.MaxInvalid) && s.ownership == claimsTable {
+			// A wrong map or status map, or another API's shape: the run
+			// would quarantine the whole feed. --max-invalid 100% lets it.
+			d.Close()
+			return nil, usageError{fmt.Errorf("every item of the ERP's first page is invalid (%d of %d): %s; check --erp-map, --erp-status-map and the source settings (nothing written)",
+				len(page.Invalid), len(page.Invalid), syncer.InvalidSummary(page.Invalid))}
 		}
 		if err != nil {
 			d.Close()
@@ -451,6 +459,17 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	return d, nil
 }
+
+// allInvalid reports whether every item of page is invalid, more than
+// limit allows of its items.
+func allInvalid(page *erp.Page, limit syncer.Limit) bool {
+	n := int64(len(page.Invalid))
+	return len(page.Records) == 0 && n > 0 && limit.Of(n) < n
+}
+
+// probeItems is the size of the page a syncing command reads at start: a
+// first page whose every item is invalid refuses the command.
+const probeItems = 50
 
 // erpHost is the ERP URL without a password, for messages.
 func erpHost(v string) string {

@@ -54,6 +54,7 @@ type settings struct {
 	MaxAttempts   int
 	Grace         time.Duration
 	MaxDuration   time.Duration
+	MaxInvalid    syncer.Limit
 	LogFormat     string
 	LogLevel      string
 	Report        string
@@ -262,6 +263,8 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.DBWriters, "db-writers", 4, "write statements in flight at once (reads and locks are not bounded by it)")
 	fs.DurationVar(&s.Overlap, "overlap", time.Minute, "how far before the checkpoint each run re-reads")
 	fs.IntVar(&s.MaxAttempts, "max-attempts", 8, "attempts to write one record before it fails the run")
+	s.MaxInvalid = defaultMaxInvalid
+	fs.Var((*limitValue)(&s.MaxInvalid), "max-invalid", "most invalid items a run may quarantine and still succeed: a count N, or P% of the items it fetched (at least 10); more ends the run failed, exit 1")
 	fs.DurationVar(&s.Grace, "grace", 25*time.Second, "after SIGTERM/SIGINT, how long records in hand may still be written")
 	fs.DurationVar(&s.MaxDuration, "max-duration", 0, "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")
@@ -274,8 +277,27 @@ func (s *settings) syncConfig(mode string) syncer.Config {
 	return syncer.Config{
 		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
 		LockTTL: s.LockTTL, Overlap: s.Overlap, MaxAttempts: s.MaxAttempts, Grace: s.Grace,
-		MaxDuration: s.MaxDuration,
+		MaxDuration: s.MaxDuration, MaxInvalid: &s.MaxInvalid,
 	}
+}
+
+// defaultMaxInvalid is --max-invalid's default: a share that a feed with a
+// few bad records stays under, and a wrong map or a broken feed (most
+// items invalid) is far above.
+var defaultMaxInvalid = syncer.Limit{Percent: 10, IsPercent: true}
+
+// limitValue is a syncer.Limit as a flag: N or P%.
+type limitValue syncer.Limit
+
+func (v *limitValue) String() string { return syncer.Limit(*v).String() }
+
+func (v *limitValue) Set(s string) error {
+	l, err := syncer.ParseLimit(s)
+	if err != nil {
+		return err
+	}
+	*v = limitValue(l)
+	return nil
 }
 
 // parse parses args, then fills every flag not given from its environment

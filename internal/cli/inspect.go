@@ -23,6 +23,8 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	s.connFlags(fs)
 	fs.IntVar(&s.PageSize, "page-size", 1000, "ERP page size (1..1000)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	var ignoreInvalid bool
+	fs.BoolVar(&ignoreInvalid, "ignore-invalid", false, "exit 0 over a feed with invalid items when the rows match the valid ones (by default any invalid item is a mismatch: verify cannot compare it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -42,26 +44,30 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
+	ok := res.OK() && (ignoreInvalid || res.FeedInvalid == 0)
 	if asJSON {
 		out := struct {
 			OK bool `json:"ok"`
 			*verify.Result
-		}{res.OK(), res}
+		}{ok, res}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		printVerify(stdout, res)
+		printVerify(stdout, res, ok)
 	}
-	if !res.OK() {
+	if !ok {
 		return fmt.Errorf("%w", errFailed)
 	}
 	return nil
 }
 
-func printVerify(w io.Writer, r *verify.Result) {
+func printVerify(w io.Writer, r *verify.Result, ok bool) {
 	verdict := "OK: the database matches the feed"
-	if !r.OK() {
+	switch {
+	case !r.OK():
 		verdict = "MISMATCH: the database differs from the feed"
+	case !ok:
+		verdict = fmt.Sprintf("INVALID: the rows match the feed's %d valid records, but %d of its items are invalid and cannot be compared (their reasons: the runs' warning lines and quarantined_records; --ignore-invalid accepts them)", r.FeedRecords, r.FeedInvalid)
 	}
 	fmt.Fprintln(w, verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -115,7 +121,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED\tJOB\tMODE\tSTATUS\tFETCHED\tINSERTED\tUPDATED\tUNCHANGED\tCONTENDED\tINVALID\tFAILED\tDURATION\tHOST\tRUN ID")
+	fmt.Fprintln(tw, "STARTED\tJOB\tMODE\tSTATUS\tFETCHED\tINSERTED\tUPDATED\tUNCHANGED\tCONTENDED\tINVALID\tQUARANTINED\tFAILED\tDURATION\tHOST\tRUN ID")
 	for _, r := range runs {
 		dur := "-"
 		if r.FinishedAt != nil {
@@ -125,9 +131,9 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if r.Shard != "" {
 			mode += " " + r.Shard
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s:%d\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s:%d\t%s\n",
 			r.StartedAt.Format("2006-01-02 15:04:05"), r.Job, mode, r.Status, r.Fetched, r.Inserted, r.Updated, r.Unchanged,
-			r.LockContended, r.Invalid, r.Failed, dur, r.Host, r.PID, r.RunID)
+			r.LockContended, r.Invalid, r.Quarantined, r.Failed, dur, r.Host, r.PID, r.RunID)
 	}
 	tw.Flush()
 	if len(runs) == 0 {

@@ -31,10 +31,32 @@
 // serves that ERP with the API of the feed's spec, and logs what each
 // execution was served under its own path prefix.
 //
+// In about one feed of three the same server is the ERP's OData v4 face
+// instead, read through internal/odata as `--erp-kind odata` wires it:
+// keyset pages ($filter on the window and after the last (modified-at,
+// key), $orderby, $top, $select), /$count and $metadata, with the same
+// per-execution log. The key is an Edm.String or an Edm.Guid (written
+// unquoted; a quoted one is answered 400); the version is a property, or
+// there is none (version=) and it is updated_at in microseconds, so every
+// change moves updated_at forward; the server may cap a page below $top.
+// Records change, appear and go between pages, the boundary record
+// included; an OData server answers the query, so there are no replays,
+// duplicates or old copies. In some feeds every attempt of the first
+// $metadata read answers 503, or each execution gets, at a given request,
+// an empty page that carries an @odata.nextLink while rows remain. The
+// in-process executions of such a feed share one source, as the runs of
+// one `erpsync schedule` process do.
+//
+// Each feed takes its locks from one Redis, from Redlock over three
+// independent masters, or from a Redis Cluster of three masters (about one
+// feed of four each); the masters and the cluster are started once per
+// test binary and shared, each feed under its own key prefix.
+//
 // Executions are the real syncer on the real MariaDB and Redis: mostly in
-// this process, several at once, and a share as bin/erpsync processes
-// killed with SIGKILL at a page and run again; reconciles run in this
-// process, through internal/reconcile as the cli wires it. After each wave
+// this process, several at once, with the lock client and the source the
+// cli would wire, and a share as bin/erpsync processes with the matching
+// flags, killed with SIGKILL at a page and run again; reconciles run in
+// this process, through internal/reconcile as the cli wires it. After each wave
 // the ERP stops changing, one more run and (in feeds with reconciles) one
 // forced reconcile bring the table up to date, and the table must equal the
 // reference model field by field: the ERP's latest valid records live and

@@ -121,6 +121,7 @@ type erpSim struct {
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
+	face    *face // the OData face (odata_face_test.go); nil: the REST API
 	// budget is how many more changes and creations the adversary may
 	// make: without a bound, a client reading one record a page could
 	// chase a tail that moves as fast as it reads.
@@ -294,6 +295,7 @@ func (e *erpSim) change(id string) {
 	n.Version += 1 + int64(e.rng.IntN(2))
 	n.Updated = e.now()
 	e.born[bornKey(id, n.Version)] = n.Updated
+	e.face.changed(e, &n, old)
 	switch e.rng.IntN(3) {
 	case 0:
 		n.Status = statuses[e.rng.IntN(len(statuses))]
@@ -561,6 +563,7 @@ func (e *erpSim) mutate(l *execLog) {
 		r := newRecord(fmt.Sprintf("n%d-%d", e.nextNew, e.rng.IntN(100)), e.rng)
 		r.Updated = e.now()
 		e.born[bornKey(r.ID, r.Version)] = r.Updated
+		e.face.created(e, &r)
 		e.cur[r.ID] = r
 	}
 	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
@@ -659,6 +662,10 @@ func badRequest(w http.ResponseWriter, msg string) {
 }
 
 func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.face != nil {
+		e.serveOData(w, r)
+		return
+	}
 	x, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/x/"), "/")
 	if !ok || !strings.HasPrefix(r.URL.Path, "/x/") {
 		http.NotFound(w, r)
@@ -728,17 +735,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	l.requests++
 	n := l.requests
-	if n == 1 {
-		for _, id := range l.hide {
-			if r, ok := e.cur[id]; ok {
-				e.touch(id)
-				l.hidden = id
-				e.hidden[id] = r
-				delete(e.cur, id)
-				break
-			}
-		}
-	}
+	e.hideAt(l, n)
 	e.mutate(l)
 	var match []item
 	for _, it := range e.feed() {
@@ -748,29 +745,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	page, base := e.page(l, match, limit, after != nil)
 	more := base < len(match)
-	for _, it := range page {
-		switch {
-		case it.rec != nil:
-			l.served[it.id] = max(l.served[it.id], it.rec.Version)
-		case it.spoilt && e.bad[it.id].at.Equal(it.at): // the current copy, not a replay of an older one
-			l.spoilt[it.id] = it.ver
-		}
-	}
-	l.last = page
-	if !more && !l.done && l.reconcile {
-		// The end of a reconcile's first pass: the hidden record comes
-		// back unchanged, and what the ERP holds from now on is held.
-		e.unhide(l)
-		l.held = map[string]bool{}
-		for _, it := range e.feed() {
-			if it.rec != nil || it.spoilt {
-				l.held[it.id] = true
-			}
-		}
-		e.holding[x] = l
-	}
-	l.done = l.done || !more
-	hook := l.onPage
+	hook := e.logServed(x, l, page, more)
 	e.mu.Unlock()
 
 	var body strings.Builder
@@ -830,6 +805,46 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 		}
 	}
 	return page, base
+}
+
+// hideAt hides, at a reconcile's first request (n), the first record of
+// l.hide the ERP holds. Callers hold mu.
+func (e *erpSim) hideAt(l *execLog, n int) {
+	if n != 1 {
+		return
+	}
+	for _, id := range l.hide {
+		if r, ok := e.cur[id]; ok {
+			e.touch(id)
+			l.hidden = id
+			e.hidden[id] = r
+			delete(e.cur, id)
+			return
+		}
+	}
+}
+
+// logServed logs that page was served to execution x, the last of a pass
+// unless more, and returns its page hook: the invalid current copies
+// served, and, at the end of a reconcile's first pass, the hidden record
+// back unchanged and the held set opened. Callers hold mu.
+func (e *erpSim) logServed(x string, l *execLog, page []item, more bool) func(int) {
+	for _, it := range page {
+		if it.spoilt && e.bad[it.id].at.Equal(it.at) { // the current copy, not a replay of an older one
+			l.spoilt[it.id] = it.ver
+		}
+	}
+	if !more && !l.done && l.reconcile {
+		e.unhide(l)
+		l.held = map[string]bool{}
+		for _, it := range e.feed() {
+			if it.rec != nil || it.spoilt {
+				l.held[it.id] = true
+			}
+		}
+		e.holding[x] = l
+	}
+	return l.logPage(page, more)
 }
 
 // absent reports whether the ERP holds no copy of record id now: deleted,

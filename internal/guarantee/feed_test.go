@@ -19,9 +19,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/odata"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/reconcile"
-	"github.com/erpsync/erpsync/internal/redistest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -131,7 +131,8 @@ type feed struct {
 	url    string
 	job    string
 	prefix string
-	locks  *lock.Client
+	locks  locker
+	odata  *odata.Source // the in-process executions' OData source; nil: the REST API
 	execs  atomic.Int64
 	stop   chan struct{} // ends the watcher
 	downs  chan []string // the watcher's findings
@@ -154,6 +155,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		e.cur[r.ID] = r
 	}
 	e.invalid = sc.Invalid
+	e.face = newFace(sc.OData)
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	f := &feed{
@@ -161,9 +163,9 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		job: testenv.RandomName("guarantee-"), prefix: testenv.RandomName("guarantee:") + ":",
 		stop: make(chan struct{}), downs: make(chan []string, 1),
 	}
-	f.locks = lock.New(w.rdb, &lock.Options{Prefix: f.prefix})
+	f.locks, f.odata = f.newLocks(), f.newODataSource()
 	defer func() {
-		_ = redistest.DeletePrefix(w.rdb, f.prefix)
+		f.dropLocks(t)
 		if t.Failed() {
 			t.Logf("scenario: %s", sc)
 		}
@@ -280,10 +282,14 @@ func (f *feed) syncerConfig(x execSpec, ttl time.Duration) syncer.Config {
 
 // syncer returns a syncer of this process that reads the ERP as
 // execution id, and its ERP client.
-func (f *feed) syncer(id string, x execSpec, ttl time.Duration) (*syncer.Syncer, *erp.Client) {
-	c, err := erp.New(erp.Config{BaseURL: f.url + "/x/" + id, Timeout: time.Minute, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		f.t.Fatalf("erp client: %v", err)
+func (f *feed) syncer(id string, x execSpec, ttl time.Duration) (*syncer.Syncer, syncer.Source) {
+	c := f.odataSource(id) // nil unless the feed reads the OData face
+	if c == nil {
+		rc, err := erp.New(erp.Config{BaseURL: f.url + "/x/" + id, Timeout: time.Minute, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+		if err != nil {
+			f.t.Fatalf("erp client: %v", err)
+		}
+		c = rc
 	}
 	s, err := syncer.New(f.syncerConfig(x, ttl), c, f.w.st, f.locks, zerolog.Nop())
 	if err != nil {
@@ -299,7 +305,8 @@ func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Du
 }
 
 // creep runs a run, then x.Creep reconciles one after the other, each
-// after the ERP deleted x.CreepDelete records.
+// after the ERP deleted x.CreepDelete records, as long as it keeps at least
+// half as many as the feed began with, and one.
 func (f *feed) creep(x execSpec) {
 	ctx := context.Background()
 	rx := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
@@ -307,7 +314,9 @@ func (f *feed) creep(x execSpec) {
 		f.t.Logf("the run before the creeping deletions: %v", err)
 	}
 	for range x.Creep {
-		f.erp.deleteSome(x.CreepDelete)
+		if len(f.erp.truth())-x.CreepDelete >= max(1, (len(f.sc.Records)+1)/2) { // the rest of the feed needs records
+			f.erp.deleteSome(x.CreepDelete)
+		}
 		f.reconcile(ctx, f.newExec(), x)
 	}
 }
@@ -346,7 +355,7 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 		// The reconcile's first record locks come after its comparison.
 		f.erp.deleteSome(2)
 		var once sync.Once
-		s, _ = syncer.New(f.syncerConfig(x, 2*time.Second), c, f.w.st, &hookLocks{Client: f.locks, before: func() {
+		s, _ = syncer.New(f.syncerConfig(x, 2*time.Second), c, f.w.st, &hookLocks{locker: f.locks, before: func() {
 			once.Do(func() {
 				since := f.erp.clock().Add(-time.Second)
 				f.erp.recreateAll()
@@ -379,12 +388,13 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 }
 
 func (f *feed) env(id string) *proctest.Env {
-	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, ERPURL: f.url + "/x/" + id, Job: f.job, Prefix: f.prefix}
+	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
 }
 
 func processArgs(x execSpec, report string) []string {
 	args := []string{x.Mode, "--page-size", strconv.Itoa(x.PageSize), "--chunk-size", strconv.Itoa(x.ChunkSize),
-		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report}
+		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report,
+		"--max-invalid", "100%"} // the model serves invalid items freely
 	if x.Mode == "run" {
 		return append(args, "--overlap", x.Overlap.String())
 	}
@@ -420,7 +430,7 @@ func (f *feed) process(x execSpec) {
 			})
 		}
 		began := time.Now()
-		p := env.Start(processArgs(x, report)...)
+		p := env.Start(append(processArgs(x, report), f.procFlags()...)...)
 		proc.Store(p)
 		close(started)
 		res := p.Wait()
@@ -472,13 +482,13 @@ func (f *feed) checkServed(id string, x execSpec, what string) {
 
 // hookLocks runs before ahead of every batch of record locks.
 type hookLocks struct {
-	*lock.Client
+	locker
 	before func()
 }
 
 func (h *hookLocks) ObtainMany(ctx context.Context, keys []string, ttl time.Duration) ([]*lock.Lock, error) {
 	h.before()
-	return h.Client.ObtainMany(ctx, keys, ttl)
+	return h.locker.ObtainMany(ctx, keys, ttl)
 }
 
 // checkDeleted checks, after reconcile id, that it soft-deleted no record

@@ -141,6 +141,10 @@ type scenario struct {
 	// Spoil is how many records with a row turn invalid after each
 	// settling (about half of those invalid turn valid again).
 	Spoil int
+	// Locks is the lock service (locks_test.go); OData, when set, serves
+	// the ERP as an OData v4 entity set (odata_face_test.go).
+	Locks string
+	OData *odataSpec
 }
 
 func (sc *scenario) String() string {
@@ -161,6 +165,7 @@ func (sc *scenario) String() string {
 	if sc.Sigterm {
 		b.WriteString("\n  then: SIGTERM a run that still writes, lock TTL < grace, a second run")
 	}
+	b.WriteString("\n  " + sc.services())
 	return b.String()
 }
 
@@ -265,6 +270,7 @@ func generate(s *source, o opts) *scenario {
 		sc.Advance = append(sc.Advance, adv)
 	}
 	sc.Sigterm = o.Sigterm
+	genSources(s, sc)
 	later(s, sc)
 	return sc
 }
@@ -274,7 +280,9 @@ func generate(s *source, o opts) *scenario {
 // turn invalid and valid again, recreations at a lower version, reconciles
 // that a record hides from, and deletions that creep across reconciles.
 func later(s *source, sc *scenario) {
-	if s.pct(25) {
+	// Neither in a feed served as OData: the face has its own invalid
+	// items, and with version= versions that are updated_at in µs.
+	if s.pct(25) && sc.OData == nil {
 		sc.Spoil = 1 + s.intn(3)
 		if sc.Adv != (adversary{}) {
 			sc.Adv.Spoil, sc.Adv.Mend = 3+s.intn(25), s.intn(50)
@@ -283,7 +291,7 @@ func later(s *source, sc *scenario) {
 	if !sc.Reconcile {
 		return
 	}
-	if s.pct(30) {
+	if s.pct(30) && sc.OData == nil {
 		sc.Rebirth = 1 + s.intn(3)
 	}
 	for _, w := range sc.Waves {

@@ -25,6 +25,7 @@ var (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
+	stopTopology()
 	if binRemove != nil {
 		binRemove()
 	}
@@ -121,8 +122,8 @@ func (f *feed) sigterm() {
 	}
 	id := f.newExec()
 	report := filepath.Join(f.t.TempDir(), id+".json")
-	first := f.env(id).Start("run", "--lock-ttl", "1s", "--grace", "20s", "--page-size", "7", "--chunk-size", "5",
-		"--overlap", "3s", "--report", report)
+	first := f.env(id).Start(append([]string{"run", "--lock-ttl", "1s", "--grace", "20s", "--page-size", "7", "--chunk-size", "5",
+		"--overlap", "3s", "--report", report}, f.procFlags()...)...)
 	if !proctest.Eventually(30*time.Second, func() bool { return f.erp.done(id) }) {
 		f.t.Fatalf("the first run never read the feed to its end")
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,14 +23,12 @@ const Mode = "reconcile"
 // table has rows. Nothing was written.
 var ErrRefused = errors.New("reconcile: refused by the deletion guard")
 
-// Limit bounds the rows one reconcile may delete: a count, or a percentage
-// of the live rows.
-type Limit struct {
-	Count   int64
-	Percent float64 // used when IsPercent
-	// IsPercent says the limit is Percent of the live rows.
-	IsPercent bool
-}
+// Limit bounds the rows one reconcile may delete: a count, or a
+// percentage of the live rows (syncer.Limit).
+type Limit = syncer.Limit
+
+// ParseLimit parses "N" (a count) or "P%" (a percentage, 0 to 100).
+func ParseLimit(s string) (Limit, error) { return syncer.ParseLimit(s) }
 
 // DefaultLimit is 5% of the live rows: the default of one reconcile.
 var DefaultLimit = Limit{Percent: 5, IsPercent: true}
@@ -46,39 +41,6 @@ var DefaultTotalLimit = Limit{Percent: 10, IsPercent: true}
 // refused within days, short enough that last month's confirmed clean-up
 // does not hold today's reconcile back.
 const DefaultWindow = 7 * 24 * time.Hour
-
-// ParseLimit parses "N" (a count) or "P%" (a percentage of the live rows,
-// 0 to 100).
-func ParseLimit(s string) (Limit, error) {
-	s = strings.TrimSpace(s)
-	if p, ok := strings.CutSuffix(s, "%"); ok {
-		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || !(v >= 0 && v <= 100) {
-			return Limit{}, fmt.Errorf("%q: want a count N or a percentage P%% with 0 <= P <= 100", s)
-		}
-		return Limit{Percent: v, IsPercent: true}, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return Limit{}, fmt.Errorf("%q: want a count N >= 0 or a percentage P%%", s)
-	}
-	return Limit{Count: n}, nil
-}
-
-// Of returns how many of rows may be deleted.
-func (l Limit) Of(rows int64) int64 {
-	if !l.IsPercent {
-		return l.Count
-	}
-	return int64(math.Floor(float64(rows) * l.Percent / 100))
-}
-
-func (l Limit) String() string {
-	if l.IsPercent {
-		return strconv.FormatFloat(l.Percent, 'f', -1, 64) + "%"
-	}
-	return strconv.FormatInt(l.Count, 10)
-}
 
 // Config says what a reconcile does. Zero fields take their defaults.
 type Config struct {

@@ -46,6 +46,12 @@ type Config struct {
 	// holder, per attempt. Defaults to LockTTL plus 5s, so a lock left by a
 	// killed process is always outlived.
 	LockWait time.Duration
+	// MaxInvalid, when set, fails a run whose invalid items exceed it: a
+	// count, or a percentage of the items the run fetched (never fewer
+	// than MinInvalidAllowance). The invalid items are quarantined and the
+	// valid ones written either way; the run ends failed. Defaults to no
+	// limit (the cli's --max-invalid defaults to 10%).
+	MaxInvalid *Limit
 	// MaxAttempts bounds the attempts to write one record (stale refusals,
 	// database or Redis errors). Defaults to 8.
 	MaxAttempts int

@@ -111,6 +111,11 @@ const ResumeMargin = time.Millisecond
 // ErrMaxDuration ends a run that outlived Config.MaxDuration.
 var ErrMaxDuration = errors.New("run reached its max duration")
 
+// ErrTooManyInvalid fails a run whose invalid items exceed
+// Config.MaxInvalid: a misconfigured map or a broken feed is not a
+// healthy sync, though every valid record was written.
+var ErrTooManyInvalid = errors.New("too many invalid records")
+
 // Run executes one run: in ModeRun it takes the job lock (or reports
 // skipped) and resumes from the checkpoint; in ModeBackfill it syncs its
 // window. The report is returned even when err is not nil, except for errors
@@ -220,6 +225,19 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	if err == nil && r.c.failed.Load() > 0 {
 		err = fmt.Errorf("%d records failed after their retries (failed_ids in the report, the reasons in the error log lines)", r.c.failed.Load())
 	}
+	if l := s.cfg.MaxInvalid; l != nil && status != store.StatusInterrupted {
+		fetched, invalid := r.c.fetched.Load(), r.c.invalid.Load()
+		if allowed := invalidAllowed(*l, fetched); invalid > allowed {
+			status = store.StatusFailed
+			ierr := fmt.Errorf("%w: %d of %d items fetched were invalid (%.1f%%), above --max-invalid %s (%d items): %s",
+				ErrTooManyInvalid, invalid, fetched, 100*float64(invalid)/float64(max(fetched, 1)), l, allowed, r.invalid.top(3))
+			if err == nil {
+				err = ierr
+			} else {
+				err = fmt.Errorf("%w; %w", err, ierr)
+			}
+		}
+	}
 	if status == store.StatusSucceeded && s.cfg.Mode == ModeBackfill {
 		// The window is done: a new backfill of it starts from scratch.
 		if derr := s.store.ResetCheckpoint(ctx, r.cpName, 0, rep.RunID); derr != nil {
@@ -301,6 +319,8 @@ type run struct {
 
 	failedMu  sync.Mutex
 	failedIDs []string
+
+	invalid invalidTally
 }
 
 func (r *run) finish(ctx context.Context, status string, err error) {
@@ -494,10 +514,14 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
+	var pass erp.Pass
 	for {
 		page, err := r.s.erp.Page(ctx, q)
 		if err != nil {
 			return fmt.Errorf("fetch page: %w", err)
+		}
+		if err := pass.Next(page.NextCursor); err != nil {
+			return err // nothing of this page is queued: the checkpoint stays where the pages before it put it
 		}
 		fetchedAt := time.Now()
 		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
@@ -509,8 +533,8 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			qs := make([]store.Quarantined, len(page.Invalid))
 			for i, inv := range page.Invalid {
 				qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
-				r.log.Warn().Str("erp_id", inv.ErpID).Str("reason", inv.Reason).Msg("invalid record quarantined")
 			}
+			r.invalid.page(page.Invalid, r.log)
 			if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
 				r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
 				r.c.failed.Add(int64(len(qs)))

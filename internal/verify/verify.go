@@ -129,10 +129,14 @@ func (f *Feed) Quarantined(erpID string) bool {
 func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
 	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}}
 	q := erp.Query{Limit: pageSize}
+	var pass erp.Pass
 	for {
 		p, err := e.Page(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("page the feed: %w", err)
+		}
+		if err := pass.Next(p.NextCursor); err != nil {
+			return nil, err
 		}
 		// As a run does: a record the table cannot store is quarantined.
 		p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
