@@ -2,10 +2,16 @@
 // number of `run`, `backfill` and `reconcile` executions, in any overlap,
 // with kills, leave memberships with exactly one live row per valid erp_id
 // at the ERP's latest version and fields, once a run and a reconcile have
-// followed the last change; every record the ERP deleted has a
-// soft-deleted row, if any, that keeps the data and version it had; no
-// row's erp_version ever goes down; and a run that reported succeeded has
-// written or found current every valid version it was served.
+// followed the last change; a record whose newest copy is invalid keeps a
+// live row, if any, with its last valid data, marked quarantined; every
+// record the ERP deleted has a soft-deleted row, if any, that keeps the
+// data and version it had; a record recreated at a lower version is live
+// again at that version; a reconcile soft-deletes no record the ERP held,
+// unchanged, from the end of its first pass to its end, and reconciles
+// without Force delete no more than MaxDeleteTotal over their window; no
+// row's erp_version ever goes down but through such a recreation; and a run
+// that reported succeeded has written or found current every valid version
+// it was served.
 //
 // The package has no code outside its tests. A generator, deterministic
 // from a seed and fuzz bytes, builds an adversarial ERP: its own clock that
@@ -17,7 +23,11 @@
 // with any timestamps, far past and far future; valid records dated in the
 // future; ties in updated_at; page sizes from 1 to 1000; records deleted
 // (gone from every page) and recreated, at the same version or a higher
-// one. An httptest server
+// one, or, once a reconcile soft-deleted them, at a lower one stamped
+// later; records whose current copy turns invalid one version higher, and
+// valid again later; a record hidden from a reconcile's first pass and
+// served again unchanged after it; deletions that creep across reconciles,
+// each within MaxDelete, together past MaxDeleteTotal. An httptest server
 // serves that ERP with the API of the feed's spec, and logs what each
 // execution was served under its own path prefix.
 //
@@ -49,9 +59,14 @@
 // this process, through internal/reconcile as the cli wires it. After each wave
 // the ERP stops changing, one more run and (in feeds with reconciles) one
 // forced reconcile bring the table up to date, and the table must equal the
-// reference model field by field: the ERP's latest valid records live, the
-// records it deleted soft-deleted. A watcher polls the table for versions
-// that go down.
+// reference model field by field: the ERP's latest valid records live and
+// unmarked, the rows of records whose current copy is invalid live and
+// marked quarantined at its version (after a reconcile; after a run, those
+// it was served), the records it deleted soft-deleted. After each reconcile,
+// no record the ERP held unchanged since the end of its first pass may have
+// been soft-deleted by it, and the rows soft-deleted by reconciles without
+// Force must stay within its MaxDeleteTotal. A watcher polls the table for
+// versions that go down, but through a record recreated at a lower version.
 //
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
@@ -63,7 +78,8 @@
 // What it does not promise: it does not prove the guarantee. It samples
 // feeds, interleavings and kill points; the watcher samples the table every
 // few milliseconds, so a version that went down and up again between two
-// polls escapes it; and a feed with reconciles carries no item with a
-// date-time the table cannot store (a reconcile's scan does not quarantine
-// them as a run does).
+// polls escapes it; the mark of a soft-deleted row is no part of the model
+// (a record that turned invalid is never deleted, a deleted one never turns
+// invalid); and the deletion window is checked only against a count, within
+// the default window.
 package guarantee

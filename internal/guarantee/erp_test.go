@@ -49,6 +49,10 @@ type item struct {
 	at  time.Time
 	raw []byte
 	rec *record // nil for an invalid item
+	// spoilt says the invalid item is the current copy of record id, at
+	// version ver (0: a version that cannot be read).
+	spoilt bool
+	ver    int64
 }
 
 func (a item) cmp(b item) int {
@@ -71,6 +75,8 @@ type adversary struct {
 	Create   int // a new record appears before the page
 	Delete   int // a record is deleted before the page: it leaves every page
 	Recreate int // a deleted record comes back before the page, mostly at a higher version
+	Spoil    int // a record's current copy turns invalid before the page, one version higher
+	Mend     int // a record whose current copy is invalid turns valid again before the page, one version higher
 }
 
 // execLog is what the ERP served one execution.
@@ -83,6 +89,19 @@ type execLog struct {
 	// onPage, when set, runs before the n-th page's answer is written,
 	// outside the ERP's lock: a test kills a process there.
 	onPage func(n int)
+	// spoilt is the erp_id -> version (0: unreadable) of the invalid
+	// current copies of records served.
+	spoilt map[string]int64
+	// reconcile says the execution is a reconcile: from the end of its
+	// first pass (the first page served with next_cursor null) until
+	// endHold, held holds the erp_ids the ERP has held unchanged since.
+	reconcile bool
+	held      map[string]bool
+	// hide lists records of which the reconcile hides the first the ERP
+	// holds, from its first request to the end of its first pass; hidden
+	// is that one.
+	hide   []string
+	hidden string
 }
 
 // erpSim is the simulated ERP: its records, their histories, its invalid
@@ -107,6 +126,15 @@ type erpSim struct {
 	// make: without a bound, a client reading one record a page could
 	// chase a tail that moves as fast as it reads.
 	budget int
+
+	bad    map[string]item   // records whose current copy is invalid: that item
+	hidden map[string]record // records a reconcile hides during its first pass
+	// wasGone and wasBad name the records ever deleted and ever invalid;
+	// reborn the ones recreated at a lower version. A record invalid once
+	// is never deleted, and a deleted one never turns invalid: the mark of a
+	// soft-deleted row is no part of the model.
+	wasGone, wasBad, reborn map[string]bool
+	holding                 map[string]*execLog // reconciles whose held sets are open
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -120,6 +148,13 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		gone:  map[string]record{},
 		born:  map[string]time.Time{},
 		execs: map[string]*execLog{},
+
+		bad:     map[string]item{},
+		hidden:  map[string]record{},
+		wasGone: map[string]bool{},
+		wasBad:  map[string]bool{},
+		reborn:  map[string]bool{},
+		holding: map[string]*execLog{},
 	}
 }
 
@@ -165,32 +200,45 @@ func (e *erpSim) thaw(budget int) {
 	e.mu.Unlock()
 }
 
-// truth returns the latest version of every valid record.
-func (e *erpSim) truth() map[string]record {
+// locked returns what read reads of e, under its lock.
+func locked[T any](e *erpSim, read func() T) T {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return maps.Clone(e.cur)
+	return read()
+}
+
+// truth returns the latest version of every valid record.
+func (e *erpSim) truth() map[string]record {
+	return locked(e, func() map[string]record { return maps.Clone(e.cur) })
 }
 
 // deleted returns the last version of every record the ERP deleted and
 // has not recreated.
 func (e *erpSim) deleted() map[string]record {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return maps.Clone(e.gone)
+	return locked(e, func() map[string]record { return maps.Clone(e.gone) })
 }
 
-// version returns the version v of record id as the ERP had it (a version
-// number names one content: changes and recreations raise it).
-func (e *erpSim) version(id string, v int64) (record, bool) {
+// had reports whether the ERP had g, field by field, as a valid version of
+// its record (since its last recreation at a lower version).
+func (e *erpSim) had(g record) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, r := range append([]record{e.cur[id], e.gone[id]}, e.hist[id]...) {
-		if r.ID == id && r.Version == v {
-			return r, true
+	for _, r := range append([]record{e.cur[g.ID], e.gone[g.ID], e.hidden[g.ID]}, e.hist[g.ID]...) {
+		if sameRecord(r, g) {
+			return true
 		}
 	}
-	return record{}, false
+	return false
+}
+
+// spoilt returns the invalid current copy of every record that has one.
+func (e *erpSim) spoilt() map[string]item {
+	return locked(e, func() map[string]item { return maps.Clone(e.bad) })
+}
+
+// wasReborn reports whether the ERP recreated id at a lower version.
+func (e *erpSim) wasReborn(id string) bool {
+	return locked(e, func() bool { return e.reborn[id] })
 }
 
 func bornKey(id string, v int64) string { return fmt.Sprintf("%s@%d", id, v) }
@@ -214,7 +262,7 @@ func (e *erpSim) done(x string) bool {
 func (e *erpSim) logLocked(x string) *execLog {
 	l := e.execs[x]
 	if l == nil {
-		l = &execLog{served: map[string]int64{}}
+		l = &execLog{served: map[string]int64{}, spoilt: map[string]int64{}}
 		e.execs[x] = l
 	}
 	return l
@@ -225,11 +273,13 @@ func (e *erpSim) served(x string) (map[string]int64, int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l := e.logLocked(x)
-	out := make(map[string]int64, len(l.served))
-	for id, v := range l.served {
-		out[id] = v
-	}
-	return out, l.requests
+	return maps.Clone(l.served), l.requests
+}
+
+// servedSpoilt returns erp_id -> version (0: unreadable) of the invalid
+// current copies of records execution x was served.
+func (e *erpSim) servedSpoilt(x string) map[string]int64 {
+	return locked(e, func() map[string]int64 { return maps.Clone(e.logLocked(x).spoilt) })
 }
 
 // change makes a new version of record id, stamped with the clock.
@@ -239,6 +289,7 @@ func (e *erpSim) change(id string) {
 	if !ok {
 		return
 	}
+	e.touch(id)
 	e.hist[id] = append(e.hist[id], old)
 	n := old
 	n.Version += 1 + int64(e.rng.IntN(2))
@@ -254,13 +305,214 @@ func (e *erpSim) change(id string) {
 	e.cur[id] = n
 }
 
-// deleteSome deletes up to n records.
+// deleteSome deletes up to n records, the first deletable ones.
 func (e *erpSim) deleteSome(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, id := range e.ids()[:min(n, len(e.cur))] {
-		e.gone[id] = e.cur[id]
-		delete(e.cur, id)
+	ids := e.deletable()
+	for _, id := range ids[:min(n, len(ids))] {
+		e.remove(id)
+	}
+}
+
+// deletable returns the erp_ids of the records the ERP may delete: the
+// valid ones never invalid nor recreated at a lower version.
+func (e *erpSim) deletable() []string {
+	var ids []string
+	for _, id := range e.ids() {
+		if !e.wasBad[id] && !e.reborn[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// remove deletes record id. Callers hold mu.
+func (e *erpSim) remove(id string) {
+	e.touch(id)
+	e.gone[id] = e.cur[id]
+	e.wasGone[id] = true
+	delete(e.cur, id)
+}
+
+// deleteOf deletes up to n of the records ids names that the ERP may
+// delete and whose versions are all dated before its clock (so that a
+// stamp of the clock is later than any row of them), and returns their
+// erp_ids.
+func (e *erpSim) deleteOf(ids []string, n int) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if _, ok := e.cur[id]; ok && len(out) < n && !e.wasBad[id] && !e.reborn[id] && e.datedBefore(id, e.now()) {
+			e.remove(id)
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// rebirth recreates the deleted records ids at a lower version (version 1,
+// or one below their last), with new fields, stamped with the clock: a new
+// life of the key. Their older versions are gone for good.
+func (e *erpSim) rebirth(ids []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		last, ok := e.gone[id]
+		if !ok {
+			continue
+		}
+		n := newRecord(id, e.rng)
+		n.Version = 1
+		if last.Version > 2 && e.rng.IntN(3) == 0 {
+			n.Version = 1 + int64(e.rng.IntN(int(last.Version-1)))
+		}
+		n.Updated = e.now()
+		e.born[bornKey(id, n.Version)] = n.Updated
+		delete(e.gone, id)
+		delete(e.hist, id)
+		e.cur[id] = n
+		e.reborn[id] = true
+	}
+}
+
+// spoil turns the current copy of record id invalid: an item with its
+// erp_id, one version higher (or a version that cannot be read), stamped
+// with the clock. Only a record never deleted, whose versions are all dated
+// before the clock, turns invalid. Callers hold mu.
+func (e *erpSim) spoil(id string) bool {
+	r, ok := e.cur[id]
+	now := e.now()
+	if !ok || e.wasGone[id] || e.reborn[id] || !e.datedBefore(id, now) {
+		return false
+	}
+	e.touch(id)
+	e.hist[id] = append(e.hist[id], r)
+	delete(e.cur, id)
+	it := invalidCopy(r, now, e.rng)
+	e.bad[id] = it
+	e.wasBad[id] = true
+	return true
+}
+
+// invalidCopy is an invalid item of record r at version r.Version+1 (or at
+// a version that cannot be read, one in five), stamped at: a status the
+// decoder refuses, a missing required field, or ends_at before starts_at.
+func invalidCopy(r record, at time.Time, rng *rand.Rand) item {
+	w := map[string]any{
+		"erp_id": r.ID, "member_id": r.Member, "product_code": r.Product, "status": r.Status,
+		"starts_at": r.Starts.Format(tsLayout), "version": r.Version + 1, "updated_at": at.Format(tsLayout),
+	}
+	ver := r.Version + 1
+	switch rng.IntN(5) {
+	case 0:
+		w["status"] = "BOGUS"
+	case 1:
+		delete(w, []string{"member_id", "product_code", "status", "starts_at"}[rng.IntN(4)])
+	case 2:
+		w["ends_at"] = r.Starts.Add(-24 * time.Hour).Format(tsLayout)
+	case 3:
+		w["status"] = strings.ToLower(r.Status)
+	default:
+		w["status"] = "BOGUS"
+		ver = 0
+		if v := []any{"7", 1.5, nil}[rng.IntN(3)]; v != nil {
+			w["version"] = v
+		} else {
+			delete(w, "version")
+		}
+	}
+	raw, _ := json.Marshal(w)
+	return item{id: r.ID, at: at, raw: raw, spoilt: true, ver: ver}
+}
+
+// mend turns the invalid current copy of record id valid again, one
+// version above both its invalid copy and its last valid version, stamped
+// with the clock. Callers hold mu.
+func (e *erpSim) mend(id string) {
+	it, ok := e.bad[id]
+	if !ok {
+		return
+	}
+	n := e.hist[id][len(e.hist[id])-1] // its last valid version
+	n.Version = max(it.ver, n.Version) + 1
+	n.Updated = e.now()
+	if e.rng.IntN(2) == 0 {
+		n.Status = statuses[e.rng.IntN(len(statuses))]
+	}
+	e.born[bornKey(id, n.Version)] = n.Updated
+	e.touch(id)
+	delete(e.bad, id)
+	e.cur[id] = n
+}
+
+// spoilOf turns invalid the current copies of up to n of the records ids
+// names, and mends about half of the records already invalid.
+func (e *erpSim) spoilOf(ids []string, n int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	changed := 0
+	for _, id := range sortedKeys(e.bad) {
+		if e.rng.IntN(2) == 0 {
+			e.mend(id)
+			changed++
+		}
+	}
+	for _, id := range ids {
+		if n > 0 && e.spoil(id) {
+			n--
+			changed++
+		}
+	}
+	return changed
+}
+
+// datedBefore reports whether every version of record id is dated before
+// t. Callers hold mu.
+func (e *erpSim) datedBefore(id string, t time.Time) bool {
+	for _, r := range append([]record{e.cur[id]}, e.hist[id]...) {
+		if !r.Updated.Before(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// touch closes the held sets of the open reconciles to record id: it
+// changed, went or came back. Callers hold mu.
+func (e *erpSim) touch(id string) {
+	for _, l := range e.holding {
+		delete(l.held, id)
+	}
+}
+
+// reconciling says execution x is a reconcile, and makes it hide the
+// first record of hide the ERP holds, from its first request to the end of
+// its first pass.
+func (e *erpSim) reconciling(x string, hide []string) {
+	e.mu.Lock()
+	l := e.logLocked(x)
+	l.reconcile, l.hide = true, hide
+	e.mu.Unlock()
+}
+
+// endHold closes the held set of reconcile x and returns it, with the
+// record it hid ("" when none). A record still hidden comes back.
+func (e *erpSim) endHold(x string) (map[string]bool, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.logLocked(x)
+	e.unhide(l)
+	delete(e.holding, x)
+	return l.held, l.hidden
+}
+
+// unhide restores the record l hides, unchanged. Callers hold mu.
+func (e *erpSim) unhide(l *execLog) {
+	if r, ok := e.hidden[l.hidden]; ok {
+		e.cur[l.hidden] = r
+		delete(e.hidden, l.hidden)
 	}
 }
 
@@ -315,10 +567,9 @@ func (e *erpSim) mutate(l *execLog) {
 		e.cur[r.ID] = r
 	}
 	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
-		ids := e.ids()
-		id := ids[e.rng.IntN(len(ids))]
-		e.gone[id] = e.cur[id]
-		delete(e.cur, id)
+		if ids := e.deletable(); len(ids) > 0 {
+			e.remove(ids[e.rng.IntN(len(ids))])
+		}
 	}
 	if e.rng.IntN(100) < e.adv.Recreate && len(e.gone) > 0 {
 		ids := sortedKeys(e.gone)
@@ -328,6 +579,14 @@ func (e *erpSim) mutate(l *execLog) {
 		if e.rng.IntN(3) > 0 {
 			e.change(id) // recreated at a higher version, stamped now
 		}
+	}
+	if e.adv.Spoil > 0 && e.rng.IntN(100) < e.adv.Spoil && len(e.cur) > 0 {
+		ids := e.ids()
+		e.spoil(ids[e.rng.IntN(len(ids))])
+	}
+	if e.adv.Mend > 0 && e.rng.IntN(100) < e.adv.Mend && len(e.bad) > 0 {
+		ids := sortedKeys(e.bad)
+		e.mend(ids[e.rng.IntN(len(ids))])
 	}
 }
 
@@ -358,11 +617,14 @@ func (e *erpSim) copyOf(it item) item {
 
 // feed returns every item the ERP holds now, in feed order.
 func (e *erpSim) feed() []item {
-	items := make([]item, 0, len(e.cur)+len(e.invalid))
+	items := make([]item, 0, len(e.cur)+len(e.invalid)+len(e.bad))
 	for _, r := range e.cur {
 		items = append(items, recordItem(r))
 	}
 	items = append(items, e.invalid...)
+	for _, it := range e.bad {
+		items = append(items, it)
+	}
 	slices.SortFunc(items, item.cmp)
 	return items
 }
@@ -473,6 +735,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	l.requests++
 	n := l.requests
+	e.hideAt(l, n)
 	e.mutate(l)
 	var match []item
 	for _, it := range e.feed() {
@@ -482,7 +745,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	page, base := e.page(l, match, limit, after != nil)
 	more := base < len(match)
-	hook := l.logPage(page, more)
+	hook := e.logServed(x, l, page, more)
 	e.mu.Unlock()
 
 	var body strings.Builder
@@ -515,7 +778,7 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if continued && len(l.last) > 0 && e.rng.IntN(100) < e.adv.Replay {
 		r := 1 + e.rng.IntN(min(3, len(l.last)))
 		for _, it := range l.last[len(l.last)-r:] {
-			if _, gone := e.gone[it.id]; !gone {
+			if !e.absent(it.id) {
 				extras = append(extras, e.copyOf(it))
 			}
 		}
@@ -535,13 +798,61 @@ func (e *erpSim) page(l *execLog, match []item, limit int, continued bool) ([]it
 	if len(page) > 0 && len(page) < limit && e.rng.IntN(100) < e.adv.StaleAny && len(e.hist) > 0 {
 		ids := sortedKeys(e.hist)
 		id := ids[e.rng.IntN(len(ids))]
-		if _, gone := e.gone[id]; !gone {
+		if !e.absent(id) {
 			h := e.hist[id]
 			c := recordItem(h[e.rng.IntN(len(h))])
 			page = slices.Insert(page, e.rng.IntN(len(page)+1), c)
 		}
 	}
 	return page, base
+}
+
+// hideAt hides, at a reconcile's first request (n), the first record of
+// l.hide the ERP holds. Callers hold mu.
+func (e *erpSim) hideAt(l *execLog, n int) {
+	if n != 1 {
+		return
+	}
+	for _, id := range l.hide {
+		if r, ok := e.cur[id]; ok {
+			e.touch(id)
+			l.hidden = id
+			e.hidden[id] = r
+			delete(e.cur, id)
+			return
+		}
+	}
+}
+
+// logServed logs that page was served to execution x, the last of a pass
+// unless more, and returns its page hook: the invalid current copies
+// served, and, at the end of a reconcile's first pass, the hidden record
+// back unchanged and the held set opened. Callers hold mu.
+func (e *erpSim) logServed(x string, l *execLog, page []item, more bool) func(int) {
+	for _, it := range page {
+		if it.spoilt && e.bad[it.id].at.Equal(it.at) { // the current copy, not a replay of an older one
+			l.spoilt[it.id] = it.ver
+		}
+	}
+	if !more && !l.done && l.reconcile {
+		e.unhide(l)
+		l.held = map[string]bool{}
+		for _, it := range e.feed() {
+			if it.rec != nil || it.spoilt {
+				l.held[it.id] = true
+			}
+		}
+		e.holding[x] = l
+	}
+	return l.logPage(page, more)
+}
+
+// absent reports whether the ERP holds no copy of record id now: deleted,
+// or hidden by a reconcile. Callers hold mu.
+func (e *erpSim) absent(id string) bool {
+	_, gone := e.gone[id]
+	_, hidden := e.hidden[id]
+	return gone || hidden
 }
 
 // sortedKeys returns m's keys in order.

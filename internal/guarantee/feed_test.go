@@ -2,6 +2,7 @@ package guarantee
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -64,16 +65,39 @@ func (w *world) versions(ctx context.Context) (map[string]int64, error) {
 
 // versionsWhere reads erp_id -> erp_version of the rows where cond holds.
 func (w *world) versionsWhere(ctx context.Context, cond string) (map[string]int64, error) {
-	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, erp_version FROM memberships WHERE " + cond).Rows()
+	return rowsWhere(ctx, w, "erp_version", cond, func(v *int64) []any { return []any{v} })
+}
+
+// stamp is a row's erp_version and erp_updated_at.
+type stamp struct {
+	v  int64
+	at time.Time
+}
+
+// stamps reads erp_id -> (erp_version, erp_updated_at) of every row.
+func (w *world) stamps(ctx context.Context) (map[string]stamp, error) {
+	return rowsWhere(ctx, w, "erp_version, erp_updated_at", "TRUE", func(s *stamp) []any { return []any{&s.v, &s.at} })
+}
+
+// marks reads erp_id -> quarantined_version of the rows marked
+// quarantined.
+func (w *world) marks(ctx context.Context) (map[string]sql.NullInt64, error) {
+	return rowsWhere(ctx, w, "quarantined_version", "quarantined_at IS NOT NULL", func(v *sql.NullInt64) []any { return []any{v} })
+}
+
+// rowsWhere reads erp_id -> T of the rows where cond holds: cols are the
+// columns after erp_id, scanned into what dest returns.
+func rowsWhere[T any](ctx context.Context, w *world, cols, cond string, dest func(*T) []any) (map[string]T, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, " + cols + " FROM memberships WHERE " + cond).Rows()
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]T{}
 	for rows.Next() {
 		var id string
-		var v int64
-		if err := rows.Scan(&id, &v); err != nil {
+		var v T
+		if err := rows.Scan(append([]any{&id}, dest(&v)...)...); err != nil {
 			return nil, err
 		}
 		out[id] = v
@@ -112,6 +136,15 @@ type feed struct {
 	execs  atomic.Int64
 	stop   chan struct{} // ends the watcher
 	downs  chan []string // the watcher's findings
+	mu     sync.Mutex
+	// deletions are the start and the rows soft-deleted of each reconcile
+	// without Force.
+	deletions []deletion
+}
+
+type deletion struct {
+	started time.Time
+	deleted int64
 }
 
 // runFeed runs sc in w and fails t on every breach of the guarantee.
@@ -150,8 +183,16 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		}
 		wg.Wait()
 		e.freeze()
+		var reborn []string
+		if sc.Rebirth > 0 {
+			live, _ := w.versionsWhere(context.Background(), "deleted_at IS NULL")
+			reborn = e.deleteOf(sortedKeys(live), sc.Rebirth)
+		}
 		f.settle(fmt.Sprintf("after wave %d", i))
 		e.advance(sc.Advance[i])
+		if f.between(reborn) && i == len(sc.Waves)-1 {
+			f.settle(fmt.Sprintf("after wave %d's recreations at a lower version and records turned invalid", i))
+		}
 	}
 	if sc.Sigterm {
 		f.sigterm()
@@ -163,21 +204,36 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	}
 }
 
+// between changes the frozen ERP after a wave's settling: it recreates
+// reborn at a lower version, and turns records with a row invalid (and
+// some invalid ones valid again). It reports whether anything changed.
+func (f *feed) between(reborn []string) bool {
+	f.erp.rebirth(reborn)
+	changed := len(reborn) > 0
+	if f.sc.Spoil > 0 {
+		rows, _ := f.w.versions(context.Background())
+		changed = f.erp.spoilOf(sortedKeys(rows), f.sc.Spoil) > 0 || changed
+	}
+	return changed
+}
+
 // watch polls memberships until stop and reports every version that went
-// down between two polls.
+// down between two polls, but for a restore by a new life of the record:
+// a record the ERP recreated at a lower version, stamped later.
 func (f *feed) watch() {
-	seen := map[string]int64{}
+	seen := map[string]stamp{}
 	var downs []string
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		vs, err := f.w.versions(context.Background())
+		vs, err := f.w.stamps(context.Background())
 		if err == nil {
-			for id, v := range vs {
-				if prev, ok := seen[id]; ok && v < prev && len(downs) < 10 {
-					downs = append(downs, fmt.Sprintf("%s v%d -> v%d", id, prev, v))
+			for id, s := range vs {
+				prev, ok := seen[id]
+				if ok && s.v < prev.v && !(s.at.After(prev.at) && f.erp.wasReborn(id)) && len(downs) < 10 {
+					downs = append(downs, fmt.Sprintf("%s v%d -> v%d", id, prev.v, s.v))
 				}
-				seen[id] = max(seen[id], v)
+				seen[id] = s
 			}
 		}
 		select {
@@ -193,6 +249,10 @@ func (f *feed) newExec() string { return "e" + strconv.FormatInt(f.execs.Add(1),
 
 // execute runs one execution of a wave.
 func (f *feed) execute(x execSpec) {
+	if x.Creep > 0 {
+		f.creep(x)
+		return
+	}
 	if x.Proc {
 		f.process(x)
 		return
@@ -244,18 +304,52 @@ func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Du
 	return s.Run(ctx)
 }
 
+// creep runs a run, then x.Creep reconciles one after the other, each
+// after the ERP deleted x.CreepDelete records, as long as it keeps at least
+// half as many as the feed began with, and one.
+func (f *feed) creep(x execSpec) {
+	ctx := context.Background()
+	rx := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
+	if _, err := f.inProcess(ctx, f.newExec(), rx, 2*time.Second); err != nil {
+		f.t.Logf("the run before the creeping deletions: %v", err)
+	}
+	for range x.Creep {
+		if len(f.erp.truth())-x.CreepDelete >= max(1, (len(f.sc.Records)+1)/2) { // the rest of the feed needs records
+			f.erp.deleteSome(x.CreepDelete)
+		}
+		f.reconcile(ctx, f.newExec(), x)
+	}
+}
+
+// limit parses a --max-delete or --max-delete-total value.
+func (f *feed) limit(s string) *reconcile.Limit {
+	l, err := reconcile.ParseLimit(s)
+	if err != nil {
+		f.t.Fatalf("limit: %v", err)
+	}
+	return &l
+}
+
 // reconcile runs a reconcile in this process as execution id, wired as
 // `erpsync reconcile` wires it. A reconcile the guard refused must have
-// written nothing.
+// written nothing; one must not have soft-deleted a record the ERP held,
+// unchanged, from the end of its first pass to its end; one without Force
+// must keep the deletions of the feed's reconciles without Force within
+// its MaxDeleteTotal.
 func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile.Report, error) {
 	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
 	if x.MaxDelete != "" {
-		l, err := reconcile.ParseLimit(x.MaxDelete)
-		if err != nil {
-			f.t.Fatalf("max-delete: %v", err)
-		}
-		cfg.MaxDelete = &l
+		cfg.MaxDelete = f.limit(x.MaxDelete)
 	}
+	if x.MaxDeleteTotal != "" {
+		cfg.MaxDeleteTotal = f.limit(x.MaxDeleteTotal)
+	}
+	var hide []string
+	if x.Hide {
+		live, _ := f.w.versionsWhere(ctx, "deleted_at IS NULL")
+		hide = sortedKeys(live)
+	}
+	f.erp.reconciling(id, hide)
 	s, c := f.syncer(id, x, 2*time.Second)
 	if x.Race {
 		// The reconcile's first record locks come after its comparison.
@@ -278,8 +372,12 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 	}
 	before, berr := f.w.versionsWhere(ctx, "deleted_at IS NOT NULL")
 	rep, err := rc.Run(ctx)
-	if err == nil && berr == nil && rep.Status == store.StatusSucceeded {
-		f.checkDeleted(id, x, before)
+	held, hidden := f.erp.endHold(id)
+	if berr == nil {
+		f.checkDeleted(id, x, before, held, hidden, err == nil && rep.Status == store.StatusSucceeded)
+	}
+	if rep != nil && !x.Force {
+		f.checkWindow(id, x, rep)
 	}
 	if errors.Is(err, reconcile.ErrRefused) && rep != nil {
 		if n := rep.Deleted + rep.Inserted + rep.Updated + rep.Restored; n > 0 {
@@ -393,38 +491,79 @@ func (h *hookLocks) ObtainMany(ctx context.Context, keys []string, ttl time.Dura
 	return h.locker.ObtainMany(ctx, keys, ttl)
 }
 
-// checkDeleted checks, after reconcile id succeeded, that no row it
-// soft-deleted holds a version the ERP made after the reconcile's scan
-// began: such a row was written after the comparison read it, and the
-// writer must win. before holds the rows soft-deleted before it started;
-// reconciles of a job run one at a time.
-func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64) {
+// checkDeleted checks, after reconcile id, that it soft-deleted no record
+// the ERP held, unchanged, from the end of its first pass to its end (held;
+// hidden is the record it hid during its first pass), and, when it
+// succeeded, no row at a version the ERP made after its scan began: such a
+// row was written after the comparison read it, and the writer must win.
+// before holds the rows soft-deleted before it started; reconciles of a job
+// run one at a time.
+func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held map[string]bool, hidden string, succeeded bool) {
 	after, err := f.w.versionsWhere(context.Background(), "deleted_at IS NOT NULL")
 	if err != nil {
 		f.t.Errorf("read soft-deleted rows: %v", err)
 		return
 	}
-	var bad []string
+	var bad, heldGone []string
 	for _, erpID := range sortedKeys(after) {
 		v := after[erpID]
-		if _, was := before[erpID]; !was && f.erp.bornAfter(erpID, v, id) {
+		if _, was := before[erpID]; was {
+			continue
+		}
+		if succeeded && f.erp.bornAfter(erpID, v, id) {
 			bad = append(bad, fmt.Sprintf("%s v%d", erpID, v))
+		}
+		switch {
+		case held[erpID] && erpID == hidden:
+			heldGone = append(heldGone, fmt.Sprintf("%s v%d (hidden from its first pass)", erpID, v))
+		case held[erpID]:
+			heldGone = append(heldGone, fmt.Sprintf("%s v%d", erpID, v))
 		}
 	}
 	if len(bad) > 0 {
 		f.t.Errorf("%s reconcile %s soft-deleted versions the ERP made after its scan began (written after its comparison): %s",
 			id, x, strings.Join(bad, "; "))
 	}
+	if len(heldGone) > 0 {
+		f.t.Errorf("%s reconcile %s soft-deleted records the ERP held, unchanged, from the end of its first pass to its end: %s",
+			id, x, strings.Join(heldGone, "; "))
+	}
+}
+
+// checkWindow checks, after reconcile id without Force, that the rows
+// soft-deleted by the feed's reconciles without Force started before it,
+// plus its own, stay within its MaxDeleteTotal when that is a count (the
+// feed runs within the default window), and records its deletions.
+func (f *feed) checkWindow(id string, x execSpec, rep *reconcile.Report) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var earlier int64
+	for _, d := range f.deletions {
+		if d.started.Before(rep.StartedAt) {
+			earlier += d.deleted
+		}
+	}
+	if x.MaxDeleteTotal != "" {
+		if l := f.limit(x.MaxDeleteTotal); !l.IsPercent && earlier+rep.Deleted > l.Count {
+			f.t.Errorf("%s reconcile %s (%s) soft-deleted %d rows after the feed's earlier reconciles without --force soft-deleted %d: %d in the window, above --max-delete-total %s",
+				id, x, rep.Status, rep.Deleted, earlier, earlier+rep.Deleted, x.MaxDeleteTotal)
+		}
+	}
+	f.deletions = append(f.deletions, deletion{started: rep.StartedAt, deleted: rep.Deleted})
 }
 
 // settle runs `run` on the frozen ERP until one succeeds, then a forced
 // reconcile until one succeeds, then compares the table with the model.
 func (f *feed) settle(when string) {
 	x := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
+	rows, rerr := f.w.versions(context.Background())
 	ok := f.untilSucceeded(when, "run", func(id string) (string, error) {
 		rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
 		if err == nil && rep.Status == store.StatusSucceeded {
 			f.checkServed(id, x, "the run "+when)
+			if rerr == nil {
+				f.checkMarked(id, when, rows)
+			}
 		}
 		if rep == nil {
 			return "", err
@@ -444,7 +583,52 @@ func (f *feed) settle(when string) {
 	}) {
 		return
 	}
-	f.compare(when)
+	f.compare(when, f.sc.Reconcile)
+}
+
+// checkMarked checks, after the run id of a settling succeeded, that each
+// row it found (rows: erp_id -> erp_version, read before it began) below
+// the version of the invalid current copy of its record it was served is
+// marked quarantined, at that version when it is readable.
+func (f *feed) checkMarked(id, when string, rows map[string]int64) {
+	served, spoilt := f.erp.servedSpoilt(id), f.erp.spoilt()
+	marks, err := f.w.marks(context.Background())
+	if err != nil {
+		f.t.Errorf("read marks: %v", err)
+		return
+	}
+	var missed []string
+	for _, erpID := range sortedKeys(served) {
+		v, had := rows[erpID]
+		it, ok := spoilt[erpID]
+		if !had || !ok || it.ver != served[erpID] || it.ver > 0 && v >= it.ver {
+			continue
+		}
+		if m, marked := marks[erpID]; !marked || it.ver > 0 && m.Int64 != it.ver {
+			missed = append(missed, fmt.Sprintf("%s row v%d, served invalid at %s, mark %s", erpID, v, verString(it.ver), markString(m, marked)))
+		}
+	}
+	if len(missed) > 0 {
+		f.t.Errorf("%s: the run %s succeeded, yet rows it was served the invalid current copy of are not marked quarantined at its version: %s",
+			when, id, strings.Join(missed, "; "))
+	}
+}
+
+func verString(v int64) string {
+	if v == 0 {
+		return "an unreadable version"
+	}
+	return fmt.Sprintf("v%d", v)
+}
+
+func markString(m sql.NullInt64, marked bool) string {
+	switch {
+	case !marked:
+		return "none"
+	case !m.Valid:
+		return "quarantined_version NULL"
+	}
+	return fmt.Sprintf("quarantined_version %d", m.Int64)
 }
 
 // untilSucceeded runs exec as new executions until one succeeds, and
@@ -469,22 +653,27 @@ func (f *feed) untilSucceeded(when, what string, exec func(id string) (string, e
 }
 
 // compare checks that memberships is the model: one live row per valid
-// record of the ERP, at its latest version and fields; a soft-deleted row
-// for each record the ERP deleted that has a row, with the data of a
-// version the ERP had, no newer than its last; nothing else.
-func (f *feed) compare(when string) {
-	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL FROM memberships").Rows()
+// record of the ERP, at its latest version and fields, not marked
+// quarantined; for each record whose current copy is invalid that has a
+// row, a live one with the data of a valid version the ERP had, marked at
+// the invalid copy's version when a reconcile (reconciled) followed the
+// last change; a soft-deleted row for each record the ERP deleted that has
+// a row, with the data of a version the ERP had, no newer than its last;
+// nothing else.
+func (f *feed) compare(when string, reconciled bool) {
+	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL, quarantined_version FROM memberships").Rows()
 	if err != nil {
 		f.t.Fatalf("read memberships: %v", err)
 	}
 	defer rows.Close()
-	truth, gone := f.erp.truth(), f.erp.deleted()
+	truth, gone, spoilt := f.erp.truth(), f.erp.deleted(), f.erp.spoilt()
 	var diffs []string
 	seen := map[string]bool{}
 	for rows.Next() {
 		var g record
-		var deleted bool
-		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &deleted); err != nil {
+		var deleted, marked bool
+		var mark sql.NullInt64
+		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &deleted, &marked, &mark); err != nil {
 			f.t.Fatalf("scan memberships: %v", err)
 		}
 		if seen[g.ID] {
@@ -493,8 +682,18 @@ func (f *feed) compare(when string) {
 		seen[g.ID] = true
 		w, ok := truth[g.ID]
 		d, isGone := gone[g.ID]
-		had, hadOK := f.erp.version(g.ID, g.Version)
+		inv, isBad := spoilt[g.ID]
+		if marked && !isBad {
+			diffs = append(diffs, fmt.Sprintf("%s at %s is marked quarantined (%s), yet the ERP's current copy of it is valid or gone", g.ID, g, markString(mark, marked)))
+		}
 		switch {
+		case isBad && deleted:
+			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, the ERP's current copy of it is invalid (%s)", g.ID, g, verString(inv.ver)))
+		case isBad && !f.erp.had(g):
+			diffs = append(diffs, fmt.Sprintf("%s is %s, no valid version the ERP had (its current copy is invalid, %s)", g.ID, g, verString(inv.ver)))
+		case isBad && reconciled && (!marked || inv.ver > 0 && mark.Int64 != inv.ver):
+			diffs = append(diffs, fmt.Sprintf("%s at %s is marked %s after a reconcile, the ERP's current copy of it is invalid at %s", g.ID, g, markString(mark, marked), verString(inv.ver)))
+		case isBad:
 		case ok && deleted:
 			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, the ERP has %s", g.ID, g, w))
 		case ok && !sameRecord(g, w):
@@ -502,7 +701,7 @@ func (f *feed) compare(when string) {
 		case ok:
 		case isGone && !deleted:
 			diffs = append(diffs, fmt.Sprintf("%s is live at %s, the ERP deleted it at %s", g.ID, g, d))
-		case isGone && (g.Version > d.Version || !hadOK || !sameRecord(g, had)):
+		case isGone && (g.Version > d.Version || !f.erp.had(g)):
 			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, not a version the ERP had before deleting it at %s", g.ID, g, d))
 		case isGone:
 		default:

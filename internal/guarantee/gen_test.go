@@ -66,6 +66,16 @@ type execSpec struct {
 	// Race, for a reconcile: the ERP deletes two records as it starts; between its comparison and its writes, the ERP recreates every
 	// record it deleted, at a higher version, and a backfill writes them.
 	Race bool
+	// Hide, for a reconcile: the ERP hides a record that has a live row
+	// from the reconcile's first request to the end of its first pass, and
+	// then holds it again, unchanged.
+	Hide bool
+	// Creep, for a reconcile: a run, then Creep reconciles one after the
+	// other, each after the ERP deleted CreepDelete records (MaxDelete
+	// allows each), with the guard over the window MaxDeleteTotal (a
+	// count) below their sum.
+	Creep, CreepDelete int
+	MaxDeleteTotal     string
 }
 
 func (x execSpec) String() string {
@@ -80,6 +90,12 @@ func (x execSpec) String() string {
 		}
 		if x.Race {
 			s += " racing-recreations"
+		}
+		if x.Hide {
+			s += " hides-a-record-during-its-first-pass"
+		}
+		if x.Creep > 0 {
+			s += fmt.Sprintf(" creep=%dx(delete %d) max-delete-total=%s", x.Creep, x.CreepDelete, x.MaxDeleteTotal)
 		}
 	case "backfill":
 		s += " since=" + x.Since.Format(tsLayout)
@@ -118,6 +134,13 @@ type scenario struct {
 	// still writes for a grace longer than its lock TTL, and a second run
 	// started meanwhile.
 	Sigterm bool
+	// Rebirth is how many records with a live row the ERP deletes after
+	// each wave, before its settling (whose reconcile soft-deletes them),
+	// and recreates after it at a lower version.
+	Rebirth int
+	// Spoil is how many records with a row turn invalid after each
+	// settling (about half of those invalid turn valid again).
+	Spoil int
 	// Locks is the lock service (locks_test.go); OData, when set, serves
 	// the ERP as an OData v4 entity set (odata_face_test.go).
 	Locks string
@@ -132,6 +155,12 @@ func (sc *scenario) String() string {
 		for _, x := range w {
 			b.WriteString("\n    " + x.String())
 		}
+	}
+	if sc.Rebirth > 0 {
+		fmt.Fprintf(&b, "\n  after each wave: %d records deleted before its settling, recreated at a lower version after it", sc.Rebirth)
+	}
+	if sc.Spoil > 0 {
+		fmt.Fprintf(&b, "\n  after each settling: %d records turn invalid, half of the invalid ones valid again", sc.Spoil)
 	}
 	if sc.Sigterm {
 		b.WriteString("\n  then: SIGTERM a run that still writes, lock TTL < grace, a second run")
@@ -242,7 +271,47 @@ func generate(s *source, o opts) *scenario {
 	}
 	sc.Sigterm = o.Sigterm
 	genSources(s, sc)
+	later(s, sc)
 	return sc
+}
+
+// later draws the choices added after the ones of generate, so that the
+// feeds of older seeds and corpus entries keep their shape: records that
+// turn invalid and valid again, recreations at a lower version, reconciles
+// that a record hides from, and deletions that creep across reconciles.
+func later(s *source, sc *scenario) {
+	// Neither in a feed served as OData: the face has its own invalid
+	// items, and with version= versions that are updated_at in µs. No
+	// invalid copies with the SIGTERM scenario, whose run must have
+	// changed records to write.
+	if s.pct(25) && sc.OData == nil && !sc.Sigterm {
+		sc.Spoil = 1 + s.intn(3)
+		if sc.Adv != (adversary{}) {
+			sc.Adv.Spoil, sc.Adv.Mend = 3+s.intn(25), s.intn(50)
+		}
+	}
+	if !sc.Reconcile {
+		return
+	}
+	if s.pct(30) && sc.OData == nil {
+		sc.Rebirth = 1 + s.intn(3)
+	}
+	for _, w := range sc.Waves {
+		for i := range w {
+			if w[i].Hide = w[i].Mode == "reconcile" && !w[i].Race && s.pct(60); w[i].Hide && !w[i].Force {
+				w[i].MaxDelete = "100%" // a guard that lets it delete what it does not see
+			}
+		}
+	}
+	if s.pct(25) {
+		x := execSpec{Mode: "reconcile", PageSize: 1 + s.intn(40), ChunkSize: 1 + s.intn(20), Workers: 1 + s.intn(8)}
+		x.Creep, x.CreepDelete = 3+s.intn(2), 1+s.intn(2)
+		x.MaxDelete = strconv.Itoa(x.CreepDelete)
+		// Below the sum of Creep reconciles' deletions: at most Creep - 1 of them.
+		x.MaxDeleteTotal = strconv.Itoa(x.CreepDelete + s.intn(x.CreepDelete*(x.Creep-2)+1))
+		w := s.intn(len(sc.Waves))
+		sc.Waves[w] = append(sc.Waves[w], x)
+	}
 }
 
 func genExec(s *source, o opts, sc *scenario) execSpec {

@@ -492,6 +492,7 @@ func (e *erpSim) odataPage(x, rawQuery string, q query, p pageQuery) ([]byte, fu
 	}
 	l.requests++
 	n := l.requests
+	e.hideAt(l, n)
 	e.mutate(l)
 	var match []item
 	for _, it := range e.feed() {
@@ -510,7 +511,7 @@ func (e *erpSim) odataPage(x, rawQuery string, q query, p pageQuery) ([]byte, fu
 	} else if len(page) > 0 {
 		from = &page[len(page)-1]
 	}
-	hook := l.logPage(page, more)
+	hook := e.logServed(x, l, page, more)
 	e.mu.Unlock()
 
 	var b strings.Builder
