@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -93,6 +95,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 	// anyway. Not in stdout: that is the commands' results (tables, JSON,
 	// reports), which carry no setting, and a short secret that happens to
 	// be a word of them ("status", a job name) must not corrupt them.
+	// go-sql-driver/mysql prints its own lines ("[mysql] ... packets.go")
+	// on the standard logger; every failure they tell of comes back as an
+	// error that erpsync reports in one line.
+	_ = mysql.SetLogger(nopLogger{})
 	red := new(secret.Redactor)
 	stderr = red.Writer(stderr)
 	var more strings.Builder
@@ -153,6 +159,11 @@ func exitCodeOf(err error, stdout, stderr io.Writer) int {
 	}
 	return exitCode(err, stderr)
 }
+
+// nopLogger silences go-sql-driver/mysql's own log.
+type nopLogger struct{}
+
+func (nopLogger) Print(...any) {}
 
 // errFailed marks a run that ended with status failed; its details are in the
 // logs and the report.
@@ -465,6 +476,10 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 			d.Close()
 			if errors.Is(err, erp.ErrUnauthorized) {
 				return nil, depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
+			}
+			var se *erp.StatusError
+			if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
+				return nil, depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
 			}
 			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
 		}

@@ -156,6 +156,10 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 		return nil, err
 	}
 	st, err := store.Open(ctx, s.MySQLDSN, opt)
+	if errors.Is(err, store.ErrNoDatabase) {
+		cfg, _ := store.ParseDSN(s.MySQLDSN)
+		return nil, depError{fmt.Errorf("database %q does not exist: run erpsync migrate", cfg.DBName)}
+	}
 	if err != nil {
 		return nil, depError{fmt.Errorf("mysql: %w", err)}
 	}

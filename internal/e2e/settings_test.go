@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -58,5 +60,35 @@ func TestEverySettingCheckedAtItsSource(t *testing.T) {
 	r = e.Run(context.Background(), "run", "--erp-retries", "0")
 	if r.Code != 2 || !strings.Contains(r.Stderr, "giving up after 1 attempts") {
 		t.Errorf("run --erp-retries 0 against a failing ERP: exit %d, %s", r.Code, r.Stderr)
+	}
+}
+
+// TestErrorsAPersonCanActOn: a database that does not exist, a DSN in URL
+// form, an ERP that answers HTML and a base URL that already holds the
+// path are each one line that says what to do, exit 2.
+func TestErrorsAPersonCanActOn(t *testing.T) {
+	e := setup(t, erpmock.Options{Records: 10})
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html><head><title>Sign in</title></head>\n<body>proxy login</body></html>"))
+	}))
+	defer html.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync_e2e_nosuch?parseTime=true"},
+			`erpsync: database "erpsync_e2e_nosuch" does not exist: run erpsync migrate`},
+		{[]string{"run", "--mysql-dsn", "mysql://root@127.0.0.1:3306/erpsync"},
+			"erpsync: --mysql-dsn: parse mysql dsn: a mysql:// URL: want the go-sql-driver form user:pass@tcp(host:port)/db?parseTime=true"},
+		{[]string{"run", "--erp-url", html.URL, "--erp-count-path", "", "--erp-retries", "0"},
+			`erpsync: erp unreachable at ` + html.URL + `: erp: memberships: giving up after 1 attempts: erp: GET ` + html.URL + `/api/v1/memberships?limit=1: status 200, Content-Type "text/html": not JSON: "<html><head><title>Sign in</title></head> <body>proxy login</body></html>"`},
+		{[]string{"run", "--erp-url", e.ERPURL + "/api/v1/memberships"},
+			"erpsync: erp at " + e.ERPURL + "/api/v1/memberships: GET " + e.ERPURL + "/api/v1/memberships/api/v1/memberships/count: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records"},
+	} {
+		r := e.Run(context.Background(), c.args...)
+		if lines := proctest.Lines(r.Stderr); r.Code != 2 || len(lines) != 1 || lines[0] != c.want {
+			t.Errorf("%v: exit %d, stderr %q;\nwant exit 2 and %q", c.args, r.Code, r.Stderr, c.want)
+		}
 	}
 }
