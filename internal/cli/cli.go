@@ -14,14 +14,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -54,14 +57,16 @@ Commands:
   verify     compare the whole ERP feed with the database (exit 1 on any difference)
   reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
+  version    the module version and the VCS commit it was built from
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
 A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token,
 --erp-password, --erp-oauth-client-secret) may come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
 Run "erpsync <command> -h" for a command's flags.
 
-Exit codes: 0 succeeded or skipped, 1 failed, 2 bad usage or a dependency
-unreachable at start (nothing written).
+Exit codes: 0 succeeded, skipped, or interrupted after finishing the records
+in hand; 1 failed; 2 bad usage, or a dependency unreachable at start
+(nothing written). docs/troubleshooting.md explains each error line.
 `
 
 // Command is a command that main adds to the built-in ones (demo and
@@ -90,6 +95,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 	// anyway. Not in stdout: that is the commands' results (tables, JSON,
 	// reports), which carry no setting, and a short secret that happens to
 	// be a word of them ("status", a job name) must not corrupt them.
+	// go-sql-driver/mysql prints its own lines ("[mysql] ... packets.go")
+	// on the standard logger; every failure they tell of comes back as an
+	// error that erpsync reports in one line.
+	_ = mysql.SetLogger(nopLogger{})
 	red := new(secret.Redactor)
 	stderr = red.Writer(stderr)
 	var more strings.Builder
@@ -104,7 +113,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 	cmd, rest := args[0], args[1:]
 	for _, c := range extra {
 		if c.Name == cmd {
-			return exitCode(c.Run(ctx, rest, stdout, stderr), stderr)
+			return exitCodeOf(c.Run(ctx, rest, stdout, stderr), stdout, stderr)
 		}
 	}
 	var err error
@@ -123,6 +132,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdReconcile(ctx, rest, stdout, stderr)
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, version())
+		return ExitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, help)
 		return ExitOK
@@ -130,8 +142,28 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		fmt.Fprintf(stderr, "erpsync: unknown command %q\n\n%s", cmd, help)
 		return ExitUsage
 	}
+	return exitCodeOf(err, stdout, stderr)
+}
+
+// exitCodeOf is exitCode, with -h's help printed to stdout.
+func exitCodeOf(err error, stdout, stderr io.Writer) int {
+	var h helpRequest
+	if errors.As(err, &h) {
+		if _, ok := about[h.fs.Name()]; ok || h.usage == nil {
+			printHelp(stdout, h.fs)
+		} else {
+			h.fs.SetOutput(stdout)
+			h.usage()
+		}
+		return ExitOK
+	}
 	return exitCode(err, stderr)
 }
+
+// nopLogger silences go-sql-driver/mysql's own log.
+type nopLogger struct{}
+
+func (nopLogger) Print(...any) {}
 
 // errFailed marks a run that ended with status failed; its details are in the
 // logs and the report.
@@ -399,6 +431,9 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	d.store = st
 	lopt := &lock.Options{Prefix: s.LockPrefix}
 	ecfg := erp.Config{BaseURL: s.ERPURL, Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries, Shape: shape}
+	if s.ERPRetries == 0 {
+		ecfg.MaxRetries = -1 // erp.Config's 0 is its default, 6
+	}
 	if ecfg.TLS, err = loadTLS("--erp-tls-ca", tlsconf.Files{CA: s.ERPTLSCA}); err != nil {
 		d.Close()
 		return nil, err
@@ -441,6 +476,10 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 			d.Close()
 			if errors.Is(err, erp.ErrUnauthorized) {
 				return nil, depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
+			}
+			var se *erp.StatusError
+			if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
+				return nil, depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
 			}
 			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
 		}
@@ -513,4 +552,26 @@ func writeReport(path string, rep any) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// version is the module version and the VCS commit of this build, from its
+// build info: "(devel)" with vcs.revision and vcs.modified when built from a
+// checkout.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "erpsync (no build info)"
+	}
+	v := "erpsync " + bi.Main.Version
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if r := settings["vcs.revision"]; r != "" {
+		v += " commit " + r
+		if settings["vcs.modified"] == "true" {
+			v += " (modified)"
+		}
+	}
+	return v + " " + bi.GoVersion
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -99,7 +100,7 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&s.RedisCluster, "redis-cluster", false, "--redis-addr is a Redis Cluster (lock keys are hash-tagged per record)")
 	fs.StringVar(&s.RedisUsername, "redis-username", "", "Redis ACL user name")
 	secretVar(fs, &s.RedisPassword, "redis-password", "", "Redis password (never logged)")
-	fs.IntVar(&s.RedisDB, "redis-db", 0, "Redis database number")
+	intVar(fs, &s.RedisDB, "redis-db", 0, 0, math.MaxInt, "Redis database number")
 	fs.BoolVar(&s.RedisTLS, "redis-tls", false, "connect to Redis over TLS (also on with a rediss:// address or a --redis-tls-* file)")
 	fs.StringVar(&s.RedisTLSFiles.CA, "redis-tls-ca", "", "PEM CA bundle that Redis's certificate must chain to (default: the system's); turns TLS on")
 	fs.StringVar(&s.RedisTLSFiles.Cert, "redis-tls-cert", "", "PEM client certificate for Redis (with --redis-tls-key); turns TLS on")
@@ -109,12 +110,12 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	secretVar(fs, &s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
 	s.ERP.flags(fs)
 	fs.StringVar(&s.ERPTLSCA, "erp-tls-ca", "", "PEM CA bundle that an https ERP's certificate must chain to (default: the system's)")
-	fs.DurationVar(&s.ERPTimeout, "erp-timeout", 10*time.Second, "timeout of one ERP request attempt")
-	fs.IntVar(&s.ERPRetries, "erp-retries", 6, "retries of one ERP request (5xx, 429, network, truncated body)")
+	durationVar(fs, &s.ERPTimeout, "erp-timeout", 10*time.Second, time.Millisecond, "", "timeout of one ERP request attempt")
+	intVar(fs, &s.ERPRetries, "erp-retries", 6, 0, 100, "retries of one ERP request (5xx, 429, network, truncated body); 0: none")
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
 	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
 	s.REST.flags(fs)
-	fs.StringVar(&s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
+	nameVar(fs, &s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.logFlags(fs)
 }
 
@@ -156,6 +157,10 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 		return nil, err
 	}
 	st, err := store.Open(ctx, s.MySQLDSN, opt)
+	if errors.Is(err, store.ErrNoDatabase) {
+		cfg, _ := store.ParseDSN(s.MySQLDSN)
+		return nil, depError{fmt.Errorf("database %q does not exist: run erpsync migrate", cfg.DBName)}
+	}
 	if err != nil {
 		return nil, depError{fmt.Errorf("mysql: %w", err)}
 	}
@@ -256,27 +261,37 @@ func (s *settings) logFlags(fs *flag.FlagSet) {
 
 // syncFlags: the commands that write memberships.
 func (s *settings) syncFlags(fs *flag.FlagSet) {
-	fs.IntVar(&s.Workers, "workers", 16, "chunks written at once (worker pool size)")
-	fs.DurationVar(&s.LockTTL, "lock-ttl", 30*time.Second, "lease of the job lock and of each record lock (renewed while held)")
-	fs.IntVar(&s.PageSize, "page-size", 500, "ERP page size (1..1000)")
-	fs.IntVar(&s.ChunkSize, "chunk-size", 500, "records locked and written together (1 = one by one)")
-	fs.IntVar(&s.DBWriters, "db-writers", 4, "write statements in flight at once (reads and locks are not bounded by it)")
-	fs.DurationVar(&s.Overlap, "overlap", time.Minute, "how far before the checkpoint each run re-reads")
-	fs.IntVar(&s.MaxAttempts, "max-attempts", 8, "attempts to write one record before it fails the run")
+	intVar(fs, &s.Workers, "workers", 16, 1, 4096, "chunks written at once (worker pool size)")
+	durationVar(fs, &s.LockTTL, "lock-ttl", 30*time.Second, 10*time.Millisecond, "", "lease of the job lock and of each record lock (renewed while held)")
+	intVar(fs, &s.PageSize, "page-size", 500, 1, 1000, "ERP page size (1..1000)")
+	intVar(fs, &s.ChunkSize, "chunk-size", 500, 1, 5000, "records locked and written together (1 = one by one)")
+	intVar(fs, &s.DBWriters, "db-writers", 4, 1, 4096, "write statements in flight at once (reads and locks are not bounded by it)")
+	durationVar(fs, &s.Overlap, "overlap", time.Minute, 0, "none", "how far before the checkpoint each run re-reads (0: none)")
+	intVar(fs, &s.MaxAttempts, "max-attempts", 8, 1, math.MaxInt, "attempts to write one record before it fails the run")
 	s.MaxInvalid = defaultMaxInvalid
 	fs.Var((*limitValue)(&s.MaxInvalid), "max-invalid", "most invalid items a run may quarantine and still succeed: a count N, or P% of the items it fetched (at least 10); more ends the run failed, exit 1")
-	fs.DurationVar(&s.Grace, "grace", 25*time.Second, "after SIGTERM/SIGINT, how long records in hand may still be written")
-	fs.DurationVar(&s.MaxDuration, "max-duration", 0, "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
+	durationVar(fs, &s.Grace, "grace", 25*time.Second, 0, "none", "after SIGTERM/SIGINT, how long records in hand may still be written (0: none, stop at once)")
+	durationVar(fs, &s.MaxDuration, "max-duration", 0, 0, "no limit", "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")
 	fs.BoolVar(&s.TakeTable, "take-table", false, "hand memberships to this --job whichever job owns it (one table, one job: the owner's commands are refused from then on); once, by hand")
 	s.ownership = claimsTable
+}
+
+// orNone passes a duration whose 0 means none (--overlap, --grace) to the
+// syncer, whose Config reads 0 as its default: 1ns is none at the
+// millisecond precision of every time the syncer keeps.
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Nanosecond
+	}
+	return d
 }
 
 // syncConfig is the syncer configuration the sync flags describe.
 func (s *settings) syncConfig(mode string) syncer.Config {
 	return syncer.Config{
 		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
-		LockTTL: s.LockTTL, Overlap: s.Overlap, MaxAttempts: s.MaxAttempts, Grace: s.Grace,
+		LockTTL: s.LockTTL, Overlap: orNone(s.Overlap), MaxAttempts: s.MaxAttempts, Grace: orNone(s.Grace),
 		MaxDuration: s.MaxDuration, MaxInvalid: &s.MaxInvalid,
 	}
 }
@@ -298,39 +313,6 @@ func (v *limitValue) Set(s string) error {
 	}
 	*v = limitValue(l)
 	return nil
-}
-
-// parse parses args, then fills every flag not given from its environment
-// variable. A bad value names the flag or variable it came from. Errors are
-// usage errors, except flag.ErrHelp for -h.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
-			return
-		}
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, err))
-			}
-		}
-	})
-	if len(errs) > 0 {
-		_ = resolveSecrets(fs) // the redactor learns the secrets all the same
-		return usageError{errors.Join(errs...)}
-	}
-	return resolveSecrets(fs)
 }
 
 // usageError is bad usage or configuration: exit code 2.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,15 +22,12 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var asJSON bool
 	fs := newFlagSet("erpsync verify", stderr)
 	s.connFlags(fs)
-	fs.IntVar(&s.PageSize, "page-size", 1000, "ERP page size (1..1000)")
+	intVar(fs, &s.PageSize, "page-size", 1000, 1, 1000, "ERP page size (1..1000)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	var ignoreInvalid bool
 	fs.BoolVar(&ignoreInvalid, "ignore-invalid", false, "exit 0 over a feed with invalid items when the rows match the valid ones (by default any invalid item is a mismatch: verify cannot compare it)")
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if s.PageSize < 1 || s.PageSize > 1000 {
-		return usageError{fmt.Errorf("--page-size %d: want 1..1000", s.PageSize)}
 	}
 	log, err := newLogger(&s, stderr)
 	if err != nil {
@@ -91,16 +89,13 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var asJSON, all bool
 	fs := newFlagSet("erpsync runs", stderr)
 	s.mysqlFlags(fs)
-	fs.StringVar(&s.Job, "job", "membership-sync", "job name")
+	nameVar(fs, &s.Job, "job", "membership-sync", "job name")
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
-	fs.IntVar(&limit, "limit", 20, "how many runs to show")
+	intVar(fs, &limit, "limit", 20, 1, math.MaxInt, "how many runs to show")
 	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if limit < 1 {
-		return usageError{fmt.Errorf("--limit %d: want at least 1", limit)}
 	}
 	st, err := s.openStore(ctx)
 	if err != nil {

@@ -32,7 +32,7 @@ type reconcileSettings struct {
 func (r *reconcileSettings) guardFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.MaxDelete, "max-delete", "5%", "most rows one reconcile may soft-delete: a count N, or P% of the live rows; more refuses the reconcile (exit 1)")
 	fs.StringVar(&r.MaxDeleteTotal, "max-delete-total", reconcile.DefaultTotalLimit.String(), "most rows the job's reconciles may soft-delete over --max-delete-window, this one included: a count N, or P% of the live rows plus those deleted in the window; forced reconciles do not count")
-	fs.DurationVar(&r.Window, "max-delete-window", reconcile.DefaultWindow, "the rolling window of --max-delete-total")
+	durationVar(fs, &r.Window, "max-delete-window", reconcile.DefaultWindow, time.Millisecond, "", "the rolling window of --max-delete-total")
 }
 
 // check parses the limit; a bad one is a usage error.
@@ -44,9 +44,6 @@ func (r *reconcileSettings) check() error {
 	r.limit = l
 	if r.total, err = reconcile.ParseLimit(r.MaxDeleteTotal); err != nil {
 		return usageError{fmt.Errorf("--max-delete-total %w", err)}
-	}
-	if r.Window <= 0 {
-		return usageError{fmt.Errorf("--max-delete-window %s: want a positive duration", r.Window)}
 	}
 	return nil
 }

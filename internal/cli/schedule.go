@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -26,12 +27,12 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("erpsync schedule", stderr)
 	s.connFlags(fs)
 	s.syncFlags(fs)
-	fs.DurationVar(&reconcileEvery, "reconcile-every", 0, "also run reconcile every D on the wall-clock grid of D, under its own lock (0: never)")
+	durationVar(fs, &reconcileEvery, "reconcile-every", 0, 0, "never", "also run reconcile every D on the wall-clock grid of D, under its own lock (0: never)")
 	r.guardFlags(fs)
 	fs.DurationVar(&every, "every", 0, "run every D on the wall-clock grid of D (fixed delay: a run longer than D skips the ticks it overran)")
 	fs.StringVar(&cronExpr, "cron", "", "run by a cron expression (5 fields or @hourly...; UTC) instead of --every")
 	fs.StringVar(&httpAddr, "http-addr", ":9090", "serve /metrics, /healthz and /readyz here (empty: off)")
-	fs.IntVar(&ticks, "ticks", 0, "stop after this many ticks (0: until SIGTERM/SIGINT)")
+	intVar(fs, &ticks, "ticks", 0, 0, math.MaxInt, "stop after this many ticks (0: until SIGTERM/SIGINT)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -42,9 +43,6 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sched, err := schedule.Parse(every, cronExpr)
 	if err != nil {
 		return usageError{err}
-	}
-	if reconcileEvery < 0 {
-		return usageError{fmt.Errorf("--reconcile-every %s: must not be negative (0: never)", reconcileEvery)}
 	}
 	if err := r.check(); err != nil {
 		return err

@@ -90,7 +90,7 @@ func TestOutputMasksKnownSecrets(t *testing.T) {
 	t.Setenv("ERPSYNC_REDIS_DB", pw)
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), []string{"run", "--redis-password", pw}, &out, &errb)
-	if code != ExitUsage || strings.Contains(errb.String(), pw) || !strings.Contains(errb.String(), "ERPSYNC_REDIS_DB=\"***\"") {
+	if code != ExitUsage || strings.Contains(errb.String(), pw) || !strings.Contains(errb.String(), "--redis-db *** (from ERPSYNC_REDIS_DB)") {
 		t.Fatalf("exit %d, stderr %q: want exit 2 and the password masked", code, errb.String())
 	}
 }

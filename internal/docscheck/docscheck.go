@@ -273,12 +273,21 @@ func commands(help string) []string {
 	return out
 }
 
-var flagLine = regexp.MustCompile(`(?m)^  -([a-z0-9][a-z0-9-]*)`)
+var (
+	flagLine = regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`)
+	// fileFlag is a secret's --x-file, which erpsync's -h names on the
+	// line of --x.
+	fileFlag = regexp.MustCompile(`\(or --([a-z0-9-]+-file) FILE\)`)
+)
 
-// flagNames are the flags of a usage text in the flag package's format.
+// flagNames are the flags of a usage text in the flag package's format
+// (-name) or erpsync's grouped -h (--name).
 func flagNames(usage string) []string {
 	var out []string
 	for _, m := range flagLine.FindAllStringSubmatch(usage, -1) {
+		out = append(out, m[1])
+	}
+	for _, m := range fileFlag.FindAllStringSubmatch(usage, -1) {
 		out = append(out, m[1])
 	}
 	slices.Sort(out)

@@ -30,9 +30,13 @@ var (
 type StatusError struct {
 	Code int
 	Body string // the start of the body, with the token blanked out
+	URL  string // the URL asked, without a password
 }
 
 func (e *StatusError) Error() string {
+	if e.URL != "" {
+		return fmt.Sprintf("erp: GET %s: status %d: %s", e.URL, e.Code, e.Body)
+	}
 	return fmt.Sprintf("erp: status %d: %s", e.Code, e.Body)
 }
 

@@ -1,6 +1,7 @@
 package erp
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -218,6 +220,12 @@ func (c *Getter) attempt(ctx context.Context, u string, header http.Header, deco
 		return res.StatusCode, c.transportError(ctx, err)
 	}
 	if err := decode(res.Header, body); err != nil {
+		if !looksJSON(body) {
+			// An HTML page of a proxy or a login, not the feed: say who
+			// answered what.
+			err = fmt.Errorf("GET %s: status %d, Content-Type %q: not JSON: %q", redactedURL(res.Request.URL),
+				res.StatusCode, res.Header.Get("Content-Type"), snippet(c.redact(string(body))))
+		}
 		return res.StatusCode, &attemptError{err: fmt.Errorf("erp: %w", err), reason: "decode"}
 	}
 	return res.StatusCode, nil
@@ -271,8 +279,32 @@ func (c *Getter) statusError(res *http.Response) *attemptError {
 			retryAfter: retryAfter(res.Header.Get("Retry-After"), time.Now()),
 		}
 	default:
-		return &attemptError{err: &StatusError{Code: code, Body: body}}
+		return &attemptError{err: &StatusError{Code: code, Body: body, URL: redactedURL(res.Request.URL)}}
 	}
+}
+
+// redactedURL is u without a password, for messages.
+func redactedURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return u.Redacted()
+}
+
+// looksJSON reports whether b starts, after white space, like a JSON
+// object or array.
+func looksJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// snippet is the start of a body, white space folded, for one line.
+func snippet(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return s
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

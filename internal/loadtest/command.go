@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	fs.StringVar(&cfg.Bin, "erpsync-bin", self, "erpsync binary the processes run")
 	fs.IntVar(&cfg.Records, "records", DefaultRecords, "records in the mock feed")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the records and of the fault decisions")
-	fs.IntVar(&cfg.Processes, "processes", DefaultProcesses, "erpsync processes: one run and the rest backfills")
+	cli.IntVar(fs, &cfg.Processes, "processes", DefaultProcesses, 1, 64, "erpsync processes: one run and the rest backfills")
 	fs.IntVar(&cfg.Workers, "workers", 0, "--workers of each process (0: erpsync's default)")
 	fs.IntVar(&cfg.ChunkSize, "chunk-size", 0, "--chunk-size of each process (0: erpsync's default)")
 	fs.IntVar(&cfg.PageSize, "page-size", 0, "--page-size of each process (0: erpsync's default)")
@@ -99,14 +99,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	fs.StringVar(&cfg.OutDir, "out", "./loadtest-report", "directory of report.json, report.html and the process logs")
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "give up (stopping the processes) after this long")
 	cfg.Faults.Flags(fs, "erpmock: ")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, 0, err
-		}
-		return cfg, 0, cli.UsageError(err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, 0, cli.UsageError(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cfg, 0, err
 	}
 	if cfg.Records < 1 {
 		return cfg, 0, cli.UsageError(errors.New("--records: want at least 1"))

@@ -25,6 +25,9 @@ var (
 	ErrNotMigrated = errors.New("store: schema not migrated (run `erpsync migrate`)")
 	// ErrUnavailable wraps a failure to reach the database.
 	ErrUnavailable = errors.New("store: mysql unavailable")
+	// ErrNoDatabase is a server that answers but has no database of the
+	// DSN's name (MySQL 1049): migrate creates it.
+	ErrNoDatabase = errors.New("store: database does not exist")
 )
 
 // Options tune a Store. The zero value is usable.
@@ -50,6 +53,9 @@ type Store struct {
 // parseTime, UTC, client-side interpolation (one round trip a statement) and
 // dial, read and write timeouts when the DSN has none.
 func ParseDSN(dsn string) (*mysql.Config, error) {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && !strings.ContainsAny(scheme, "@(/") {
+		return nil, fmt.Errorf("parse mysql dsn: a %s:// URL: want the go-sql-driver form user:pass@tcp(host:port)/db?parseTime=true", scheme)
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse mysql dsn: %w", err)
@@ -113,6 +119,14 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open mysql: %s", redact(err, cfg))
 	}
 	pool := sql.OpenDB(conn)
+	// Ping first, bounded: gorm.Open asks the version without a deadline,
+	// and an unreachable host cost the dial timeout once per retry.
+	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
+	defer cancel()
+	if err := pool.PingContext(pctx); err != nil {
+		pool.Close()
+		return nil, unavailable(err, cfg)
+	}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: pool, DSNConfig: cfg}), &gorm.Config{
 		Logger:                 logger.Discard,
 		TranslateError:         true,
@@ -130,13 +144,17 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(o.MaxOpenConns)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
-	defer cancel()
-	if err := sqlDB.PingContext(pctx); err != nil {
-		sqlDB.Close()
-		return nil, fmt.Errorf("%w at %s: %s", ErrUnavailable, cfg.Addr, redact(err, cfg))
-	}
 	return &Store{db: db, sql: sqlDB, cfg: cfg}, nil
+}
+
+// unavailable translates a failure to reach the database: ErrNoDatabase
+// for MySQL's 1049, ErrUnavailable otherwise.
+func unavailable(err error, cfg *mysql.Config) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1049 {
+		return fmt.Errorf("%w: %q at %s", ErrNoDatabase, cfg.DBName, cfg.Addr)
+	}
+	return fmt.Errorf("%w at %s: %s", ErrUnavailable, cfg.Addr, redact(err, cfg))
 }
 
 // redact keeps a password out of an error message.
