@@ -8,7 +8,7 @@ CAP_MODULES := internal/captest/cap/node_modules/.package-lock.json
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/erpsync ./cmd/erpsync
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o $(BIN)/erpsync ./cmd/erpsync
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/erpmock ./cmd/erpmock
 
 vet:
