@@ -87,7 +87,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if reset := e.Count("SELECT COUNT(*) FROM %s WHERE position = '1000-01-01'", "sync_checkpoints"); reset != 1 {
 		t.Fatalf("%d reset backfill checkpoints, want 1", reset)
 	}
-	as("verify")
+	as("verify", "--ignore-invalid") // the feed has invalid items on purpose
 	as("runs")
 	e.assertTruth()
 	if n := e.Count("SELECT COUNT(*) FROM %s", "quarantined_records"); n == 0 {
