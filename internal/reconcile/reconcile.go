@@ -288,8 +288,9 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Every invalid copy of the scan, not only diff.Marks: a row the
-	// repairs just wrote from an older valid copy is marked too.
+	// Every invalid copy of the scan, not only those of rows the
+	// comparison found unmarked: a row the repairs just wrote from an
+	// older valid copy is marked too (MarkQuarantined reads the rows).
 	q, err := rc.sy.MarkQuarantined(ctx, feed.Invalid(), log)
 	rep.Quarantined = q
 	if err != nil {

@@ -33,17 +33,20 @@ type ruleCount struct {
 	erpID   string // the first item's erp_id
 }
 
-// rulesOf splits an item's reason into its rules' fields: "status:
-// \"X\" is not ..." is field status. A reason without a field (an item that
-// is not an object) is its own rule.
-func rulesOf(reason string) []string {
-	var out []string
+// rule is one rule an item breaks: its field, and the reason's text.
+type rule struct{ field, text string }
+
+// rulesOf splits an item's reason into its rules: "status: \"X\" is not
+// ..." is field status. A reason without a field (an item that is not an
+// object) is its own rule.
+func rulesOf(reason string) []rule {
+	var out []rule
 	for _, part := range strings.Split(reason, "; ") {
 		field, _, ok := strings.Cut(part, ": ")
 		if !ok || strings.ContainsAny(field, " \"") {
 			field = part
 		}
-		out = append(out, field)
+		out = append(out, rule{field, part})
 	}
 	return out
 }
@@ -58,13 +61,12 @@ func (t *invalidTally) page(invs []erp.Invalid, log zerolog.Logger) {
 	lines := map[string]*line{}
 	var order []string
 	for _, inv := range invs {
-		parts := strings.Split(inv.Reason, "; ")
-		for i, field := range rulesOf(inv.Reason) {
-			l := lines[field]
+		for _, r := range rulesOf(inv.Reason) {
+			l := lines[r.field]
 			if l == nil {
-				l = &line{example: parts[i], erpID: inv.ErpID}
-				lines[field] = l
-				order = append(order, field)
+				l = &line{example: r.text, erpID: inv.ErpID}
+				lines[r.field] = l
+				order = append(order, r.field)
 			}
 			l.n++
 		}

@@ -196,9 +196,6 @@ type Diff struct {
 	Missing []erp.Record // no row
 	Restore []erp.Record // a soft-deleted row
 	Stale   []erp.Record // a live row at an older version, or other fields at the same version
-	// Marks are the feed's newest invalid copies of live rows that are
-	// newer than the row and its mark: rows to mark quarantined.
-	Marks []erp.Invalid
 }
 
 // Verify pages the whole feed (highest version per erp_id wins) and compares
@@ -250,8 +247,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		inv, invalid := f.quarantined[id]
 		marked := mark > 0
 		if cur := (store.Current{Version: version, UpdatedAt: updated, Mark: mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
-			diff.Marks = append(diff.Marks, inv)
-			marked = true
+			marked = true // the next run or reconcile marks it
 		}
 		if marked {
 			res.Quarantined.Add(id)
