@@ -1,0 +1,289 @@
+package entity
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is the kind of a column's type.
+type Kind uint8
+
+// The column kinds of the config file.
+const (
+	String   Kind = iota + 1 // string(N): VARCHAR(N), utf8mb4; N counts characters
+	Text                     // text: TEXT (up to 65,535 bytes)
+	Int32                    // int32: INT
+	Int64                    // int64: BIGINT, never through a float64
+	Decimal                  // decimal(P,S): DECIMAL(P,S), exact
+	Bool                     // bool: BOOLEAN
+	Date                     // date: DATE, YYYY-MM-DD
+	DateTime                 // datetime: DATETIME(3), UTC; the source value carries a zone
+	JSON                     // json: the source value as JSON text
+)
+
+// Type is a column's type: a kind and its size.
+type Type struct {
+	Kind      Kind
+	Length    int // string(N): N
+	Precision int // decimal(P,S): P
+	Scale     int // decimal(P,S): S
+}
+
+// Limits of the sized types, MySQL's.
+const (
+	MaxStringLength = 16383 // VARCHAR(N) of utf8mb4 in a 65,535-byte row
+	MaxPrecision    = 65
+	MaxScale        = 30
+)
+
+// ParseType parses a type as the config file writes it: string(N), text,
+// int32, int64, decimal(P,S), bool, date, datetime or json.
+func ParseType(s string) (Type, error) {
+	name, args, sized := strings.Cut(strings.TrimSpace(s), "(")
+	if sized {
+		if !strings.HasSuffix(args, ")") {
+			return Type{}, fmt.Errorf("type %q: want a closing ')'", s)
+		}
+		args = strings.TrimSuffix(args, ")")
+	}
+	nums := func(want int) ([]int, error) {
+		if !sized {
+			return nil, fmt.Errorf("type %q: want %s", s, map[int]string{1: name + "(N)", 2: name + "(P,S)"}[want])
+		}
+		parts := strings.Split(args, ",")
+		if len(parts) != want {
+			return nil, fmt.Errorf("type %q: want %s", s, map[int]string{1: name + "(N)", 2: name + "(P,S)"}[want])
+		}
+		out := make([]int, want)
+		for i, p := range parts {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil {
+				return nil, fmt.Errorf("type %q: %q is not a whole number", s, strings.TrimSpace(p))
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	simple := map[string]Kind{"text": Text, "int32": Int32, "int64": Int64, "bool": Bool, "date": Date, "datetime": DateTime, "json": JSON}
+	switch name {
+	case "string":
+		n, err := nums(1)
+		if err != nil {
+			return Type{}, err
+		}
+		if n[0] < 1 || n[0] > MaxStringLength {
+			return Type{}, fmt.Errorf("type %q: want a length of 1 to %d", s, MaxStringLength)
+		}
+		return Type{Kind: String, Length: n[0]}, nil
+	case "decimal":
+		n, err := nums(2)
+		if err != nil {
+			return Type{}, err
+		}
+		p, sc := n[0], n[1]
+		if p < 1 || p > MaxPrecision || sc < 0 || sc > MaxScale || sc > p {
+			return Type{}, fmt.Errorf("type %q: want a precision of 1 to %d and a scale of 0 to %d, no more than the precision", s, MaxPrecision, MaxScale)
+		}
+		return Type{Kind: Decimal, Precision: p, Scale: sc}, nil
+	}
+	if k, ok := simple[name]; ok && !sized {
+		return Type{Kind: k}, nil
+	}
+	return Type{}, fmt.Errorf("unknown type %q: want string(N), text, int32, int64, decimal(P,S), bool, date, datetime or json", s)
+}
+
+// String returns the type as the config file writes it.
+func (t Type) String() string {
+	switch t.Kind {
+	case String:
+		return fmt.Sprintf("string(%d)", t.Length)
+	case Decimal:
+		return fmt.Sprintf("decimal(%d,%d)", t.Precision, t.Scale)
+	case Text:
+		return "text"
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Bool:
+		return "bool"
+	case Date:
+		return "date"
+	case DateTime:
+		return "datetime"
+	case JSON:
+		return "json"
+	}
+	return fmt.Sprintf("kind(%d)", t.Kind)
+}
+
+// Column is one declared column of an entity's table.
+type Column struct {
+	Name string
+	// From is the path of the source property the column reads: one name,
+	// or several for a dotted path into nested objects. Defaults to the
+	// column's own name.
+	From     []string
+	Type     Type
+	Nullable bool
+	// Values maps source values to stored ones; a value not listed makes
+	// the record invalid. Nil: the value is stored as it comes.
+	Values map[string]string
+	// Line is the line of the config file that declares the column (0 for
+	// a built-in entity).
+	Line int
+}
+
+// Source is one place an entity is read from: an OData entity set or a
+// REST records path, with the constant key columns it fills (one company
+// or tenant of several).
+type Source struct {
+	Name string
+	// Set holds constant column values of the records of this source:
+	// column name to value, as the column stores it.
+	Set map[string]string
+}
+
+// Entity is one kind of record an ERP holds, declared once: its table, its
+// key, its change cursor and version, and its typed columns. Every layer
+// (the decoder, the validation, the SQL, the table) compiles from it.
+type Entity struct {
+	// Name names the job: its locks, checkpoint, history and metrics label.
+	Name string
+	// Table is the MySQL table. Defaults to Name.
+	Table string
+	// Sources are where the records come from; one for most entities.
+	Sources []Source
+	// Key names the key columns, in order: the table's UNIQUE index.
+	Key []string
+	// UpdatedAt is the path of the source property that is the change
+	// cursor: a date-time with a zone.
+	UpdatedAt []string
+	// Version is the path of the source property that holds the record's
+	// version, a positive integer. Nil: updated_at in microseconds.
+	Version []string
+	// Columns are the declared columns, key columns included, in table
+	// order.
+	Columns []Column
+	// Every and Cron are the entity's own schedule, when the file gives one.
+	Every time.Duration
+	Cron  string
+	// Line is the line of the config file that declares the entity.
+	Line int
+}
+
+// Column returns the declared column name, or nil.
+func (e *Entity) Column(name string) *Column {
+	for i := range e.Columns {
+		if e.Columns[i].Name == name {
+			return &e.Columns[i]
+		}
+	}
+	return nil
+}
+
+// KeyIndexes returns the indexes in Columns of the key columns, in key
+// order.
+func (e *Entity) KeyIndexes() []int {
+	out := make([]int, len(e.Key))
+	for i, k := range e.Key {
+		out[i] = -1
+		for j := range e.Columns {
+			if e.Columns[j].Name == k {
+				out[i] = j
+			}
+		}
+	}
+	return out
+}
+
+// TableName returns Table, or Name when Table is empty.
+func (e *Entity) TableName() string {
+	if e.Table != "" {
+		return e.Table
+	}
+	return e.Name
+}
+
+// Value is one column's value of a record, as it is stored. Which field
+// holds it depends on the column's kind: S for string, text, decimal (the
+// canonical digits, "-12.50"), date ("YYYY-MM-DD") and json (the JSON
+// text); I for int32, int64 and bool (0 or 1); T for datetime (UTC).
+type Value struct {
+	Null bool
+	S    string
+	I    int64
+	T    time.Time
+}
+
+// Text returns v as text: how the key of a record is written and compared.
+func (v Value) Text(k Kind) string {
+	switch {
+	case v.Null:
+		return ""
+	case k == Int32 || k == Int64:
+		return strconv.FormatInt(v.I, 10)
+	case k == Bool:
+		if v.I != 0 {
+			return "true"
+		}
+		return "false"
+	case k == DateTime:
+		return v.T.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	return v.S
+}
+
+// KeyText returns the text that identifies a record by its key values, in
+// key order: the single value's text for a one-column key, else the texts
+// joined by a unit separator (0x1f). Lock keys, logs and the quarantine
+// table carry it.
+func KeyText(parts []string) string {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return strings.Join(parts, KeySeparator)
+}
+
+// KeySeparator joins the parts of a composite key's text.
+const KeySeparator = "\x1f"
+
+// SplitKey returns the parts of a key text made by KeyText for n columns.
+func SplitKey(key string, n int) []string {
+	if n == 1 {
+		return []string{key}
+	}
+	return strings.SplitN(key, KeySeparator, n)
+}
+
+// Reserved are the column names erpsync's own columns take in every
+// entity's table.
+var Reserved = []string{"erp_version", "erp_updated_at", "fence_token", "created_at", "updated_at", "deleted_at", "quarantined_at", "quarantined_version"}
+
+// OwnTables are the tables erpsync keeps for itself: no entity may take
+// one of these names.
+var OwnTables = []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "schema_migrations", "erpsync_entities", "erpsync_events"}
+
+// Memberships is the built-in entity, what erpsync syncs when no config
+// file is given: the memberships table of the contract.
+func Memberships() *Entity {
+	return &Entity{
+		Name:      "memberships",
+		Table:     "memberships",
+		Sources:   []Source{{Name: "memberships"}},
+		Key:       []string{"erp_id"},
+		UpdatedAt: []string{"updated_at"},
+		Version:   []string{"version"},
+		Columns: []Column{
+			{Name: "erp_id", From: []string{"erp_id"}, Type: Type{Kind: String, Length: 64}},
+			{Name: "member_id", From: []string{"member_id"}, Type: Type{Kind: String, Length: 64}},
+			{Name: "product_code", From: []string{"product_code"}, Type: Type{Kind: String, Length: 32}},
+			{Name: "status", From: []string{"status"}, Type: Type{Kind: String, Length: 16},
+				Values: map[string]string{"ACTIVE": "ACTIVE", "SUSPENDED": "SUSPENDED", "CANCELLED": "CANCELLED", "EXPIRED": "EXPIRED"}},
+			{Name: "starts_at", From: []string{"starts_at"}, Type: Type{Kind: DateTime}},
+			{Name: "ends_at", From: []string{"ends_at"}, Type: Type{Kind: DateTime}, Nullable: true},
+		},
+	}
+}
