@@ -263,8 +263,9 @@ func SplitKey(key string, n int) []string {
 var Reserved = []string{"erp_version", "erp_updated_at", "fence_token", "created_at", "updated_at", "deleted_at", "quarantined_at", "quarantined_version"}
 
 // OwnTables are the tables erpsync keeps for itself: no entity may take
-// one of these names.
-var OwnTables = []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "schema_migrations", "erpsync_entities", "erpsync_events"}
+// one of these names. (memberships is not one: it is the built-in
+// entity's table, which a file may declare.)
+var OwnTables = []string{"sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "schema_migrations", "erpsync_entities", "erpsync_events"}
 
 // Memberships is the built-in entity, what erpsync syncs when no config
 // file is given: the memberships table of the contract.
