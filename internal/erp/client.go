@@ -1,6 +1,8 @@
 package erp
 
 import (
+	"github.com/erpsync/erpsync/internal/entity"
+
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -50,6 +52,10 @@ type Record struct {
 	EndsAt      *time.Time // nil when the membership has no end
 	Version     int64
 	UpdatedAt   time.Time
+	// Vals are a typed entity's values, in the order of its columns (key
+	// columns included); nil for a membership, whose values are the fields
+	// above.
+	Vals []entity.Value
 }
 
 // Invalid is an item of a page that breaks the schema.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestDecodeValidItem(t *testing.T) {
 		t.Fatalf("ends_at %v, want %v", got.EndsAt, want.EndsAt)
 	}
 	got.EndsAt = want.EndsAt
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 	if got.StartsAt.Location() != time.UTC {

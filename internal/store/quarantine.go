@@ -77,7 +77,7 @@ func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
 // valid data.
 func (s *Store) QuarantinedRows(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM memberships WHERE quarantined_at IS NOT NULL AND deleted_at IS NULL").Scan(&n).Error; err != nil {
+	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM " + quoteIdent(s.t.name) + " WHERE quarantined_at IS NOT NULL AND deleted_at IS NULL").Scan(&n).Error; err != nil {
 		return 0, fmt.Errorf("count quarantined rows: %w", err)
 	}
 	return n, nil

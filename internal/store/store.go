@@ -13,6 +13,8 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/erpsync/erpsync/internal/entity"
 )
 
 var (
@@ -47,7 +49,22 @@ type Store struct {
 	db  *gorm.DB
 	sql *sql.DB
 	cfg *mysql.Config
+	t   *Table // the entity table the row methods write
 }
+
+// memberships is the built-in entity's table, what a Store writes until
+// For binds it to another.
+var memberships = mustCompile(entity.Memberships())
+
+// For returns a Store on the same connections that writes t's table.
+func (s *Store) For(t *Table) *Store {
+	c := *s
+	c.t = t
+	return &c
+}
+
+// Table returns the entity table the store writes.
+func (s *Store) Table() *Table { return s.t }
 
 // ParseDSN parses a go-sql-driver DSN and sets what erpsync relies on:
 // parseTime, UTC, client-side interpolation (one round trip a statement) and
@@ -144,7 +161,7 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(o.MaxOpenConns)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	return &Store{db: db, sql: sqlDB, cfg: cfg}, nil
+	return &Store{db: db, sql: sqlDB, cfg: cfg, t: memberships}, nil
 }
 
 // unavailable translates a failure to reach the database: ErrNoDatabase

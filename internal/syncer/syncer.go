@@ -61,7 +61,7 @@ type faultHooks struct {
 	// beforeInsert runs between reading the rows and inserting the absent
 	// ones: a test writes a row there to race the UNIQUE index. Chunks then
 	// always read first, so that the window it races exists.
-	beforeInsert func(ctx context.Context, ms []store.Membership)
+	beforeInsert func(ctx context.Context, rows []store.Row)
 	// readLocked is called for each read of versions under the locks.
 	readLocked func()
 	// refused is called for each insert-first the UNIQUE index refused.

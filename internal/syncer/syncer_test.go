@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -256,14 +257,15 @@ func TestUniqueIndexCatchesARaceWhenLocksAreBypassed(t *testing.T) {
 	var once sync.Map
 	// Another writer, holding no lock, inserts an older version of a
 	// record between our read and our insert.
-	s.hooks.beforeInsert = func(ctx context.Context, ms []store.Membership) {
-		m := ms[len(ms)/2]
-		if _, loaded := once.LoadOrStore(m.ErpID, true); loaded {
+	s.hooks.beforeInsert = func(ctx context.Context, rows []store.Row) {
+		m := rows[len(rows)/2]
+		if _, loaded := once.LoadOrStore(m.Key, true); loaded {
 			return
 		}
 		old := m
-		old.Version, old.Fence, old.MemberID = 0, 1, "INTRUDER"
-		if err := b.store.Insert(ctx, []store.Membership{old}); err != nil {
+		old.Vals = append([]entity.Value(nil), m.Vals...)
+		old.Version, old.Fence, old.Vals[1].S = 0, 1, "INTRUDER"
+		if err := b.store.InsertRows(ctx, []store.Row{old}); err != nil {
 			t.Errorf("intruder insert: %v", err)
 		}
 	}

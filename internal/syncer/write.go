@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/ctxtime"
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/lock"
@@ -289,13 +290,29 @@ func (r *run) writing(ctx context.Context, stmt func() error) error {
 	return stmt()
 }
 
-func membership(h held) store.Membership {
-	rec := h.rec
-	return store.Membership{
-		ErpID: rec.ErpID, MemberID: rec.MemberID, ProductCode: rec.ProductCode, Status: rec.Status,
-		StartsAt: rec.StartsAt, EndsAt: rec.EndsAt, Version: rec.Version, UpdatedAt: rec.UpdatedAt,
-		Fence: h.lock.Fence(),
+// rowsOf returns the rows to write of hs, under their locks' fencing
+// tokens: a typed record's values as decoded, a membership's from its
+// fields (from one slab).
+func rowsOf(hs []held) []store.Row {
+	rows := make([]store.Row, len(hs))
+	var slab []entity.Value
+	for i, h := range hs {
+		rec := h.rec
+		if rec.Vals != nil {
+			rows[i] = store.Row{Key: rec.ErpID, Vals: rec.Vals, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Fence: h.lock.Fence()}
+			continue
+		}
+		if slab == nil {
+			slab = make([]entity.Value, store.MembershipColumns*len(hs))
+		}
+		n := store.MembershipColumns
+		rows[i] = store.MembershipRow(store.Membership{
+			ErpID: rec.ErpID, MemberID: rec.MemberID, ProductCode: rec.ProductCode, Status: rec.Status,
+			StartsAt: rec.StartsAt, EndsAt: rec.EndsAt, Version: rec.Version, UpdatedAt: rec.UpdatedAt,
+			Fence: h.lock.Fence(),
+		}, slab[n*i:n*(i+1):n*(i+1)])
 	}
+	return rows
 }
 
 // write applies the version rule to records whose locks are held: insert
@@ -332,11 +349,8 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	}
 	refused := false // the insert-first statement hit the UNIQUE index
 	if insertFirst && r.s.hooks.beforeInsert == nil {
-		ms := make([]store.Membership, len(hs))
-		for i, h := range hs {
-			ms[i] = membership(h)
-		}
-		err := r.writing(ctx, func() error { return r.s.store.Insert(ctx, ms) })
+		ms := rowsOf(hs)
+		err := r.writing(ctx, func() error { return r.s.store.InsertRows(ctx, ms) })
 		switch {
 		case err == nil:
 			r.c.inserted.Add(int64(len(ms)))
@@ -379,21 +393,18 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		}
 	}
 	if len(ins) > 0 {
-		ms := make([]store.Membership, len(ins))
-		for i, h := range ins {
-			ms[i] = membership(h)
-		}
+		ms := rowsOf(ins)
 		if f := r.s.hooks.beforeInsert; f != nil {
 			f(ctx, ms)
 		}
-		err := r.writing(ctx, func() error { return r.s.store.Insert(ctx, ms) })
+		err := r.writing(ctx, func() error { return r.s.store.InsertRows(ctx, ms) })
 		switch {
 		case errors.Is(err, store.ErrDuplicate):
 			// A row appeared outside our locks (a lock bypassed or lost):
 			// the UNIQUE index caught it. Insert one by one; the ones that
 			// collide go through the guarded update.
 			for i, h := range ins {
-				err := r.writing(ctx, func() error { return r.s.store.Insert(ctx, ms[i:i+1]) })
+				err := r.writing(ctx, func() error { return r.s.store.InsertRows(ctx, ms[i:i+1]) })
 				switch {
 				case errors.Is(err, store.ErrDuplicate):
 					r.c.uniqueViolations.Add(1)
@@ -419,12 +430,9 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		// Restores are rare: one guarded UPDATE each, in one transaction,
 		// whose WHERE reads the row once (a restore may go to a lower
 		// version).
-		ms := make([]store.Membership, len(rst))
-		for i, h := range rst {
-			ms[i] = membership(h)
-		}
+		ms := rowsOf(rst)
 		if err := r.writing(ctx, func() (err error) {
-			_, err = r.s.store.Restore(ctx, ms)
+			_, err = r.s.store.RestoreRows(ctx, ms)
 			return err
 		}); err != nil {
 			return nil, 0, err
@@ -434,7 +442,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	case len(upd) == 1 && len(rst) == 0:
 		var ok bool
 		err := r.writing(ctx, func() (err error) {
-			ok, err = r.s.store.Update(ctx, membership(upd[0]))
+			ok, err = r.s.store.UpdateRow(ctx, rowsOf(upd)[0])
 			return err
 		})
 		if err != nil {
@@ -445,11 +453,8 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			return nil, current, nil
 		}
 	case len(upd) > 0:
-		ms := make([]store.Membership, len(upd))
-		for i, h := range upd {
-			ms[i] = membership(h)
-		}
-		if err := r.writing(ctx, func() error { return r.s.store.Upsert(ctx, ms) }); err != nil {
+		ms := rowsOf(upd)
+		if err := r.writing(ctx, func() error { return r.s.store.UpsertRows(ctx, ms) }); err != nil {
 			return nil, 0, err
 		}
 	}

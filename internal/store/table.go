@@ -1,0 +1,353 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// Row is one row of an entity's table as erpsync writes it: the record's
+// values in the order of the entity's columns, and erpsync's own columns.
+type Row struct {
+	// Key is the record's key text (entity.KeyText): what locks, logs and
+	// Versions name it by.
+	Key       string
+	Vals      []entity.Value
+	Version   int64
+	UpdatedAt time.Time // the ERP's updated_at
+	Fence     int64     // fencing token of the lock the write is made under
+}
+
+// Table is an entity's table compiled once: the statements of every write
+// and read the sync makes, with the kinds of their values, so that the hot
+// path writes a row without a lookup by name.
+type Table struct {
+	ent   *entity.Entity
+	name  string
+	kinds []entity.Kind // of each column, in order
+	keys  []int         // indexes of the key columns, in key order
+	// keyList is the key columns, comma-separated.
+	keyList string
+	// insertCols is " INTO t (cols...) VALUES ": an INSERT without its verb.
+	insertCols string
+	upsert     string // the ON DUPLICATE KEY UPDATE tail
+	versions   string // SELECT key..., guards FROM t WHERE
+	isKey      []bool // of each column
+}
+
+// Compile compiles the statements of e's table.
+func Compile(e *entity.Entity) (*Table, error) {
+	t := &Table{ent: e, name: e.TableName()}
+	for _, c := range e.Columns {
+		t.kinds = append(t.kinds, c.Type.Kind)
+	}
+	t.keys = e.KeyIndexes()
+	for i, k := range t.keys {
+		if k < 0 {
+			return nil, fmt.Errorf("compile table %s: key column %s is not declared", t.name, e.Key[i])
+		}
+	}
+	q := quoteIdent
+	var cols, keyCols []string
+	for _, c := range e.Columns {
+		cols = append(cols, q(c.Name))
+	}
+	for _, k := range e.Key {
+		keyCols = append(keyCols, q(k))
+	}
+	t.keyList = strings.Join(keyCols, ", ")
+	t.insertCols = " INTO " + q(t.name) + " (" + strings.Join(cols, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES "
+
+	// The upsert assigns the data first, then the quarantine mark, then
+	// fence_token, deleted_at and erp_version last, in that order: MySQL
+	// evaluates the assignments left to right, a later one sees the
+	// columns earlier ones changed, and the guard reads fence_token and
+	// erp_version, unmark quarantined_version. A new fence_token keeps the
+	// guard's fence test true, and the guard does not read deleted_at: a
+	// higher version makes the row live.
+	var b strings.Builder
+	b.WriteString(" ON DUPLICATE KEY UPDATE ")
+	isKey := make([]bool, len(e.Columns))
+	for _, k := range t.keys {
+		isKey[k] = true
+	}
+	for i, c := range e.Columns {
+		if isKey[i] {
+			continue
+		}
+		fmt.Fprintf(&b, "%s = IF(%s, VALUES(%s), %s), ", q(c.Name), guard, q(c.Name), q(c.Name))
+	}
+	b.WriteString("erp_updated_at = IF(" + guard + ", VALUES(erp_updated_at), erp_updated_at), " +
+		"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
+		"quarantined_at = IF(" + unmark + ", NULL, quarantined_at), " +
+		"quarantined_version = IF(" + unmark + ", NULL, quarantined_version), " +
+		"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
+		"deleted_at = IF(" + guard + ", NULL, deleted_at), " +
+		"erp_version = IF(" + guard + ", VALUES(erp_version), erp_version)")
+	t.upsert = b.String()
+
+	t.isKey = isKey
+	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0) FROM " + q(t.name) + " WHERE "
+	return t, nil
+}
+
+// mustCompile is Compile for a built-in entity, whose declaration is known
+// good.
+func mustCompile(e *entity.Entity) *Table {
+	t, err := Compile(e)
+	if err != nil {
+		panic(err) // a built-in declaration is wrong: a bug, caught by every test
+	}
+	return t
+}
+
+// Name returns the table's name.
+func (t *Table) Name() string { return t.name }
+
+// Entity returns the entity the table was compiled from.
+func (t *Table) Entity() *entity.Entity { return t.ent }
+
+// quoteIdent quotes a table or column name. Names are [a-z][a-z0-9_]*
+// (the config file checks them), so the backticks are for words MySQL
+// reserves (order, key, status...).
+func quoteIdent(s string) string { return "`" + s + "`" }
+
+// value writes v, a value of kind k, as a literal.
+func (l *literal) value(k entity.Kind, v entity.Value) error {
+	switch {
+	case v.Null:
+		l.sql("NULL")
+	case k == entity.Int32 || k == entity.Int64 || k == entity.Bool:
+		l.int(v.I)
+	case k == entity.DateTime:
+		return l.time(v.T)
+	default:
+		l.str(v.S)
+	}
+	return nil
+}
+
+// keyPart writes the text of one key part, of kind k, as a literal that
+// compares equal to the column's value.
+func (l *literal) keyPart(k entity.Kind, text string) {
+	switch k {
+	case entity.Bool:
+		if text == "true" {
+			l.sql("1")
+		} else {
+			l.sql("0")
+		}
+	default:
+		l.str(text) // MySQL converts a quoted number or date to the column's type
+	}
+}
+
+// keyMatch writes the WHERE test of the rows with the given keys.
+func (t *Table) keyMatch(l *literal, keys []string) {
+	if len(t.keys) == 1 {
+		l.sql(quoteIdent(t.ent.Key[0]) + " IN (")
+		k := t.kinds[t.keys[0]]
+		for i, key := range keys {
+			if i > 0 {
+				l.sql(",")
+			}
+			l.keyPart(k, key)
+		}
+		l.sql(")")
+		return
+	}
+	l.sql("(" + t.keyList + ") IN (")
+	for i, key := range keys {
+		if i > 0 {
+			l.sql(",")
+		}
+		l.sql("(")
+		for j, part := range entity.SplitKey(key, len(t.keys)) {
+			if j > 0 {
+				l.sql(",")
+			}
+			l.keyPart(t.kinds[t.keys[j]], part)
+		}
+		l.sql(")")
+	}
+	l.sql(")")
+}
+
+// oneKey writes the WHERE test of one row's key, without WHERE.
+func (t *Table) oneKey(l *literal, key string) {
+	for j, part := range entity.SplitKey(key, len(t.keys)) {
+		if j > 0 {
+			l.sql(" AND ")
+		}
+		l.sql(quoteIdent(t.ent.Key[j]) + " = ")
+		l.keyPart(t.kinds[t.keys[j]], part)
+	}
+}
+
+// keyText returns the key text of a row read back: its key columns' values
+// as the decoder writes them.
+func (t *Table) keyText(raw []sql.RawBytes) string {
+	if len(raw) == 1 {
+		return t.keyPartText(0, raw[0])
+	}
+	parts := make([]string, len(raw))
+	for i, r := range raw {
+		parts[i] = t.keyPartText(i, r)
+	}
+	return entity.KeyText(parts)
+}
+
+func (t *Table) keyPartText(i int, raw []byte) string {
+	switch t.kinds[t.keys[i]] {
+	case entity.Bool:
+		if string(raw) == "0" {
+			return "false"
+		}
+		return "true"
+	case entity.DateTime:
+		if ts, err := time.Parse("2006-01-02 15:04:05.999", string(raw)); err == nil {
+			return ts.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+	}
+	return string(raw)
+}
+
+// versions reads the guards of the rows with the given keys.
+func (t *Table) readVersions(ctx context.Context, db *sql.DB, keys []string) (map[string]Current, error) {
+	out := make(map[string]Current, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	l := newLiteral()
+	l.sql(t.versions)
+	t.keyMatch(l, keys)
+	rows, err := db.QueryContext(ctx, l.text())
+	l.free()
+	if err != nil {
+		return nil, fmt.Errorf("read versions: %w", err)
+	}
+	defer rows.Close()
+	raw := make([]sql.RawBytes, len(t.keys))
+	dest := make([]any, 0, len(t.keys)+5)
+	for i := range raw {
+		dest = append(dest, &raw[i])
+	}
+	var c Current
+	dest = append(dest, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark)
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read versions: %w", err)
+		}
+		out[t.keyText(raw)] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read versions: %w", err)
+	}
+	return out, nil
+}
+
+// values writes rows as the VALUES list of an INSERT.
+func (t *Table) values(l *literal, rows []Row) error {
+	for i := range rows {
+		r := &rows[i]
+		if len(r.Vals) != len(t.kinds) {
+			return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
+		}
+		if i > 0 {
+			l.sql(",")
+		}
+		l.sql("(")
+		for j, v := range r.Vals {
+			if err := l.value(t.kinds[j], v); err != nil {
+				return fmt.Errorf("key %q: %s: %w", r.Key, t.ent.Columns[j].Name, err)
+			}
+			l.sql(",")
+		}
+		l.int(r.Version)
+		l.sql(",")
+		if err := l.time(r.UpdatedAt); err != nil {
+			return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
+		}
+		l.sql(",")
+		l.int(r.Fence)
+		l.sql(",UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))")
+	}
+	return nil
+}
+
+// insert runs verb (INSERT or INSERT IGNORE) of rows, followed by tail.
+func (t *Table) insert(ctx context.Context, db *sql.DB, verb string, rows []Row, tail string) error {
+	l := newLiteral()
+	defer l.free()
+	l.sql(verb)
+	l.sql(t.insertCols)
+	if err := t.values(l, rows); err != nil {
+		return err
+	}
+	l.sql(tail)
+	_, err := db.ExecContext(ctx, l.text())
+	return err
+}
+
+// updateRow writes the guarded UPDATE of one row (Store.UpdateRow): it
+// changes the row when the incoming copy is newer, a higher version, or, on
+// a soft-deleted row, a copy that restores it (Current.Restores). The WHERE
+// reads the row once, before any SET, so a restore at a lower version (a
+// re-created record) passes; the quarantine mark is cleared before
+// deleted_at, which its test reads.
+func (t *Table) updateRow(l *literal, r Row) error {
+	if len(r.Vals) != len(t.kinds) {
+		return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
+	}
+	l.sql("UPDATE " + quoteIdent(t.name) + " SET ")
+	for j, v := range r.Vals {
+		if t.isKey[j] {
+			continue
+		}
+		l.sql(quoteIdent(t.ent.Columns[j].Name) + " = ")
+		if err := l.value(t.kinds[j], v); err != nil {
+			return fmt.Errorf("key %q: %s: %w", r.Key, t.ent.Columns[j].Name, err)
+		}
+		l.sql(", ")
+	}
+	l.sql("erp_updated_at = ")
+	if err := l.time(r.UpdatedAt); err != nil {
+		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
+	}
+	l.sql(", updated_at = UTC_TIMESTAMP(3), fence_token = ")
+	l.int(r.Fence)
+	for _, col := range []string{"quarantined_at", "quarantined_version"} {
+		l.sql(", " + col + " = IF(deleted_at IS NOT NULL OR quarantined_version IS NULL OR ")
+		l.int(r.Version)
+		l.sql(" >= quarantined_version, NULL, " + col + ")")
+	}
+	l.sql(", deleted_at = NULL, erp_version = ")
+	l.int(r.Version)
+	l.sql(" WHERE ")
+	t.oneKey(l, r.Key)
+	l.sql(" AND fence_token <= ")
+	l.int(r.Fence)
+	l.sql(" AND (erp_version < ")
+	l.int(r.Version)
+	l.sql(" OR (deleted_at IS NOT NULL AND (erp_version <= ")
+	l.int(r.Version)
+	l.sql(" OR erp_updated_at < ")
+	if err := l.time(Millis(r.UpdatedAt)); err != nil {
+		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
+	}
+	l.sql(")))")
+	return nil
+}
+
+// liveKey writes the WHERE of a guarded UPDATE of one row: key's row,
+// live, with a fencing token no newer than fence.
+func (t *Table) liveKey(l *literal, key string, fence int64) {
+	l.sql(" WHERE ")
+	t.oneKey(l, key)
+	l.sql(" AND deleted_at IS NULL AND fence_token <= ")
+	l.int(fence)
+}
