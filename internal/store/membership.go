@@ -80,12 +80,15 @@ const MembershipColumns = 6
 // values written into vals (MembershipColumns long), in the entity's
 // column order.
 func MembershipRow(m Membership, vals []entity.Value) Row {
-	vals[0].S, vals[1].S, vals[2].S, vals[3].S = m.ErpID, m.MemberID, m.ProductCode, m.Status
-	vals[4].T = m.StartsAt
+	vals[0] = entity.Value{S: m.ErpID}
+	vals[1] = entity.Value{S: m.MemberID}
+	vals[2] = entity.Value{S: m.ProductCode}
+	vals[3] = entity.Value{S: m.Status}
+	vals[4] = entity.Value{T: m.StartsAt}
 	if m.EndsAt != nil {
-		vals[5].T = *m.EndsAt
+		vals[5] = entity.Value{T: *m.EndsAt}
 	} else {
-		vals[5].Null = true
+		vals[5] = entity.Value{Null: true}
 	}
 	return Row{Key: m.ErpID, Vals: vals, Version: m.Version, UpdatedAt: m.UpdatedAt, Fence: m.Fence}
 }

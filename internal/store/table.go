@@ -188,35 +188,7 @@ func (t *Table) oneKey(l *literal, key string) {
 	}
 }
 
-// keyText returns the key text of a row read back: its key columns' values
-// as the decoder writes them.
-func (t *Table) keyText(raw []sql.RawBytes) string {
-	if len(raw) == 1 {
-		return t.keyPartText(0, raw[0])
-	}
-	parts := make([]string, len(raw))
-	for i, r := range raw {
-		parts[i] = t.keyPartText(i, r)
-	}
-	return entity.KeyText(parts)
-}
-
-func (t *Table) keyPartText(i int, raw []byte) string {
-	switch t.kinds[t.keys[i]] {
-	case entity.Bool:
-		if string(raw) == "0" {
-			return "false"
-		}
-		return "true"
-	case entity.DateTime:
-		if ts, err := time.Parse("2006-01-02 15:04:05.999", string(raw)); err == nil {
-			return ts.UTC().Format("2006-01-02T15:04:05.000Z")
-		}
-	}
-	return string(raw)
-}
-
-// versions reads the guards of the rows with the given keys.
+// readVersions reads the guards of the rows with the given keys.
 func (t *Table) readVersions(ctx context.Context, db *sql.DB, keys []string) (map[string]Current, error) {
 	out := make(map[string]Current, len(keys))
 	if len(keys) == 0 {
@@ -231,10 +203,10 @@ func (t *Table) readVersions(ctx context.Context, db *sql.DB, keys []string) (ma
 		return nil, fmt.Errorf("read versions: %w", err)
 	}
 	defer rows.Close()
-	raw := make([]sql.RawBytes, len(t.keys))
-	dest := make([]any, 0, len(t.keys)+5)
-	for i := range raw {
-		dest = append(dest, &raw[i])
+	cs := t.keyCells()
+	dest := make([]any, 0, len(cs)+5)
+	for i := range cs {
+		dest = append(dest, cs[i].dest())
 	}
 	var c Current
 	dest = append(dest, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark)
@@ -242,7 +214,7 @@ func (t *Table) readVersions(ctx context.Context, db *sql.DB, keys []string) (ma
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read versions: %w", err)
 		}
-		out[t.keyText(raw)] = c
+		out[keyOf(cs)] = c
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read versions: %w", err)

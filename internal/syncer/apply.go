@@ -67,7 +67,7 @@ func (s *Syncer) SoftDelete(ctx context.Context, ts []store.Tombstone, log zerol
 		ts = ts[n:]
 		keys := make([]string, len(c))
 		for i, t := range c {
-			keys[i] = RecordLockKey(t.ErpID)
+			keys[i] = s.lockKey(t.ErpID)
 		}
 		locks, err := r.obtainMany(ctx, keys)
 		if err != nil {

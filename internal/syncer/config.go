@@ -18,6 +18,10 @@ const (
 type Config struct {
 	// Job names the job: its lock, checkpoint and run history. Defaults to "membership-sync".
 	Job string
+	// Entity names the entity the run writes (the store's table): the
+	// namespace of its record locks (EntityLockKey) and its label in
+	// reports and metrics. Defaults to "memberships", the built-in entity.
+	Entity string
 	// Mode is ModeRun or ModeBackfill. Defaults to ModeRun.
 	Mode string
 	// Since and Until bound a backfill window (Until exclusive, zero = open).
@@ -90,6 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Mode == "" {
 		c.Mode = ModeRun
+	}
+	if c.Entity == "" {
+		c.Entity = MembershipsEntity
 	}
 	if c.Workers == 0 {
 		c.Workers = 16

@@ -72,7 +72,7 @@ func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 func (r *run) markChunk(ctx context.Context, invs []erp.Invalid) error {
 	keys := make([]string, len(invs))
 	for i, inv := range invs {
-		keys[i] = RecordLockKey(inv.ErpID)
+		keys[i] = r.s.lockKey(inv.ErpID)
 	}
 	locks, err := r.obtainMany(ctx, keys)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 // carries.
 type Report struct {
 	store.Run
+	// Entity is the entity the run wrote (Config.Entity).
+	Entity string `json:"entity"`
 	// Checkpoint is the job checkpoint after the run (run mode), if any.
 	Checkpoint *time.Time `json:"checkpoint,omitempty"`
 	// ResumedFrom is where a backfill resumed its window, if it did.

@@ -100,9 +100,27 @@ func NewRunID(now time.Time) string {
 // JobLockKey is the Redis lock key of a job.
 func JobLockKey(job string) string { return "job:" + job }
 
-// RecordLockKey is the Redis lock key of one record, shared by every job and
-// mode that writes it.
+// RecordLockKey is the Redis lock key of one membership, shared by every
+// job and mode that writes it.
 func RecordLockKey(erpID string) string { return "rec:" + erpID }
+
+// EntityLockKey is the Redis lock key of the record of an entity with the
+// given key text: RecordLockKey for the memberships entity (so that an
+// instance on the built-in entity and one on a config file that declares
+// it share their locks), else "rec:<entity>:<key>". An entity's name has
+// no colon and an erp_id neither, so two entities never share a key.
+func EntityLockKey(entity, key string) string {
+	if entity == "" || entity == MembershipsEntity {
+		return RecordLockKey(key)
+	}
+	return "rec:" + entity + ":" + key
+}
+
+// MembershipsEntity is the name of the built-in entity.
+const MembershipsEntity = "memberships"
+
+// lockKey is the lock key of the record with the given key text.
+func (s *Syncer) lockKey(key string) string { return EntityLockKey(s.cfg.Entity, key) }
 
 // ResumeMargin is how far before its checkpoint an unfinished backfill
 // resumes.
@@ -135,11 +153,11 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 		Host:      s.cfg.Host,
 		PID:       s.cfg.PID,
 		StartedAt: start.UTC(),
-	}}
+	}, Entity: s.cfg.Entity}
 	if s.cfg.Shards > 1 {
 		rep.Shard = fmt.Sprintf("%d/%d", s.cfg.Shard, s.cfg.Shards)
 	}
-	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("mode", s.cfg.Mode).Logger()
+	log := s.log.With().Str("run_id", rep.RunID).Str("job", s.cfg.Job).Str("entity", s.cfg.Entity).Str("mode", s.cfg.Mode).Logger()
 	r := s.newRun(rep, log)
 
 	var since, until time.Time

@@ -56,7 +56,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 		}
 		keys := make([]string, len(pending))
 		for i, rec := range pending {
-			keys[i] = RecordLockKey(rec.ErpID)
+			keys[i] = r.s.lockKey(rec.ErpID)
 		}
 		locks, err := r.obtainMany(ctx, keys)
 		if err != nil {
@@ -252,7 +252,7 @@ func (r *run) processOne(ctx context.Context, rec erp.Record) error {
 			}
 		}
 		wctx, cancel := context.WithTimeout(ctx, cfg.LockWait)
-		l, err := r.s.locks.Obtain(wctx, RecordLockKey(rec.ErpID), cfg.LockTTL,
+		l, err := r.s.locks.Obtain(wctx, r.s.lockKey(rec.ErpID), cfg.LockTTL,
 			&lock.ObtainOptions{Retry: lock.ExponentialBackoff(2*time.Millisecond, 250*time.Millisecond)})
 		cancel()
 		if err != nil {

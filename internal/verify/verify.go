@@ -1,4 +1,4 @@
-// Package verify compares the whole ERP feed with the memberships table and
+// Package verify compares the whole ERP feed with an entity's table and
 // says which records are missing, stale (an older version, or fields that
 // differ at the same version), unknown (a row the feed does not have) or
 // quarantined (a row whose record's newest copy in the feed is invalid).
@@ -6,11 +6,13 @@ package verify
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"slices"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 )
@@ -69,9 +71,11 @@ type want struct {
 
 var seed = maphash.MakeSeed()
 
-// fieldsSum hashes the fields a row copies from the feed, with form (one
-// of store.StoredForms) applied to each time.
-func fieldsSum(id, member, product, status string, starts time.Time, ends *time.Time, updated time.Time, form int) uint64 {
+// valsSum hashes the values a row copies from the feed and its updated_at,
+// with form (one of store.StoredForms) applied to each time. Each field of
+// an entity.Value is used by one kind only (S, I or T), so the hash needs
+// no kinds.
+func valsSum(vals []entity.Value, updated time.Time, form int) uint64 {
 	ms := func(t time.Time) int64 {
 		tr, ro := store.StoredForms(t)
 		if form == 0 {
@@ -81,15 +85,35 @@ func fieldsSum(id, member, product, status string, starts time.Time, ends *time.
 	}
 	var h maphash.Hash
 	h.SetSeed(seed)
-	for _, s := range []string{id, member, product, status} {
-		h.WriteString(s)
+	var b [8]byte
+	for _, v := range vals {
+		if v.Null {
+			h.WriteByte(1)
+			continue
+		}
 		h.WriteByte(0)
+		h.WriteString(v.S)
+		h.WriteByte(0)
+		binary.LittleEndian.PutUint64(b[:], uint64(v.I))
+		h.Write(b[:])
+		if !v.T.IsZero() {
+			binary.LittleEndian.PutUint64(b[:], uint64(ms(v.T)))
+			h.Write(b[:])
+		}
 	}
-	fmt.Fprint(&h, ms(starts), ms(updated))
-	if ends != nil {
-		fmt.Fprint(&h, ms(*ends))
-	}
+	binary.LittleEndian.PutUint64(b[:], uint64(ms(updated)))
+	h.Write(b[:])
 	return h.Sum64()
+}
+
+// valuesOf returns the values of a record as its row holds them: a typed
+// record's own, a membership's from its fields.
+func valuesOf(r *erp.Record, buf []entity.Value) []entity.Value {
+	if r.Vals != nil {
+		return r.Vals
+	}
+	return store.MembershipRow(store.Membership{ErpID: r.ErpID, MemberID: r.MemberID, ProductCode: r.ProductCode,
+		Status: r.Status, StartsAt: r.StartsAt, EndsAt: r.EndsAt}, buf[:store.MembershipColumns]).Vals
 }
 
 // Pager is what Verify needs of an ERP feed: its pages, in order.
@@ -140,6 +164,7 @@ func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) 
 	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}}
 	q := erp.Query{Limit: pageSize}
 	var pass erp.Pass
+	var buf [store.MembershipColumns]entity.Value
 	for {
 		p, err := e.Page(ctx, q)
 		if err != nil {
@@ -167,8 +192,9 @@ func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) 
 				f.byID[r.ErpID] = w
 			}
 			w.version = r.Version
-			w.sum = fieldsSum(r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt, r.EndsAt, r.UpdatedAt, 0)
-			w.rounded = fieldsSum(r.ErpID, r.MemberID, r.ProductCode, r.Status, r.StartsAt, r.EndsAt, r.UpdatedAt, 1)
+			vals := valuesOf(&p.Records[i], buf[:])
+			w.sum = valsSum(vals, r.UpdatedAt, 0)
+			w.rounded = valsSum(vals, r.UpdatedAt, 1)
 			if keep {
 				w.rec = &p.Records[i]
 			}
@@ -198,8 +224,8 @@ type Diff struct {
 	Stale   []erp.Record // a live row at an older version, or other fields at the same version
 }
 
-// Verify pages the whole feed (highest version per erp_id wins) and compares
-// it with every row of memberships.
+// Verify pages the whole feed (highest version per key wins) and compares
+// it with every row of the store's table.
 func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Result, error) {
 	f, err := Scan(ctx, e, pageSize, false)
 	if err != nil {
@@ -209,7 +235,8 @@ func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Resul
 	return res, err
 }
 
-// Compare reads every row of memberships and compares it with the feed.
+// Compare reads every row of the store's table and compares it with the
+// feed.
 // It may be called once per Feed.
 func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, error) {
 	res := &Result{Started: f.started, FeedRecords: f.Records(), FeedInvalid: f.invalid}
@@ -220,33 +247,21 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 			diff.Stale = append(diff.Stale, *w.rec)
 		}
 	}
-	rows, err := st.DB().WithContext(ctx).Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM memberships").Rows()
-	if err != nil {
-		return nil, nil, fmt.Errorf("read memberships: %w", err)
-	}
-	defer rows.Close()
-	var restore []string // erp_ids of the feed whose row is soft-deleted
-	for rows.Next() {
-		var id, member, product, status string
-		var starts, updated, written time.Time
-		var ends *time.Time
-		var version, fence, mark int64
-		var deleted bool
-		if err := rows.Scan(&id, &member, &product, &status, &starts, &ends, &version, &updated, &fence, &written, &deleted, &mark); err != nil {
-			return nil, nil, fmt.Errorf("read memberships: %w", err)
-		}
+	var restore []string // keys of the feed whose row is soft-deleted
+	err := st.ScanRows(ctx, func(row *store.Stored) error {
+		id, version := row.Key, row.Version
 		w := f.byID[id]
-		if deleted {
+		if row.Deleted {
 			res.SoftDeleted++
 			if w != nil {
 				restore = append(restore, id) // missing, below
 			}
-			continue
+			return nil
 		}
 		res.Rows++
 		inv, invalid := f.quarantined[id]
-		marked := mark > 0
-		if cur := (store.Current{Version: version, UpdatedAt: updated, Mark: mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
+		marked := row.Mark > 0
+		if cur := (store.Current{Version: version, UpdatedAt: row.UpdatedAt, Mark: row.Mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
 			marked = true // the next run or reconcile marks it
 		}
 		if marked {
@@ -255,7 +270,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		switch {
 		case w == nil && !invalid:
 			res.Unknown.Add(id)
-			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: fence, Written: written})
+			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: row.Fence, Written: row.Written})
 		case w == nil:
 			if !marked {
 				res.Unknown.Add(id) // the feed has only an older invalid copy
@@ -266,16 +281,17 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		case version > w.version:
 			w.seen = true
 			res.Ahead.Add(id)
-		case !slices.Contains([]uint64{w.sum, w.rounded}, fieldsSum(id, member, product, status, starts, ends, updated, 0)):
+		case !slices.Contains([]uint64{w.sum, w.rounded}, valsSum(row.Vals, row.UpdatedAt, 0)):
 			w.seen = true
 			stale(id, w)
 		default:
 			w.seen = true
 			res.Matching++
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("read memberships: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, id := range restore {
 		w := f.byID[id]

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// cell is the scan destination of one column of kind k, which value turns
+// into the entity.Value the decoder would have made of the same data.
+type cell struct {
+	k entity.Kind
+	s sql.NullString
+	i sql.NullInt64
+	t sql.NullTime
+}
+
+func (c *cell) dest() any {
+	switch c.k {
+	case entity.Int32, entity.Int64, entity.Bool:
+		return &c.i
+	case entity.Date, entity.DateTime:
+		return &c.t
+	}
+	return &c.s
+}
+
+func (c *cell) value() entity.Value {
+	switch c.k {
+	case entity.Int32, entity.Int64, entity.Bool:
+		return entity.Value{Null: !c.i.Valid, I: c.i.Int64}
+	case entity.Date:
+		if !c.t.Valid {
+			return entity.Value{Null: true}
+		}
+		return entity.Value{S: c.t.Time.Format(time.DateOnly)}
+	case entity.DateTime:
+		return entity.Value{Null: !c.t.Valid, T: c.t.Time.UTC()}
+	}
+	return entity.Value{Null: !c.s.Valid, S: c.s.String}
+}
+
+// keyCells returns the scan cells of the key columns.
+func (t *Table) keyCells() []cell {
+	cs := make([]cell, len(t.keys))
+	for i, k := range t.keys {
+		cs[i].k = t.kinds[k]
+	}
+	return cs
+}
+
+// keyOf returns the key text of the key cells read.
+func keyOf(cs []cell) string {
+	if len(cs) == 1 {
+		return cs[0].value().Text(cs[0].k)
+	}
+	parts := make([]string, len(cs))
+	for i := range cs {
+		parts[i] = cs[i].value().Text(cs[i].k)
+	}
+	return entity.KeyText(parts)
+}
+
+// Stored is a row of an entity's table as ScanRows reads it back.
+type Stored struct {
+	Row
+	Written time.Time // the row's updated_at: when erpsync last wrote it, by the database's clock
+	Deleted bool      // deleted_at is set
+	Mark    int64     // quarantined_version, 0 when not marked
+}
+
+// ScanRows calls fn with every row of the store's table, in no order. The
+// Stored passed is reused: fn copies what it keeps (its Vals too).
+func (s *Store) ScanRows(ctx context.Context, fn func(*Stored) error) error {
+	t := s.t
+	q := "SELECT "
+	for _, c := range t.ent.Columns {
+		q += quoteIdent(c.Name) + ", "
+	}
+	q += "erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM " + quoteIdent(t.name)
+	rows, err := s.sql.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	cs := make([]cell, len(t.kinds))
+	dest := make([]any, 0, len(cs)+6)
+	for i := range cs {
+		cs[i].k = t.kinds[i]
+		dest = append(dest, cs[i].dest())
+	}
+	var st Stored
+	st.Vals = make([]entity.Value, len(cs))
+	dest = append(dest, &st.Version, &st.UpdatedAt, &st.Fence, &st.Written, &st.Deleted, &st.Mark)
+	keyParts := make([]string, len(t.keys))
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("read %s: %w", t.name, err)
+		}
+		for i := range cs {
+			st.Vals[i] = cs[i].value()
+		}
+		for i, k := range t.keys {
+			keyParts[i] = st.Vals[k].Text(t.kinds[k])
+		}
+		st.Key = entity.KeyText(keyParts)
+		if err := fn(&st); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", t.name, err)
+	}
+	return nil
+}
