@@ -24,7 +24,7 @@ entities:
 `
 
 // edit returns good with old replaced by new (old must occur).
-func edit(t *testing.T, old, new string) string {
+func edit(t testing.TB, old, new string) string {
 	t.Helper()
 	if !strings.Contains(good, old) {
 		t.Fatalf("good has no %q", old)
@@ -47,7 +47,7 @@ type badCase struct {
 	structural bool
 }
 
-func badCases(t *testing.T) []badCase {
+func badCases(t testing.TB) []badCase {
 	return []badCase{
 		{"empty file", "", 1, "empty file", false},
 		{"only a comment", "# nothing\n", 1, "empty file", false},
