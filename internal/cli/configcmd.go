@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/erpsync/erpsync/internal/entity"
 )
@@ -68,7 +69,35 @@ func configCheck(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return usageError{err}
 	}
 	for _, e := range f.Entities {
-		fmt.Fprintln(stdout, e)
+		fmt.Fprintln(stdout, entityLine(e))
 	}
 	return nil
+}
+
+// entityLine is an entity's line of erpsync config check: its table,
+// sources, key and columns.
+func entityLine(e *entity.Entity) string {
+	srcs := make([]string, len(e.Sources))
+	for i, s := range e.Sources {
+		srcs[i] = s.Name
+		var set []string
+		for _, k := range e.Key {
+			if v, ok := s.Set[k]; ok {
+				set = append(set, k+"="+v)
+			}
+		}
+		if len(set) > 0 {
+			srcs[i] += " (" + strings.Join(set, ", ") + ")"
+		}
+	}
+	cols := make([]string, len(e.Columns))
+	for i, c := range e.Columns {
+		cols[i] = c.Name + " " + c.Type.String()
+	}
+	line := fmt.Sprintf("%s: table %s, sources %s, key %s, columns %s", e.Name, e.TableName(),
+		strings.Join(srcs, "; "), strings.Join(e.Key, ", "), strings.Join(cols, ", "))
+	for _, c := range e.Children {
+		line += fmt.Sprintf("; child %s: table %s, key %s, %d columns", c.Name, c.Table, strings.Join(c.Key, ", "), len(c.Columns))
+	}
+	return line
 }

@@ -288,6 +288,9 @@ func (d *decoder) column(n *yaml.Node) Column {
 		return c
 	}
 	t, err := ParseType(s)
+	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r > '~' }) {
+		err = fmt.Errorf("type %q: want printable ASCII, like string(40)", s)
+	}
 	if err != nil {
 		d.fail(v.value, "%v", err)
 		return c
@@ -356,11 +359,11 @@ func (d *decoder) key(n *yaml.Node, cols, parent []Column) []string {
 		out = append(out, k)
 	}
 	if d.ok() && bytes > MaxIndexBytes {
-		what := "the key"
+		what := "the key takes"
 		if len(parent) > 0 {
-			what = "the parent key and the child key"
+			what = "the parent key and the child key take"
 		}
-		d.fail(n, "%s take %d bytes of index, more than MySQL's %d (utf8mb4: 4 bytes a character): shorten the key's strings", what, bytes, MaxIndexBytes)
+		d.fail(n, "%s %d bytes of index, more than MySQL's %d (utf8mb4: 4 bytes a character): shorten the key's strings", what, bytes, MaxIndexBytes)
 	}
 	return out
 }

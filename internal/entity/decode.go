@@ -43,13 +43,15 @@ func describe(n *yaml.Node) string {
 	}
 	switch n.Tag {
 	case "!!null":
-		return "nothing"
+		return "an empty value"
 	case "!!str":
 		return "a string"
 	case "!!int", "!!float":
 		return "a number"
 	case "!!bool":
 		return "true or false"
+	case "!!timestamp":
+		return "a date"
 	}
 	return "a value tagged " + n.Tag
 }
@@ -138,7 +140,7 @@ func (d *decoder) value(n *yaml.Node, key string) bool {
 	if !d.is(n, key, yaml.ScalarNode, "", "a string, number or boolean") {
 		return false
 	}
-	if n.Tag == "!!null" || (n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" && n.Tag != "!!bool") {
+	if !slices.Contains([]string{"!!str", "!!int", "!!float", "!!bool", "!!timestamp"}, n.Tag) {
 		d.fail(n, "%s: want a string, number or boolean, not %s", key, describe(n))
 		return false
 	}

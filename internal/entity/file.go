@@ -3,7 +3,6 @@ package entity
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/url"
@@ -336,7 +335,7 @@ func (d *decoder) url(n *yaml.Node, key string, schemes ...string) string {
 		want[i] = sc + "://"
 	}
 	if err != nil || u.Host == "" || !slices.ContainsFunc(schemes, func(sc string) bool { return strings.EqualFold(sc, u.Scheme) }) {
-		d.fail(n, "%s: want a %s URL with a host", key, orList(want))
+		d.fail(n, "%s: want a URL of %s with a host", key, orList(want))
 	}
 	return s
 }
@@ -465,32 +464,4 @@ func overlaps(p, q []string) bool {
 		}
 	}
 	return true
-}
-
-// String returns the entity's one line of erpsync config check: its
-// table, sources, key and columns.
-func (e *Entity) String() string {
-	srcs := make([]string, len(e.Sources))
-	for i, s := range e.Sources {
-		srcs[i] = s.Name
-		if len(s.Set) > 0 {
-			set := make([]string, 0, len(s.Set))
-			for _, k := range e.Key {
-				if v, ok := s.Set[k]; ok {
-					set = append(set, k+"="+v)
-				}
-			}
-			srcs[i] += " (" + strings.Join(set, ", ") + ")"
-		}
-	}
-	cols := make([]string, len(e.Columns))
-	for i, c := range e.Columns {
-		cols[i] = c.Name + " " + c.Type.String()
-	}
-	s := fmt.Sprintf("%s: table %s, sources %s, key %s, columns %s", e.Name, e.TableName(),
-		strings.Join(srcs, "; "), strings.Join(e.Key, ", "), strings.Join(cols, ", "))
-	for _, c := range e.Children {
-		s += fmt.Sprintf("; child %s: table %s, %d columns", c.Name, c.Table, len(c.Columns))
-	}
-	return s
 }

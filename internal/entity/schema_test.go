@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"testing"
 
@@ -64,6 +65,10 @@ func stringKeys(v any) any {
 			out[fmt.Sprint(k)] = stringKeys(x)
 		}
 		return out
+	case float64:
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return fmt.Sprint(v) // .inf and .nan: JSON has no such number
+		}
 	case []any:
 		for i, x := range v {
 			v[i] = stringKeys(x)
