@@ -33,21 +33,14 @@ func (d *decoder) entities(n *yaml.Node, f *File) []*Entity {
 	if d.ok() && len(items) == 0 {
 		d.fail(n, "entities: empty: want at least one entity")
 	}
-	names := map[string]int{}
-	var out []*Entity
 	for _, it := range items {
 		e := d.entity(it, f)
 		if !d.ok() {
 			return nil
 		}
-		if first, dup := names[e.Name]; dup {
-			d.fail(it, "entity %q declared twice (first on line %d): give each a name of its own", e.Name, first)
-			return nil
-		}
-		names[e.Name] = e.Line
-		out = append(out, e)
+		f.Entities = append(f.Entities, e)
 	}
-	return out
+	return f.Entities
 }
 
 // entity reads one entity.
@@ -64,6 +57,9 @@ func (d *decoder) entity(n *yaml.Node, f *File) *Entity {
 		return nil
 	}
 	e.Name = d.name(v.value, "name")
+	if first := f.Entity(e.Name); first != nil && d.ok() {
+		d.fail(v.value, "entity %q declared twice (first on line %d): give each a name of its own", e.Name, first.Line)
+	}
 	what := "entity " + e.Name
 	e.Table = e.Name
 	if t, ok := m["table"]; ok {
@@ -130,7 +126,16 @@ func (d *decoder) schedule(m map[string]field, e *Entity) {
 		e.Every = d.duration(every.value, "every", time.Second)
 	case hasCron:
 		e.Cron = d.str(expr.value, "cron")
-		if _, err := cron.ParseStandard(e.Cron); d.ok() && err != nil {
+		if !d.ok() {
+			return
+		}
+		// robfig/cron panics on some time zone prefixes ("TZ=0"), and
+		// erpsync's cron runs in UTC anyway.
+		if strings.HasPrefix(e.Cron, "TZ=") || strings.HasPrefix(e.Cron, "CRON_TZ=") {
+			d.fail(expr.value, "cron %q: no time zone prefix: the schedule runs in UTC", e.Cron)
+			return
+		}
+		if _, err := cron.ParseStandard(e.Cron); err != nil {
 			d.fail(expr.value, "cron %q: %v (want 5 fields, like */5 * * * *, or @hourly)", e.Cron, err)
 		}
 	}
@@ -174,6 +179,7 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 		return out
 	}
 	seen := map[string]int{}
+	var firstCols []string
 	for i, s := range out {
 		if len(s.Set) == 0 {
 			d.fail(items[i], "sources: source %s without set: with several sources, each sets the key columns that tell its records apart", s.Name)
@@ -185,8 +191,10 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 				cols, vals = append(cols, k), append(vals, k+"="+v)
 			}
 		}
-		first := out[0]
-		if len(cols) != len(first.Set) || len(s.Set) != len(first.Set) {
+		if i == 0 {
+			firstCols = cols
+		}
+		if first := out[0]; !slices.Equal(cols, firstCols) {
 			d.fail(items[i], "sources: source %s sets other columns than the first source (line %d): want the same columns in each", s.Name, first.Line)
 			return nil
 		}

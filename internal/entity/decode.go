@@ -90,6 +90,10 @@ func (d *decoder) fields(n *yaml.Node, key string, allowed ...string) map[string
 	out := make(map[string]field, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if k.Tag == "!!merge" {
+			d.fail(k, "%s: a merge key (<<): anchors and aliases are not supported, write the keys out", key)
+			return out
+		}
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
 			d.fail(k, "%s: a key that is %s: want one of %s", key, describe(k), strings.Join(allowed, ", "))
 			return out

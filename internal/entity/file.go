@@ -192,10 +192,10 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	if err == nil {
 		var next yaml.Node
 		switch err2 := dec.Decode(&next); {
-		case err2 == nil:
+		case err2 == nil && len(next.Content) == 1 && next.Content[0].Tag != "!!null":
 			d.fail(&next, "a second YAML document (after ---): want one")
 			return nil
-		case !errors.Is(err2, io.EOF):
+		case err2 != nil && !errors.Is(err2, io.EOF):
 			err = err2
 		}
 	}

@@ -144,6 +144,14 @@ entities:
 	}
 }
 
+func TestDocumentMarkers(t *testing.T) {
+	for _, s := range []string{"---\n" + good, good + "...\n", good + "---\n"} {
+		if _, err := entity.Parse("c.yaml", []byte(s)); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "none.yaml")
 	_, err := entity.Load(path)
