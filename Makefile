@@ -49,6 +49,7 @@ docs-check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePage -fuzztime 30s ./internal/erp/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMapped -fuzztime 30s ./internal/erp/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./internal/entity/
 
 clean:
 	rm -rf $(BIN)

@@ -57,6 +57,7 @@ Commands:
   verify     compare the whole ERP feed with the database (exit 1 on any difference)
   reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
+  config     check a config file (check --config FILE) or print its JSON Schema (schema)
   version    the module version and the VCS commit it was built from
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
@@ -132,6 +133,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdReconcile(ctx, rest, stdout, stderr)
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
+	case "config":
+		err = cmdConfig(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK

@@ -144,6 +144,9 @@ type Source struct {
 	// Set holds constant column values of the records of this source:
 	// column name to value, as the column stores it.
 	Set map[string]string
+	// Line is the line of the config file that declares the source (0 for
+	// a built-in entity).
+	Line int
 }
 
 // Entity is one kind of record an ERP holds, declared once: its table, its
@@ -170,7 +173,36 @@ type Entity struct {
 	// Every and Cron are the entity's own schedule, when the file gives one.
 	Every time.Duration
 	Cron  string
+	// Events tells whether every write that changes a row of the entity
+	// records a change event in the outbox. Defaults to false.
+	Events bool
+	// REST is the REST shape of the entity's source, as the file writes
+	// it; nil when the file gives none (the settings' shape applies).
+	REST *RESTShape
+	// Children are the collections inside each record that are written to
+	// tables of their own (a document's lines).
+	Children []*Child
 	// Line is the line of the config file that declares the entity.
+	Line int
+}
+
+// Child is a collection inside each record of an entity (an OData
+// navigation property, a REST array property) written to a table of its
+// own: the parent's key columns, the child's columns, and a UNIQUE index
+// over the parent key and the child key.
+type Child struct {
+	// Name names the collection in the entity.
+	Name string
+	// Table is the MySQL table. Defaults to Name.
+	Table string
+	// From is the path of the source property that holds the collection.
+	// Defaults to Name.
+	From []string
+	// Key names the key columns of a line within its parent, in order.
+	Key []string
+	// Columns are the child's declared columns, its key columns included.
+	Columns []Column
+	// Line is the line of the config file that declares the child.
 	Line int
 }
 
