@@ -162,13 +162,29 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 		return nil, depError{fmt.Errorf("database %q does not exist: run erpsync migrate", cfg.DBName)}
 	}
 	if err != nil {
-		return nil, depError{fmt.Errorf("mysql: %w", err)}
+		return nil, mysqlUnavailable(err, "--mysql-dsn")
 	}
 	if err := st.CheckSchema(ctx); err != nil {
 		st.Close()
 		return nil, depError{fmt.Errorf("mysql: %w", err)}
 	}
 	return st, nil
+}
+
+// mysqlUnavailable is the exit-2 line of a MySQL that did not answer at
+// start: where, what happened (refused, timed out) and what to check. The
+// DSN came from dsnFlag.
+func mysqlUnavailable(err error, dsnFlag string) error {
+	var ce *store.ConnectError
+	switch {
+	case !errors.As(err, &ce):
+		return depError{fmt.Errorf("mysql: %w", err)}
+	case ce.Refused:
+		return depError{fmt.Errorf("mysql at %s: connection refused: nothing listens there; check the host and port of %s", ce.Addr, dsnFlag)}
+	case ce.Timeout > 0:
+		return depError{fmt.Errorf("mysql at %s: connection timed out after %s: no MySQL answered; check the host and port of %s and that no firewall drops the packets (timeout= in the DSN sets the bound)", ce.Addr, ce.Timeout, dsnFlag)}
+	}
+	return depError{fmt.Errorf("mysql: %w", err)}
 }
 
 // secretVar defines a secret string setting: --name (ERPSYNC_NAME), or

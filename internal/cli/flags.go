@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -259,70 +260,115 @@ func checkRanges(fs *flag.FlagSet, given map[string]bool) []error {
 	return errs
 }
 
-// about is what each command does, the start of its -h.
+// about is what each command does: the paragraph that starts its -h.
 var about = map[string]string{
-	"erpsync migrate":   "Applies the embedded SQL migrations, creating the database when it is missing.\nIdempotent, and safe when several instances start at once.",
-	"erpsync run":       "One incremental pass from the job checkpoint, under the job lock.\nWhen another instance holds the lock it records a skipped run and exits 0.",
-	"erpsync backfill":  "Syncs one bounded window (--since, --until, --shard) without the job lock and\nwithout moving the checkpoint; started again, it resumes where it stopped.",
-	"erpsync schedule":  "Runs `run` on every tick (--every or --cron) until SIGTERM, and serves\n/metrics, /healthz and /readyz. Replicas take turns through the job lock.",
-	"erpsync verify":    "Pages the whole ERP feed and compares it with the table (missing, stale,\nunknown, ahead rows); exit 1 on any difference.",
-	"erpsync reconcile": "Soft-deletes the rows whose records the ERP no longer has, restores the ones\nthat came back and repairs what verify finds, within the deletion guard.",
-	"erpsync runs":      "Prints the run history, newest first, skipped runs included.",
+	"erpsync migrate": `Applies the embedded SQL migrations, creating the database when it is
+missing. Idempotent, and safe when several instances start at once; run it
+before the other commands after every upgrade.`,
+	"erpsync run": `One incremental pass from the job checkpoint, under the job lock: reads the
+ERP's records changed since the checkpoint (less --overlap), writes each new
+or changed one to MySQL under its record lock, then moves the checkpoint.
+When another instance holds the job lock it records a skipped run and exits
+0. Exit 1 when the run failed (too many invalid records, a feed whose paging
+does not advance, records that failed after their retries); exit 2, nothing
+written, on bad flags or a dependency that does not answer at start.`,
+	"erpsync backfill": `Syncs one bounded window (--since, --until, --shard) without the job lock and
+without moving the checkpoint; started again, it resumes where it stopped.
+Exit codes as for run.`,
+	"erpsync schedule": `Runs ` + "`run`" + ` on every tick (--every or --cron) until SIGTERM, and serves
+/metrics, /healthz and /readyz. Replicas take turns through the job lock.`,
+	"erpsync verify": `Pages the whole ERP feed and compares it with the table (missing, stale,
+unknown, ahead rows); exit 1 on any difference.`,
+	"erpsync reconcile": `Soft-deletes the rows whose records the ERP no longer has, restores the ones
+that came back and repairs what verify finds, within the deletion guard.`,
+	"erpsync runs": "Prints the run history, newest first, skipped runs included.",
 }
 
-// flagGroups are the groups of a command's -h, by flag name prefix; a
-// flag of none is the command's own.
-var flagGroups = []struct{ title, prefixes string }{
-	{"Database", "mysql- migrate-"},
-	{"Redis and locks", "redis- lock-prefix"},
-	{"ERP", "erp-"},
-	{"Output", "log- report json"},
+// flagGroups are the groups of a command's -h after its own flags, in
+// order, each listing its flags in the order -h prints them; a name ending
+// in * is a prefix. A flag is in the first group, Advanced first, that
+// names it; a flag of none is the command's own.
+var flagGroups = []struct{ title, names string }{
+	{"Sync", "job workers page-size lock-ttl overlap max-invalid max-attempts chunk-size db-writers grace max-duration take-table"},
+	{"Database", "mysql-dsn migrate-dsn"},
+	{"Redis and locks", "redis-addr redis-username redis-password redis-db redis-tls lock-prefix"},
+	{"ERP", "erp-url erp-kind erp-token erp-username erp-password erp-oauth-* erp-map erp-status-map erp-paging erp-timeout erp-retries erp-rate erp-*"},
+	{"Output", "log-* report json"},
+	{advanced, "mysql-tls-* redis-tls-* redis-addrs redis-cluster erp-tls-ca erp-rate-key erp-path erp-param erp-records-path erp-cursor-path erp-count-path erp-count-field erp-rest-paging"},
 }
 
+// advanced is the last group of -h: the flags few setups need.
+const advanced = "Advanced (TLS files, Redlock and Cluster, REST API shape, rate key)"
+
+// matches reports whether pattern (a name, or a prefix ending in *)
+// names the flag name.
+func matches(pattern, name string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, p)
+	}
+	return pattern == name
+}
+
+// groupOf is the title of name's group; "" for a command's own flag.
 func groupOf(name string) string {
+	in := func(names string) bool {
+		return slices.ContainsFunc(strings.Fields(names), func(p string) bool { return matches(p, name) })
+	}
+	if in(flagGroups[len(flagGroups)-1].names) {
+		return advanced
+	}
 	for _, g := range flagGroups {
-		for _, p := range strings.Fields(g.prefixes) {
-			if strings.HasPrefix(name, p) {
-				return g.title
-			}
+		if in(g.names) {
+			return g.title
 		}
 	}
 	return ""
 }
 
-// printHelp writes fs's -h: what the command does, then its flags by
-// group. A secret's --x-file is named on the line of --x.
+// printHelp writes fs's -h: what the command does, then its own flags,
+// then the others by group, the rarely needed ones last. A secret's
+// --x-file is named on the line of --x.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s\n", fs.Name(), about[fs.Name()])
-	own := "Flags of " + strings.TrimPrefix(fs.Name(), "erpsync ")
-	for _, title := range []string{own, "Database", "Redis and locks", "ERP", "Output"} {
+	shown := map[string]bool{}
+	section := func(group, title, patterns string) {
 		var b strings.Builder
-		fs.VisitAll(func(f *flag.Flag) {
-			g := groupOf(f.Name)
-			if g == "" {
-				g = own
-			}
-			if name, ok := strings.CutSuffix(f.Name, "-file"); g != title || ok && fs.Lookup(name) != nil {
-				return
-			}
-			typ, usage := flag.UnquoteUsage(f)
-			if typ == "value" {
-				typ = typeName(f)
-			}
-			fmt.Fprintf(&b, "  --%s %s\n    \t%s", f.Name, typ, usage)
-			if fs.Lookup(f.Name+"-file") != nil {
-				fmt.Fprintf(&b, " (or --%s-file FILE)", f.Name)
-			}
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
-				fmt.Fprintf(&b, " (default %s)", f.DefValue)
-			}
-			b.WriteString("\n")
-		})
+		for _, p := range strings.Fields(patterns) {
+			fs.VisitAll(func(f *flag.Flag) {
+				name, isFile := strings.CutSuffix(f.Name, "-file")
+				if shown[f.Name] || !matches(p, f.Name) || groupOf(f.Name) != group || isFile && fs.Lookup(name) != nil {
+					return
+				}
+				shown[f.Name] = true
+				writeFlag(&b, fs, f)
+			})
+		}
 		if b.Len() > 0 {
 			fmt.Fprintf(w, "\n%s:\n%s", title, b.String())
 		}
 	}
+	section("", "Flags of "+strings.TrimPrefix(fs.Name(), "erpsync "), "*")
+	for _, g := range flagGroups {
+		section(g.title, g.title, g.names)
+	}
 	fmt.Fprintf(w, "\nEvery flag is also an environment variable: --lock-ttl is %s.\n", envName("lock-ttl"))
+	fmt.Fprintln(w, "docs/configuration.md describes every flag; docs/troubleshooting.md each error line.")
+}
+
+// writeFlag writes f's two lines of -h.
+func writeFlag(b *strings.Builder, fs *flag.FlagSet, f *flag.Flag) {
+	typ, usage := flag.UnquoteUsage(f)
+	if typ == "value" {
+		typ = typeName(f)
+	}
+	fmt.Fprintf(b, "  --%s %s\n    \t%s", f.Name, typ, usage)
+	if fs.Lookup(f.Name+"-file") != nil {
+		fmt.Fprintf(b, " (or --%s-file FILE)", f.Name)
+	}
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		fmt.Fprintf(b, " (default %s)", f.DefValue)
+	}
+	b.WriteString("\n")
 }
 
 // typeName is the -h placeholder of f's value.

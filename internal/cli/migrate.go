@@ -35,7 +35,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	res, err := store.MigrateWith(ctx, dsn, opt)
 	if err != nil {
 		if isUnavailable(err) {
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return mysqlUnavailable(err, flagName)
 		}
 		return fmt.Errorf("migrate: %w", err)
 	}

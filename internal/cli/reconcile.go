@@ -135,7 +135,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		// One line that says how many and why: exit 1.
 		return fmt.Errorf("%v; nothing changed (--dry-run lists them, --force goes past the guard)", runErr)
 	case rep != nil && rep.FinishedAt != nil && !r.DryRun:
-		return fmt.Errorf("%w: %v", errFailed, runErr) // the summary line says why
+		return runFailed("reconcile", &s, runErr)
 	default:
 		return runErr
 	}

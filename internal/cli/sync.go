@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
@@ -108,7 +109,21 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 	case errors.Is(runErr, syncer.ErrFirstPageInvalid):
 		return usageError{runErr} // exit 2, one line
 	case runErr != nil:
-		return fmt.Errorf("%w: %v", errFailed, runErr)
+		return runFailed(mode, &s, runErr)
 	}
 	return nil
+}
+
+// runFailed is the plain line of a run, backfill or reconcile that ended
+// failed (exit 1), beside its JSON summary line: what happened and, for
+// the failures a setting can cause, what to do.
+func runFailed(what string, s *settings, err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, syncer.ErrTooManyInvalid):
+		hint = " (fix --erp-map or --erp-status-map, or the records in the ERP; when such items are expected, raise --max-invalid)"
+	case errors.Is(err, erp.ErrLoop) && s.ERP.Kind == kindREST:
+		hint = "; if the ERP pages right, --erp-cursor-path may name the wrong field"
+	}
+	return fmt.Errorf("%s failed: %v%s", what, err, hint)
 }

@@ -32,16 +32,25 @@ func oneLine(t *testing.T, what string, r proctest.Result, code int, want string
 	t.Logf("%s: %s", what, plain[0])
 }
 
-// failsSaying fails the test unless r exited 1 and its summary line's
-// error holds want.
-func failsSaying(t *testing.T, what string, r proctest.Result, want string) {
+// failsSaying fails the test unless r, a run, backfill or reconcile
+// (cmd), exited 1 with a failed JSON summary line whose error holds want
+// and one plain line for a person, "erpsync: <cmd> failed: ", that holds
+// want and then hint.
+func failsSaying(t *testing.T, cmd string, r proctest.Result, want, hint string) {
 	t.Helper()
+	summary := false
 	for _, l := range proctest.Lines(r.Stderr) {
-		if strings.Contains(l, `"status":"failed"`) && strings.Contains(l, want) && r.Code == 1 {
-			return
-		}
+		summary = summary || strings.Contains(l, `"status":"failed"`) && strings.Contains(l, want)
 	}
-	t.Fatalf("%s: exit %d (want 1), no failed summary with %q:\n%s", what, r.Code, want, r.Out())
+	if !summary || r.Code != 1 {
+		t.Fatalf("%s: exit %d (want 1), no failed summary with %q:\n%s", cmd, r.Code, want, r.Out())
+	}
+	prefix := "erpsync: " + cmd + " failed: "
+	plain := plainLines(r.Stderr)
+	if len(plain) != 1 || !strings.HasPrefix(plain[0], prefix) || !strings.Contains(plain[0], want) || !strings.HasSuffix(plain[0], hint) {
+		t.Fatalf("%s: plain lines %q; want one starting %q, with %q, ending %q", cmd, plain, prefix, want, hint)
+	}
+	t.Logf("%s: %s", cmd, plain[0])
 }
 
 // TestAWrongMapIsNoSuccess: a map that leaves every record invalid is
@@ -59,14 +68,16 @@ func TestAWrongMapIsNoSuccess(t *testing.T) {
 		t.Fatalf("the refused run wrote %d rows", n)
 	}
 
+	const tooMany, fix = "too many invalid records: ", "(fix --erp-map or --erp-status-map, or the records in the ERP; when such items are expected, raise --max-invalid)"
 	r = e.Run(ctx, "run")
-	failsSaying(t, "30% invalid", r, "too many invalid records: ")
-	if !strings.Contains(r.Stderr, "above --max-invalid 10%") {
+	failsSaying(t, "run", r, tooMany, fix)
+	if !strings.Contains(plainLines(r.Stderr)[0], "above --max-invalid 10%") {
 		t.Fatalf("the line does not name the limit: %s", r.Stderr)
 	}
 	if n := e.Count("SELECT COUNT(*) FROM %s", "memberships"); n == 0 || n >= 300 {
 		t.Fatalf("%d rows: the valid records must be written, the invalid not", n)
 	}
+	failsSaying(t, "backfill", e.Run(ctx, "backfill", "--since", "2000-01-01T00:00:00Z"), tooMany, fix)
 	if r := e.Run(ctx, "run", "--max-invalid", "40%"); r.Code != 0 {
 		t.Fatalf("--max-invalid 40%%: exit %d: %s", r.Code, r.Out())
 	}
@@ -89,13 +100,11 @@ func TestAFeedThatDoesNotAdvance(t *testing.T) {
 	ctx := context.Background()
 	e.Mock.SetFaults(erpmock.Faults{StuckCursor: true})
 	const want = "the feed's paging does not advance: page 2 handed out the cursor"
-	failsSaying(t, "run", e.Run(ctx, "run", "--page-size", "10"), want)
-	failsSaying(t, "backfill", e.Run(ctx, "backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "10"), want)
-	failsSaying(t, "reconcile", e.Run(ctx, "reconcile", "--page-size", "10"), "the feed's paging does not advance")
-	r := e.Run(ctx, "verify", "--page-size", "10")
-	if r.Code != 1 || !strings.Contains(r.Out(), "the feed's paging does not advance") {
-		t.Fatalf("verify: exit %d:\n%s", r.Code, r.Out())
-	}
+	const fix = "(the checkpoint is kept; fix the ERP's paging); if the ERP pages right, --erp-cursor-path may name the wrong field"
+	failsSaying(t, "run", e.Run(ctx, "run", "--page-size", "10"), want, fix)
+	failsSaying(t, "backfill", e.Run(ctx, "backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "10"), want, fix)
+	failsSaying(t, "reconcile", e.Run(ctx, "reconcile", "--page-size", "10"), want, fix)
+	oneLine(t, "verify", e.Run(ctx, "verify", "--page-size", "10"), 1, "erpsync: verify: erp: "+want)
 	e.Mock.SetFaults(erpmock.Faults{})
 	if r := e.Run(ctx, "run"); r.Code != 0 {
 		t.Fatalf("the run after the ERP mended: exit %d: %s", r.Code, r.Out())

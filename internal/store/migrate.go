@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
@@ -99,7 +98,7 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxOpenConns: 2, PingTimeout: 5 * time.Second}
+	o := Options{MaxOpenConns: 2, PingTimeout: cfg.Timeout}
 	if opt != nil {
 		o.TLS = opt.TLS
 	}

@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -32,11 +34,42 @@ var (
 	ErrNoDatabase = errors.New("store: database does not exist")
 )
 
+// ConnectError is a MySQL server that could not be reached at Addr:
+// nothing listens there (Refused), or nothing answered within Timeout.
+// It matches ErrUnavailable.
+type ConnectError struct {
+	Addr    string
+	Refused bool
+	// Timeout is the bound that passed without an answer: the dial or the
+	// handshake did not finish within it. Zero for other failures.
+	Timeout time.Duration
+	Err     error
+}
+
+// Error says in one phrase what happened where.
+func (e *ConnectError) Error() string {
+	switch {
+	case e.Refused:
+		return fmt.Sprintf("store: mysql at %s: connection refused", e.Addr)
+	case e.Timeout > 0:
+		return fmt.Sprintf("store: mysql at %s: connection timed out after %s", e.Addr, e.Timeout)
+	}
+	return fmt.Sprintf("%v at %s: %v", ErrUnavailable, e.Addr, e.Err)
+}
+
+// Is makes a ConnectError match ErrUnavailable.
+func (e *ConnectError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap is the driver's error.
+func (e *ConnectError) Unwrap() error { return e.Err }
+
 // Options tune a Store. The zero value is usable.
 type Options struct {
 	// MaxOpenConns bounds the connection pool. Defaults to 32.
 	MaxOpenConns int
-	// PingTimeout bounds the connection check in Open. Defaults to 5s.
+	// PingTimeout bounds the connection check in Open: the dial, the
+	// handshake and the first ping. Defaults to the DSN's timeout= (5s
+	// when it has none).
 	PingTimeout time.Duration
 	// TLS, when set, encrypts every connection with this client
 	// configuration (a custom CA, say) and takes precedence over the DSN's
@@ -119,7 +152,7 @@ func Open(ctx context.Context, dsn string, opt *Options) (*Store, error) {
 		o.MaxOpenConns = 32
 	}
 	if o.PingTimeout <= 0 {
-		o.PingTimeout = 5 * time.Second
+		o.PingTimeout = cfg.Timeout
 	}
 	return open(ctx, cfg, o)
 }
@@ -142,7 +175,7 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	defer cancel()
 	if err := pool.PingContext(pctx); err != nil {
 		pool.Close()
-		return nil, unavailable(err, cfg)
+		return nil, unavailable(err, cfg, o.PingTimeout)
 	}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: pool, DSNConfig: cfg}), &gorm.Config{
 		Logger:                 logger.Discard,
@@ -164,14 +197,27 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	return &Store{db: db, sql: sqlDB, cfg: cfg, t: memberships}, nil
 }
 
-// unavailable translates a failure to reach the database: ErrNoDatabase
-// for MySQL's 1049, ErrUnavailable otherwise.
-func unavailable(err error, cfg *mysql.Config) error {
+// unavailable translates a failure to reach the database within bound:
+// ErrNoDatabase for MySQL's 1049, a *ConnectError otherwise. A dial that
+// ran out of time and a server that accepted the connection but sent no
+// handshake (a blackhole, a proxy with nothing behind it) both time out.
+func unavailable(err error, cfg *mysql.Config, bound time.Duration) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1049 {
 		return fmt.Errorf("%w: %q at %s", ErrNoDatabase, cfg.DBName, cfg.Addr)
 	}
-	return fmt.Errorf("%w at %s: %s", ErrUnavailable, cfg.Addr, redact(err, cfg))
+	ce := &ConnectError{Addr: cfg.Addr, Err: errors.New(redact(err, cfg))}
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		ce.Refused = true
+	case errors.As(err, &oe) && oe.Op == "dial" && oe.Timeout():
+		ce.Timeout = min(bound, cfg.Timeout)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		ce.Timeout = bound
+	}
+	return ce
 }
 
 // redact keeps a password out of an error message.
