@@ -26,13 +26,18 @@ var (
 	ErrNoDocument = errors.New("discover: not a CSDL document (edmx:Edmx with edmx:DataServices/Schema)")
 	// ErrNoEntitySets is returned for a document without an entity set.
 	ErrNoEntitySets = errors.New("discover: the document declares no entity set")
+	// ErrNothingToSync is returned when no entity set of the document can
+	// be synced (none has a change timestamp, say); the error names them
+	// with their reasons.
+	ErrNothingToSync = errors.New("discover: no entity set can be synced")
 )
 
 // Config reads metadata, a CSDL XML document (an OData v4 service's
 // $metadata), and returns a config file with an entity per entity set, in
 // the document's order. The file is valid as it is; every guess carries a
 // comment, and an entity set erpsync cannot sync is written commented out
-// with the reason.
+// with the reason. When none can be synced, the error wraps
+// ErrNothingToSync and names them with their reasons.
 func Config(metadata []byte, opts Options) ([]byte, error) {
 	root, note, err := serviceRoot(opts.URL)
 	if err != nil {
@@ -61,6 +66,17 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 	}
 	if len(specs) == 0 {
 		return nil, ErrNoEntitySets
+	}
+	if !slices.ContainsFunc(specs, func(s *spec) bool { return !s.disabled() }) {
+		var why []string
+		for i, s := range specs {
+			if i == 3 {
+				why = append(why, fmt.Sprintf("and %d more", len(specs)-i))
+				break
+			}
+			why = append(why, sanitize(s.set)+": "+s.reason)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNothingToSync, strings.Join(why, "; "))
 	}
 	var b bytes.Buffer
 	writeFile(&b, root, note, specs)
@@ -177,8 +193,8 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 			skipped = append(skipped, col{from: from, comment: mp.comment})
 			continue
 		}
-		if key && (mp.typ.Kind == entity.JSON || mp.typ.Kind == entity.Text) {
-			s.reason = fmt.Sprintf("its key property %s is a %s value, which cannot be a key column", from, mp.typ)
+		if key && !keyKinds[mp.typ.Kind] && s.reason == "" {
+			s.reason = fmt.Sprintf("its key property %s would be a %s column, which cannot be a key (string(N), int32, int64, decimal(P,S), bool or date)", from, mp.typ)
 		}
 		c.typ = mp.typ.String()
 		c.nullable = p.nullable && !key
@@ -257,10 +273,13 @@ func (m *model) flatten(t *structured, prefix []string, nullable bool, depth int
 	}
 }
 
+// keyKinds are the kinds a key column may have.
+var keyKinds = map[entity.Kind]bool{entity.String: true, entity.Int32: true, entity.Int64: true, entity.Decimal: true, entity.Bool: true, entity.Date: true}
+
 // maxProps bounds the properties of one entity set, structured values
-// flattened: a document whose complex types nest into each other cannot
-// make Config run for ever.
-const maxProps = 2000
+// flattened: InnoDB holds at most 1,017 columns, and a document whose
+// complex types nest into each other cannot make Config run for ever.
+const maxProps = 1000
 
 func cmpOr(a, b string) string {
 	if a != "" {

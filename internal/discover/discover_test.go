@@ -84,6 +84,12 @@ func check(t testing.TB, out []byte) file {
 				t.Fatalf("%s: key %s is not a column", e.Name, k)
 			}
 		}
+		for _, c := range e.Columns {
+			typ, _ := entity.ParseType(c.Type)
+			if slices.Contains(e.Key, c.Name) && (c.Nullable || typ.Kind == entity.Text || typ.Kind == entity.JSON || typ.Kind == entity.DateTime) {
+				t.Fatalf("%s: key column %s is %s (nullable %v): not a key type", e.Name, c.Name, c.Type, c.Nullable)
+			}
+		}
 	}
 	return f
 }
@@ -227,6 +233,12 @@ func TestNoDocument(t *testing.T) {
 	empty := `<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx"><edmx:DataServices><Schema Namespace="s"/></edmx:DataServices></edmx:Edmx>`
 	if _, err := discover.Config([]byte(empty), discover.Options{URL: "http://h/"}); !errors.Is(err, discover.ErrNoEntitySets) {
 		t.Errorf("err = %v, want ErrNoEntitySets", err)
+	}
+	none := `<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx"><edmx:DataServices><Schema Namespace="s">
+<EntityType Name="T"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Guid" Nullable="false"/><Property Name="LastChangeDate" Type="Edm.Date"/></EntityType>
+<EntityContainer Name="C"><EntitySet Name="Things" EntityType="s.T"/></EntityContainer></Schema></edmx:DataServices></edmx:Edmx>`
+	if _, err := discover.Config([]byte(none), discover.Options{URL: "http://h/"}); !errors.Is(err, discover.ErrNothingToSync) || !strings.Contains(err.Error(), "Things: no change timestamp") || !strings.Contains(err.Error(), "LastChangeDate is an Edm.Date") {
+		t.Errorf("no set with a change time: err = %v, want ErrNothingToSync naming Things and its LastChangeDate", err)
 	}
 	if _, err := discover.Config([]byte(empty), discover.Options{}); err == nil || !strings.Contains(err.Error(), "URL") {
 		t.Errorf("no URL: err = %v, want one naming the URL", err)

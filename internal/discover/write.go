@@ -171,17 +171,7 @@ func writeFile(b *bytes.Buffer, root, note string, specs []*spec) {
 	b.WriteString("\n")
 	b.WriteString("  # Credentials never go in this file's values: username: with password_file:, token_file:,\n")
 	b.WriteString("  # oauth: {..., client_secret_file: ...}, or the flags and ERPSYNC_* variables.\n\n")
-	enabled := 0
-	for _, s := range specs {
-		if !s.disabled() {
-			enabled++
-		}
-	}
-	if enabled == 0 {
-		b.WriteString("entities: []  # no entity set can be synced as it is: see the comments below\n")
-	} else {
-		b.WriteString("entities:\n")
-	}
+	b.WriteString("entities:\n")
 	for _, s := range specs {
 		lines := s.lines()
 		if s.disabled() {
