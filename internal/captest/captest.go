@@ -73,6 +73,15 @@ type Server struct {
 	// Versioned is VersionedMemberships, whose ChangeCounter every update
 	// increments.
 	Versioned *EntitySet
+	// SalesURL is the root of SalesService, the typed entities, ending in
+	// "/odata/v4/sales/".
+	SalesURL string
+	// Customers (key CompanyCode and Customer; Decimal, Int64, Boolean,
+	// Date, a structured Address, ChangeCounter) and SalesOrders (key
+	// OrderID, with a composition of Items) are SalesService's entity sets,
+	// seeded from cap/db/data/sales-*.csv. Both are managed: modifiedAt is
+	// stamped on every change.
+	Customers, SalesOrders *TypedSet
 
 	client  *http.Client
 	logPath string
@@ -159,6 +168,9 @@ func Start(t testing.TB, opt Options) *Server {
 	s.Memberships = &EntitySet{URL: s.ServiceURL + "Memberships", srv: s}
 	s.Versioned = &EntitySet{URL: s.ServiceURL + "VersionedMemberships", srv: s}
 	s.URL = s.Memberships.URL
+	s.SalesURL = strings.TrimSuffix(s.ServiceURL, "/odata/v4/erp/") + "/odata/v4/sales/"
+	s.Customers = &TypedSet{URL: s.SalesURL + "Customers", srv: s}
+	s.SalesOrders = &TypedSet{URL: s.SalesURL + "SalesOrders", srv: s}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opt.StartTimeout)
 	defer cancel()
@@ -205,17 +217,23 @@ func (s *Server) Logs() string {
 	return string(b)
 }
 
-// copyProject copies the CAP project in src to dst, without its seed data,
-// and links dst/node_modules to src's.
+// copyProject copies the CAP project in src to dst, without the seed files
+// that writeSeed writes, and links dst/node_modules to src's.
 func copyProject(dst, src string) error {
+	written := map[string]bool{}
+	for _, f := range seedFiles(Options{}) {
+		written[filepath.Join("db", "data", f.name)] = true
+	}
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, path)
 		switch {
-		case rel == "node_modules" || rel == filepath.Join("db", "data"):
+		case rel == "node_modules":
 			return filepath.SkipDir
+		case written[rel]:
+			return nil
 		case d.IsDir():
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		case !d.Type().IsRegular():

@@ -20,6 +20,17 @@
 // Edm.Int32 that every update increments). The page limit, reliable
 // (key-based) paging and authentication are Options.
 //
+// A second service, SalesService at /odata/v4/sales, holds typed entities
+// seeded from cap/db/data/sales-*.csv: Customers (a composite key
+// CompanyCode and Customer, Decimal(15,2), Int64 values past 2^53,
+// Boolean, Date, nullable and bounded strings, a structured Address, a
+// ChangeCounter) and SalesOrders with a composition of Items, both with
+// CAP's managed modifiedAt. The project turns on
+// cds.features.ieee754compatible, so Int64 and Decimal values are served
+// as exact strings (Decimal padded to its scale); ErpService has neither
+// type and is served as before. Server.Customers and Server.SalesOrders
+// (TypedSet) read and change them as JSON objects with exact numbers.
+//
 // The package needs node (Node.js 20 or later) in PATH and the project's
 // node_modules, installed with `make cap-deps` (npm ci); without them Start
 // fails the test with a line saying so. It does not skip. It promises

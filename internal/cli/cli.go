@@ -58,6 +58,7 @@ Commands:
   reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
   config     check a config file (check --config FILE) or print its JSON Schema (schema)
+  discover   print a config file for an OData service, from its $metadata (--erp-url, -o FILE)
   version    the module version and the VCS commit it was built from
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
@@ -135,6 +136,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdRuns(ctx, rest, stdout, stderr)
 	case "config":
 		err = cmdConfig(ctx, rest, stdout, stderr)
+	case "discover":
+		err = cmdDiscover(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK

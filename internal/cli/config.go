@@ -107,16 +107,22 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.RedisTLSFiles.Key, "redis-tls-key", "", "PEM private key of --redis-tls-cert")
 	fs.StringVar(&s.LockPrefix, "lock-prefix", "erpsync:lock:", "prefix of every lock key in Redis (instances that write the same table must share it)")
 	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL (rest), or the entity set URL (odata)")
-	secretVar(fs, &s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
 	s.ERP.flags(fs)
-	fs.StringVar(&s.ERPTLSCA, "erp-tls-ca", "", "PEM CA bundle that an https ERP's certificate must chain to (default: the system's)")
-	durationVar(fs, &s.ERPTimeout, "erp-timeout", 10*time.Second, time.Millisecond, "", "timeout of one ERP request attempt")
-	intVar(fs, &s.ERPRetries, "erp-retries", 6, 0, 100, "retries of one ERP request (5xx, 429, network, truncated body); 0: none")
+	s.erpRequestFlags(fs, 10*time.Second)
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
 	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
 	s.REST.flags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.logFlags(fs)
+}
+
+// erpRequestFlags: how each ERP request is sent (the token, the CA, the
+// attempt timeout, default timeout, and the retries).
+func (s *settings) erpRequestFlags(fs *flag.FlagSet, timeout time.Duration) {
+	secretVar(fs, &s.ERPToken, "erp-token", "", "ERP bearer token (never logged)")
+	fs.StringVar(&s.ERPTLSCA, "erp-tls-ca", "", "PEM CA bundle that an https ERP's certificate must chain to (default: the system's)")
+	durationVar(fs, &s.ERPTimeout, "erp-timeout", timeout, time.Millisecond, "", "timeout of one ERP request attempt")
+	intVar(fs, &s.ERPRetries, "erp-retries", 6, 0, 100, "retries of one ERP request (5xx, 429, network, truncated body); 0: none")
 }
 
 // mysqlFlags: the DSN and the TLS files of MySQL.

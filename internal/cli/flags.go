@@ -281,7 +281,8 @@ Exit codes as for run.`,
 unknown, ahead rows); exit 1 on any difference.`,
 	"erpsync reconcile": `Soft-deletes the rows whose records the ERP no longer has, restores the ones
 that came back and repairs what verify finds, within the deletion guard.`,
-	"erpsync runs": "Prints the run history, newest first, skipped runs included.",
+	"erpsync runs":     "Prints the run history, newest first, skipped runs included.",
+	"erpsync discover": "Reads the $metadata of the OData service at --erp-url and prints a config file\nwith an entity per entity set: keys, typed columns, updated_at and version\nguessed (each guess with a comment to check). No credential goes in the file.",
 }
 
 // flagGroups are the groups of a command's -h after its own flags, in

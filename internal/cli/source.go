@@ -31,6 +31,12 @@ func (e *erpSettings) flags(fs *flag.FlagSet) {
 	fs.StringVar(&e.Map, "erp-map", "", "field=Property pairs, comma-separated, for erp_id, member_id, product_code, status, starts_at, ends_at, version, updated_at (unlisted: own name; version= empty: updated_at in microseconds)")
 	fs.StringVar(&e.StatusMap, "erp-status-map", "", "sourceValue=STATUS pairs, comma-separated, like active=ACTIVE (unlisted values used as they are)")
 	fs.StringVar(&e.Paging, "erp-paging", odata.PagingKeyset, "odata: keyset ($filter after the last (updated_at, erp_id) seen) or server (follow @odata.nextLink; an offset-based server skips rows that move during the sync)")
+	e.authFlags(fs)
+}
+
+// authFlags are the flags of the ERP credentials other than the token:
+// basic authentication and OAuth.
+func (e *erpSettings) authFlags(fs *flag.FlagSet) {
 	fs.StringVar(&e.Username, "erp-username", "", "ERP user for HTTP basic authentication")
 	secretVar(fs, &e.Password, "erp-password", "", "ERP password for HTTP basic authentication (never logged)")
 	fs.StringVar(&e.OAuthTokenURL, "erp-oauth-token-url", "", "OAuth 2.0 client credentials: the token endpoint")
@@ -49,22 +55,8 @@ func (e *erpSettings) source(cfg erp.Config) (source, error) {
 	if mapping, err = erp.ParseMapping(e.Map, e.StatusMap); err != nil {
 		return nil, fmt.Errorf("--erp-status-map: %w", err)
 	}
-	cfg.Username, cfg.Password = e.Username, e.Password
-	switch {
-	case e.Password != "" && e.Username == "":
-		return nil, errors.New("--erp-password without --erp-username")
-	case e.OAuthTokenURL != "" || e.OAuthClientID != "" || e.OAuthClientSecret != "" || e.OAuthScope != "":
-		if e.OAuthTokenURL == "" || e.OAuthClientID == "" || e.OAuthClientSecret == "" {
-			return nil, errors.New("OAuth needs --erp-oauth-token-url, --erp-oauth-client-id and --erp-oauth-client-secret")
-		}
-		if _, err := erp.ParseURL("token URL", e.OAuthTokenURL); err != nil {
-			return nil, fmt.Errorf("--erp-oauth-token-url: %w", err)
-		}
-		cfg.OAuth = &erp.OAuth{TokenURL: e.OAuthTokenURL, ClientID: e.OAuthClientID, ClientSecret: e.OAuthClientSecret,
-			Scopes: strings.FieldsFunc(e.OAuthScope, func(r rune) bool { return r == ' ' || r == ',' })}
-	}
-	if (cfg.Token != "" && cfg.Username != "") || (cfg.Token != "" || cfg.Username != "") && cfg.OAuth != nil {
-		return nil, errors.New("more than one ERP authentication given (--erp-token, --erp-username, --erp-oauth-*): want one")
+	if err := e.auth(&cfg); err != nil {
+		return nil, err
 	}
 	switch e.Kind {
 	case kindREST:
@@ -88,6 +80,29 @@ func (e *erpSettings) source(cfg erp.Config) (source, error) {
 		return s, nil
 	}
 	return nil, fmt.Errorf("--erp-kind %q: want %s or %s", e.Kind, kindREST, kindOData)
+}
+
+// auth sets the credentials of cfg from these settings; cfg.Token is
+// --erp-token's. Errors name the flags.
+func (e *erpSettings) auth(cfg *erp.Config) error {
+	cfg.Username, cfg.Password = e.Username, e.Password
+	switch {
+	case e.Password != "" && e.Username == "":
+		return errors.New("--erp-password without --erp-username")
+	case e.OAuthTokenURL != "" || e.OAuthClientID != "" || e.OAuthClientSecret != "" || e.OAuthScope != "":
+		if e.OAuthTokenURL == "" || e.OAuthClientID == "" || e.OAuthClientSecret == "" {
+			return errors.New("OAuth needs --erp-oauth-token-url, --erp-oauth-client-id and --erp-oauth-client-secret")
+		}
+		if _, err := erp.ParseURL("token URL", e.OAuthTokenURL); err != nil {
+			return fmt.Errorf("--erp-oauth-token-url: %w", err)
+		}
+		cfg.OAuth = &erp.OAuth{TokenURL: e.OAuthTokenURL, ClientID: e.OAuthClientID, ClientSecret: e.OAuthClientSecret,
+			Scopes: strings.FieldsFunc(e.OAuthScope, func(r rune) bool { return r == ' ' || r == ',' })}
+	}
+	if (cfg.Token != "" && cfg.Username != "") || (cfg.Token != "" || cfg.Username != "") && cfg.OAuth != nil {
+		return errors.New("more than one ERP authentication given (--erp-token, --erp-username, --erp-oauth-*): want one")
+	}
+	return nil
 }
 
 // credentials names what a 401 or 403 refused, and the flags to check.

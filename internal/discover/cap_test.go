@@ -1,0 +1,77 @@
+package discover_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/captest"
+	"github.com/erpsync/erpsync/internal/discover"
+)
+
+// TestCAP reads the live $metadata of the CAP test server's SalesService:
+// the typed entities with their keys and types, modifiedAt the cursor,
+// ChangeCounter the version, and the composition's lines commented out
+// (they have no change time of their own).
+func TestCAP(t *testing.T) {
+	s := captest.Start(t, captest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.SalesURL+"$metadata", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET $metadata: %d, %v", resp.StatusCode, err)
+	}
+	// The URL the golden file holds, not the test server's port.
+	out, err := discover.Config(doc, discover.Options{URL: "http://127.0.0.1:4004/odata/v4/sales/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := check(t, out)
+	golden(t, "cap-sales.yaml", out)
+
+	var names []string
+	for _, e := range f.Entities {
+		names = append(names, e.Name)
+	}
+	if !slices.Equal(names, []string{"customers", "sales_orders"}) {
+		t.Fatalf("entities %v, want customers and sales_orders", names)
+	}
+	c, so := f.Entities[0], f.Entities[1]
+	if c.Source != "Customers" || !slices.Equal(c.Key, []string{"company_code", "customer"}) || c.UpdatedAt != "modifiedAt" || c.Version != "ChangeCounter" {
+		t.Errorf("customers: source %s, key %v, updated_at %s, version %s", c.Source, c.Key, c.UpdatedAt, c.Version)
+	}
+	types := map[string]string{}
+	for _, col := range c.Columns {
+		types[col.Name] = col.From + " " + col.Type
+	}
+	for name, want := range map[string]string{
+		"company_code": "CompanyCode string(4)", "customer": "Customer string(10)", "customer_name": "CustomerName string(80)",
+		"credit_limit": "CreditLimit decimal(15,2)", "is_blocked": "IsBlocked bool", "founded_on": "FoundedOn date",
+		"rating": "Rating int64", "address_city": "Address_City string(40)", "created_at_erp": "createdAt datetime",
+	} {
+		if types[name] != want {
+			t.Errorf("customers.%s: %q, want %q", name, types[name], want)
+		}
+	}
+	if so.Source != "SalesOrders" || !slices.Equal(so.Key, []string{"order_id"}) || so.UpdatedAt != "modifiedAt" || so.Version != "" {
+		t.Errorf("sales_orders: source %s, key %v, updated_at %s, version %s", so.Source, so.Key, so.UpdatedAt, so.Version)
+	}
+	for _, want := range []string{"# Items: a navigation property", "# SalesOrderItems: not synced as it is: no change timestamp"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output has no %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+// Package discover writes a first config file for an OData v4 service
+// from its $metadata: an entity per entity set, with the key, a typed
+// column per property (a structured property's as dotted paths such as
+// Address.City) and a guessed change cursor (updated_at) and version.
+//
+// The Edm types map to the column types of the config file: Edm.String
+// with MaxLength to string(N), without it to text; Edm.Decimal with
+// Precision and Scale to decimal(P,S) (without Precision to
+// decimal(38,10), a guess to check); the integers to int32 or int64;
+// Edm.Boolean, Edm.Date and Edm.DateTimeOffset to bool, date and
+// datetime; Edm.Guid to string(36); Edm.Double and Edm.Single to json,
+// which keeps a binary float as the server wrote it (no decimal column
+// holds every double, and OData writes INF and NaN as strings).
+// Collections become json too. A property of any other type is left out
+// with a comment naming its type.
+//
+// updated_at is guessed from the Edm.DateTimeOffset properties named like
+// a change time (modifiedAt, LastChangeDateTime, lastModifiedDateTime,
+// SystemModifiedAt, ChangedAt, ...), version from an Edm.Int32 or
+// Edm.Int64 change counter (ChangeCounter, version, an integer named by
+// Core.OptimisticConcurrency). Each guess carries a YAML comment saying
+// what a person should check. An entity set without a change timestamp
+// is written commented out, with the reason.
+//
+// What it does NOT promise: that a guess is right. The names say what a
+// property probably is, not that the server sets it on every change, nor
+// that its $filter accepts it; the comments say what to check. The file
+// never holds a credential: the URL's user, password and query are left
+// out. Navigation properties are not synced (a comment names each).
+package discover
