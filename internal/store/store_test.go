@@ -69,6 +69,16 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 
 func TestCheckSchemaNotMigrated(t *testing.T) {
 	t.Parallel()
+	s := emptyDatabase(t)
+	ctx := context.Background()
+	if err := s.CheckSchema(ctx); !errors.Is(err, store.ErrNotMigrated) {
+		t.Fatalf("CheckSchema on empty database = %v, want ErrNotMigrated", err)
+	}
+}
+
+// emptyDatabase returns a store on a database that exists and holds no
+// table.
+func emptyDatabase(t *testing.T) *store.Store {
 	dsn := testDSN(t)
 	ctx := context.Background()
 	cfg, _ := store.ParseDSN(dsn)
@@ -84,10 +94,8 @@ func TestCheckSchemaNotMigrated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	if err := s.CheckSchema(ctx); !errors.Is(err, store.ErrNotMigrated) {
-		t.Fatalf("CheckSchema on empty database = %v, want ErrNotMigrated", err)
-	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func TestOpenUnreachable(t *testing.T) {
