@@ -261,7 +261,7 @@ func checkRanges(fs *flag.FlagSet, given map[string]bool) []error {
 
 // about is what each command does, the start of its -h.
 var about = map[string]string{
-	"erpsync migrate":   "Applies the embedded SQL migrations, creating the database when it is missing.\nIdempotent, and safe when several instances start at once.",
+	"erpsync migrate":   "Applies the embedded SQL migrations, creating the database when it is missing,\nthen creates the entities' tables and applies additive changes to them\n(refusing, exit 2, a change that could lose data). Idempotent, and safe when\nseveral instances start at once. --plan prints the statements and changes nothing.",
 	"erpsync run":       "One incremental pass from the job checkpoint, under the job lock.\nWhen another instance holds the lock it records a skipped run and exits 0.",
 	"erpsync backfill":  "Syncs one bounded window (--since, --until, --shard) without the job lock and\nwithout moving the checkpoint; started again, it resumes where it stopped.",
 	"erpsync schedule":  "Runs `run` on every tick (--every or --cron) until SIGTERM, and serves\n/metrics, /healthz and /readyz. Replicas take turns through the job lock.",

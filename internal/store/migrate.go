@@ -55,6 +55,10 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
+// Statements are the statements of the migration, in order, without
+// their terminating semicolons.
+func (m Migration) Statements() []string { return statements(m.SQL) }
+
 // statements splits a migration on semicolons that end a line and drops
 // comment-only chunks.
 func statements(sql string) []string {

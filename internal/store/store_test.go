@@ -81,15 +81,7 @@ func TestCheckSchemaNotMigrated(t *testing.T) {
 func emptyDatabase(t *testing.T) *store.Store {
 	dsn := testDSN(t)
 	ctx := context.Background()
-	cfg, _ := store.ParseDSN(dsn)
-	admin := *cfg
-	admin.DBName = "mysql"
-	a, err := store.Open(ctx, admin.FormatDSN(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.DB().Exec("CREATE DATABASE `" + cfg.DBName + "`")
-	a.Close()
+	testenv.CreateDatabase(t, dsn)
 	s, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
