@@ -55,6 +55,21 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 	return nil
 }
 
+// checkEntities refuses, exit 2 and one line, a database whose entities'
+// tables do not match what the entities declare: what every command that
+// opens the store runs before it writes. The built-in entity only, until
+// the config file names others.
+func checkEntities(ctx context.Context, st *store.Store) error {
+	if err := st.CheckEntities(ctx, []*entity.Entity{entity.Memberships()}); err != nil {
+		var me *store.SchemaMismatchError
+		if errors.As(err, &me) {
+			return depError{err}
+		}
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	return nil
+}
+
 func entitiesError(err error) error {
 	var le *store.LossyChangeError
 	if errors.As(err, &le) {

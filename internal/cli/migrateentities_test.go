@@ -86,3 +86,23 @@ func TestMigrateEntities(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A command that opens the store refuses a table unlike its entity in one
+// line, exit 2, before it reads or writes. Not in parallel: Main.
+func TestCommandsCheckEntities(t *testing.T) {
+	ctx := context.Background()
+	st, dsn := testenv.MigratedStore(t)
+	run := func() (int, string) {
+		var out, errb bytes.Buffer
+		code := Main(ctx, []string{"runs", "--mysql-dsn", dsn, "--log-level", "error"}, &out, &errb)
+		return code, errb.String()
+	}
+	if code, errb := run(); code != ExitOK {
+		t.Fatalf("runs on a migrated database: exit %d: %s", code, errb)
+	}
+	st.DB().Exec("ALTER TABLE memberships MODIFY product_code VARCHAR(16) NOT NULL")
+	want := "erpsync: table memberships: column product_code is string(32) in the config file, string(16) in the database; run erpsync migrate\n"
+	if code, errb := run(); code != ExitUsage || errb != want {
+		t.Fatalf("runs over a changed table: exit %d\n%q\nwant %q", code, errb, want)
+	}
+}
