@@ -155,7 +155,8 @@ func loadTLS(flags string, f tlsconf.Files) (*tls.Config, error) {
 	return c, nil
 }
 
-// openStore opens the store the MySQL flags describe and checks its schema.
+// openStore opens the store the MySQL flags describe and checks its schema
+// and the entities' tables.
 // Failures are depErrors (exit 2), bad TLS files usageErrors.
 func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 	opt, err := s.storeOptions()
@@ -173,6 +174,10 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 	if err := st.CheckSchema(ctx); err != nil {
 		st.Close()
 		return nil, depError{fmt.Errorf("mysql: %w", err)}
+	}
+	if err := checkEntities(ctx, st); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
 }

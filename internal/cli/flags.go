@@ -263,8 +263,10 @@ func checkRanges(fs *flag.FlagSet, given map[string]bool) []error {
 // about is what each command does: the paragraph that starts its -h.
 var about = map[string]string{
 	"erpsync migrate": `Applies the embedded SQL migrations, creating the database when it is
-missing. Idempotent, and safe when several instances start at once; run it
-before the other commands after every upgrade.`,
+missing, then creates the entities' tables and applies additive changes to
+them (refusing, exit 2, a change that could lose data). Idempotent, and safe
+when several instances start at once; run it before the other commands after
+every upgrade. --plan prints the statements and changes nothing.`,
 	"erpsync run": `One incremental pass from the job checkpoint, under the job lock: reads the
 ERP's records changed since the checkpoint (less --overlap), writes each new
 or changed one to MySQL under its record lock, then moves the checkpoint.

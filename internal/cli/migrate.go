@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -13,6 +15,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("erpsync migrate", stderr)
 	s.mysqlFlags(fs)
 	secretVar(fs, &s.MigrateDSN, "migrate-dsn", "", "DSN of a user allowed to create and alter the tables (default: --mysql-dsn); run and the others need only SELECT, INSERT, UPDATE")
+	var plan bool
+	fs.BoolVar(&plan, "plan", false, "print the statements migrate would run (one a line) and change nothing")
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -32,6 +36,20 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	// The built-in entity only, until the config file names others.
+	ents := []*entity.Entity{entity.Memberships()}
+	if plan {
+		st, err := store.Open(ctx, dsn, opt)
+		if errors.Is(err, store.ErrNoDatabase) {
+			cfg, _ := store.ParseDSN(dsn)
+			return depError{fmt.Errorf("database %q does not exist: erpsync migrate creates it and every table; --plan plans against a database", cfg.DBName)}
+		}
+		if err != nil {
+			return depError{fmt.Errorf("mysql: %w", err)}
+		}
+		defer st.Close()
+		return migrateEntities(ctx, st, ents, true, stdout)
+	}
 	res, err := store.MigrateWith(ctx, dsn, opt)
 	if err != nil {
 		if isUnavailable(err) {
@@ -45,5 +63,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	log.Info().Str("database", res.Database).Bool("created_database", res.CreatedDatabase).
 		Int("applied", len(res.Applied)).Int("version", res.Current).Msg("migrate done")
 	fmt.Fprintf(stdout, "database %s at version %d (%d applied)\n", res.Database, res.Current, len(res.Applied))
-	return nil
+	st, err := store.Open(ctx, dsn, opt)
+	if err != nil {
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	defer st.Close()
+	return migrateEntities(ctx, st, ents, false, stdout)
 }

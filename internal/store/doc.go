@@ -11,6 +11,17 @@
 // one record; the store reports it as ErrDuplicate so the caller can re-read
 // and apply the version rule.
 //
+// An entity's table compiles from the entity: ddl_mysql.go holds every
+// MySQL text it becomes and the reading of a live table back from
+// information_schema; the planner (PlanEntities) compares the two as
+// columns and types. Migrate changes a table only where no value can be
+// lost (a new table, a new nullable column, a longer string, a wider
+// decimal, a column made nullable) and refuses anything else with a
+// *LossyChangeError; it does not promise to carry out such a change, nor
+// to notice one made by hand until CheckEntities or the next plan reads
+// the table. ApplyEntities plans again under Migrate's named lock, so
+// instances migrating at once change each table once.
+//
 // The store works with MariaDB 10.5+ and MySQL 8: it avoids the row alias
 // (MySQL only) and RETURNING (MariaDB only) and uses VALUES() in ON DUPLICATE
 // KEY UPDATE, which both accept.

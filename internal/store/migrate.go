@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -52,6 +53,10 @@ func Migrations() ([]Migration, error) {
 	}
 	return out, nil
 }
+
+// Statements are the statements of the migration, in order, without
+// their terminating semicolons.
+func (m Migration) Statements() []string { return statements(m.SQL) }
 
 // statements splits a migration on semicolons that end a line and drops
 // comment-only chunks.
@@ -136,14 +141,11 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 		return nil, err
 	}
 	err = s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		var got *int
-		if err := conn.Raw("SELECT GET_LOCK(?, 60)", "erpsync_migrate:"+cfg.DBName).Scan(&got).Error; err != nil {
-			return fmt.Errorf("take migration lock: %w", err)
+		release, err := lockMigrations(ctx, conn.Statement.ConnPool, cfg.DBName)
+		if err != nil {
+			return err
 		}
-		if got == nil || *got != 1 {
-			return errors.New("take migration lock: timed out after 60s (another migrate is running?)")
-		}
-		defer conn.Exec("SELECT RELEASE_LOCK(?)", "erpsync_migrate:"+cfg.DBName)
+		defer release()
 
 		if err := conn.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
   version    INT NOT NULL PRIMARY KEY,
@@ -184,6 +186,22 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 		return nil, err
 	}
 	return res, nil
+}
+
+// lockMigrations takes the migration lock of database db on the
+// connection q: a MySQL named lock (GET_LOCK), held until release or until
+// the connection ends. Migrate and ApplyEntities take it, so that several
+// instances migrating at once take turns.
+func lockMigrations(ctx context.Context, q querier, db string) (release func(), err error) {
+	name := "erpsync_migrate:" + db
+	var got sql.NullInt64
+	if err := q.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", name).Scan(&got); err != nil {
+		return nil, fmt.Errorf("take migration lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, errors.New("take migration lock: timed out after 60s (another migrate is running?)")
+	}
+	return func() { _, _ = q.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", name) }, nil
 }
 
 // alreadyApplied reports whether err says that a statement's change is in

@@ -69,25 +69,25 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 
 func TestCheckSchemaNotMigrated(t *testing.T) {
 	t.Parallel()
+	s := emptyDatabase(t)
+	ctx := context.Background()
+	if err := s.CheckSchema(ctx); !errors.Is(err, store.ErrNotMigrated) {
+		t.Fatalf("CheckSchema on empty database = %v, want ErrNotMigrated", err)
+	}
+}
+
+// emptyDatabase returns a store on a database that exists and holds no
+// table.
+func emptyDatabase(t *testing.T) *store.Store {
 	dsn := testDSN(t)
 	ctx := context.Background()
-	cfg, _ := store.ParseDSN(dsn)
-	admin := *cfg
-	admin.DBName = "mysql"
-	a, err := store.Open(ctx, admin.FormatDSN(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.DB().Exec("CREATE DATABASE `" + cfg.DBName + "`")
-	a.Close()
+	testenv.CreateDatabase(t, dsn)
 	s, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	if err := s.CheckSchema(ctx); !errors.Is(err, store.ErrNotMigrated) {
-		t.Fatalf("CheckSchema on empty database = %v, want ErrNotMigrated", err)
-	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func TestOpenUnreachable(t *testing.T) {

@@ -111,11 +111,6 @@ func (t *Table) Name() string { return t.name }
 // Entity returns the entity the table was compiled from.
 func (t *Table) Entity() *entity.Entity { return t.ent }
 
-// quoteIdent quotes a table or column name. Names are [a-z][a-z0-9_]*
-// (the config file checks them), so the backticks are for words MySQL
-// reserves (order, key, status...).
-func quoteIdent(s string) string { return "`" + s + "`" }
-
 // value writes v, a value of kind k, as a literal.
 func (l *literal) value(k entity.Kind, v entity.Value) error {
 	switch {

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/store"
+)
+
+// nothingToMigrate is what migrate --plan prints when the database matches.
+const nothingToMigrate = "nothing to migrate: the database matches"
+
+// migrateEntities brings the tables of ents to what they declare (the
+// numbered migrations applied before), or with plan prints what migrate
+// would run and changes nothing: the pending migrations' statements, then
+// the entities', one a line ending in ';', or the one line
+// nothingToMigrate. A change that could lose data is a usage error (exit
+// 2, one line): nothing was changed.
+func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity, plan bool, out io.Writer) error {
+	p, err := st.PlanEntities(ctx, ents)
+	if err != nil {
+		return entitiesError(err)
+	}
+	if plan {
+		if p.Empty() {
+			fmt.Fprintln(out, nothingToMigrate)
+			return nil
+		}
+		for _, m := range p.Pending {
+			for _, stmt := range m.Statements() {
+				fmt.Fprintln(out, strings.Join(strings.Fields(stmt), " ")+";")
+			}
+		}
+		for _, stmt := range p.Statements {
+			fmt.Fprintln(out, stmt+";")
+		}
+		return nil
+	}
+	applied, err := st.ApplyEntities(ctx, p)
+	if err != nil {
+		return entitiesError(err)
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name
+	}
+	for _, stmt := range applied.Statements {
+		fmt.Fprintln(out, stmt+";")
+	}
+	fmt.Fprintf(out, "entities %s: tables match (%d statements applied)\n", strings.Join(names, ", "), len(applied.Statements))
+	return nil
+}
+
+// checkEntities refuses, exit 2 and one line, a database whose entities'
+// tables do not match what the entities declare: what every command that
+// opens the store runs before it writes. The built-in entity only, until
+// the config file names others.
+func checkEntities(ctx context.Context, st *store.Store) error {
+	if err := st.CheckEntities(ctx, []*entity.Entity{entity.Memberships()}); err != nil {
+		var me *store.SchemaMismatchError
+		if errors.As(err, &me) {
+			return depError{err}
+		}
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	return nil
+}
+
+func entitiesError(err error) error {
+	var le *store.LossyChangeError
+	if errors.As(err, &le) {
+		return usageError{err}
+	}
+	if isUnavailable(err) {
+		return depError{fmt.Errorf("mysql: %w", err)}
+	}
+	return fmt.Errorf("migrate entities: %w", err)
+}

@@ -1,0 +1,252 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// This file holds every MySQL text an entity's table compiles to (its
+// CREATE TABLE, the clauses of its ALTER TABLE) and the reading of a live
+// table back from information_schema, for MySQL 8 and MariaDB 10.5+. The
+// planner (entitytable.go) speaks of columns and types only; a PostgreSQL
+// dialect would be one more file like this one.
+
+// quoteIdent quotes a table, column or index name. Names of the config file
+// are [a-z][a-z0-9_]*, but one may be a reserved word (order, key).
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// The character sets and collations of text columns. A key string compares
+// exactly (binary), as memberships.erp_id does: a key that differs only in
+// case or accents is another record. Other text sorts like the table
+// default.
+const (
+	textCharset    = "utf8mb4"
+	keyCollation   = "utf8mb4_bin"
+	tableCollation = "utf8mb4_unicode_ci"
+)
+
+// columnType is the MySQL type of a column.
+//
+// json is LONGTEXT (utf8mb4, binary collation), not JSON: MariaDB's JSON is
+// an alias of LONGTEXT that information_schema reports as longtext, while
+// MySQL 8's JSON is a binary format that rewrites the document (key order,
+// spacing, number forms) so that the text read back is not the text the
+// ERP sent. LONGTEXT keeps the exact text on both and reads back the same
+// on both; the decoder checks that the value is JSON.
+func columnType(c tableColumn) string {
+	t := c.Type
+	switch t.Kind {
+	case entity.String:
+		coll := tableCollation
+		if c.key {
+			coll = keyCollation
+		}
+		return fmt.Sprintf("VARCHAR(%d) CHARACTER SET %s COLLATE %s", t.Length, textCharset, coll)
+	case entity.Text:
+		return "TEXT CHARACTER SET " + textCharset + " COLLATE " + tableCollation
+	case entity.Int32:
+		return "INT"
+	case entity.Int64:
+		return "BIGINT"
+	case entity.Decimal:
+		return fmt.Sprintf("DECIMAL(%d,%d)", t.Precision, t.Scale)
+	case entity.Bool:
+		return "BOOLEAN"
+	case entity.Date:
+		return "DATE"
+	case entity.DateTime:
+		return "DATETIME(3)"
+	case entity.JSON:
+		return "LONGTEXT CHARACTER SET " + textCharset + " COLLATE " + keyCollation
+	}
+	return fmt.Sprintf("/* unknown kind %d */", t.Kind)
+}
+
+// columnDef is a column's definition in CREATE TABLE and ALTER TABLE.
+func columnDef(c tableColumn) string {
+	null := " NOT NULL"
+	if c.Nullable {
+		null = " NULL"
+	}
+	return quoteIdent(c.Name) + " " + columnType(c) + null
+}
+
+// indexName is the name of an index of table: prefix_table_suffix, as the
+// migrations name memberships' (uq_memberships_erp_id), or prefix_suffix
+// when that passes MySQL's 64 characters.
+func indexName(prefix, table, suffix string) string {
+	if n := prefix + "_" + table + "_" + suffix; len(n) <= 64 {
+		return n
+	}
+	return prefix + "_" + suffix
+}
+
+// createTableSQL is the CREATE TABLE of e's table: the declared columns,
+// erpsync's own, the UNIQUE index over the key and the index on
+// quarantined_at.
+func createTableSQL(e *entity.Entity, cols []tableColumn) string {
+	table := e.TableName()
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + quoteIdent(table) + " (")
+	for _, c := range cols {
+		b.WriteString(columnDef(c) + ", ")
+	}
+	keys := make([]string, len(e.Key))
+	for i, k := range e.Key {
+		keys[i] = quoteIdent(k)
+	}
+	fmt.Fprintf(&b, "UNIQUE KEY %s (%s), ", quoteIdent(indexName("uq", table, strings.Join(e.Key, "_"))), strings.Join(keys, ", "))
+	b.WriteString(quarantineIndex(table))
+	b.WriteString(") ENGINE=InnoDB DEFAULT CHARSET=" + textCharset + " COLLATE=" + tableCollation)
+	return b.String()
+}
+
+// quarantineIndex is the index on quarantined_at, for the count of marked
+// rows the schedule publishes.
+func quarantineIndex(table string) string {
+	return "INDEX " + quoteIdent(indexName("ix", table, "quarantined")) + " (`quarantined_at`)"
+}
+
+// The clauses of an ALTER TABLE. A column is added at the end: ADD COLUMN
+// there is instant on MariaDB 10.3+ and MySQL 8.0.12+.
+func addColumnClause(c tableColumn) string    { return "ADD COLUMN " + columnDef(c) }
+func modifyColumnClause(c tableColumn) string { return "MODIFY COLUMN " + columnDef(c) }
+func addIndexClause(table string) string      { return "ADD " + quarantineIndex(table) }
+
+// alterTableSQL is one ALTER TABLE of table with clauses.
+func alterTableSQL(table string, clauses []string) string {
+	return "ALTER TABLE " + quoteIdent(table) + " " + strings.Join(clauses, ", ")
+}
+
+// hasRowsSQL asks whether table holds a row.
+func hasRowsSQL(table string) string {
+	return "SELECT EXISTS (SELECT 1 FROM " + quoteIdent(table) + ")"
+}
+
+// strictSessionSQL makes the session refuse, not coerce, a NULL that a
+// MODIFY ... NOT NULL meets (ADD COLUMN NULL, then MODIFY NOT NULL: rows
+// that arrived in between stop the MODIFY instead of getting an empty
+// string or a zero).
+// restoreSessionSQL puts the saved sql_mode back.
+const (
+	saveSessionSQL    = "SELECT @@SESSION.sql_mode"
+	strictSessionSQL  = "SET SESSION sql_mode = CONCAT_WS(',', @@SESSION.sql_mode, 'STRICT_ALL_TABLES')"
+	restoreSessionSQL = "SET SESSION sql_mode = ?"
+)
+
+// querier is what the schema reads and the migration run on: the pool, or
+// one connection of it (which holds the migration lock).
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readTables reads the columns and indexes of the given tables of the
+// connected database in one query. A table that does not exist is absent
+// from the map.
+func readTables(ctx context.Context, q querier, tables []string) (map[string]*liveTable, error) {
+	out := map[string]*liveTable{}
+	if len(tables) == 0 {
+		return out, nil
+	}
+	in := strings.TrimSuffix(strings.Repeat("?,", len(tables)), ",")
+	args := make([]any, 0, 2*len(tables))
+	for _, t := range tables {
+		args = append(args, t)
+	}
+	for _, t := range tables {
+		args = append(args, t)
+	}
+	// One UNION: a sync command runs this before it writes, for all its
+	// entities at once.
+	query := `SELECT 'c', TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, LOWER(DATA_TYPE), LOWER(COLUMN_TYPE), IS_NULLABLE,
+  COALESCE(CHARACTER_MAXIMUM_LENGTH, 0), COALESCE(NUMERIC_PRECISION, 0), COALESCE(NUMERIC_SCALE, 0),
+  COALESCE(DATETIME_PRECISION, 0), COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, ''), 0
+FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (` + in + `)
+UNION ALL
+SELECT 'i', TABLE_NAME, COLUMN_NAME, SEQ_IN_INDEX, INDEX_NAME, '', '', 0, 0, 0, 0, '', '', NON_UNIQUE
+FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (` + in + `)`
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read tables: %w", err)
+	}
+	defer rows.Close()
+	type indexPart struct {
+		table, name, column string
+		seq                 int
+		unique              bool
+	}
+	var parts []indexPart
+	for rows.Next() {
+		var kind, table, column, dataType, colType, nullable, charset, collation string
+		var ord, length, prec, scale, dtPrec, nonUnique int64
+		if err := rows.Scan(&kind, &table, &column, &ord, &dataType, &colType, &nullable, &length, &prec, &scale, &dtPrec, &charset, &collation, &nonUnique); err != nil {
+			return nil, fmt.Errorf("read tables: %w", err)
+		}
+		t := out[table]
+		if t == nil {
+			t = &liveTable{name: table}
+			out[table] = t
+		}
+		if kind == "i" {
+			// dataType holds the index name here.
+			parts = append(parts, indexPart{table, dataType, column, int(ord), nonUnique == 0})
+			continue
+		}
+		c := liveColumn{name: column, ordinal: int(ord), nullable: nullable == "YES", raw: colType}
+		c.typ, c.exact = liveType(dataType, colType, int(length), int(prec), int(scale), int(dtPrec), charset, collation)
+		if charset != "" && charset != textCharset {
+			c.raw += " character set " + charset
+		}
+		t.columns = append(t.columns, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tables: %w", err)
+	}
+	for _, p := range parts {
+		out[p.table].addIndexColumn(p.name, p.column, p.seq, p.unique)
+	}
+	for _, t := range out {
+		t.sort()
+	}
+	return out, nil
+}
+
+// liveType is the entity type a column of the database has, tolerant of
+// how MySQL 8 and MariaDB each report it (int(11) or int, bigint(20) or
+// bigint, tinyint(1) for BOOLEAN, longtext for MariaDB's JSON), and
+// whether a string compares exactly (binary collation). Kind 0: a type no
+// entity declares (unsigned, another precision, another character set).
+func liveType(dataType, colType string, length, prec, scale, dtPrec int, charset, collation string) (entity.Type, bool) {
+	unsigned := strings.Contains(colType, "unsigned")
+	text := charset == textCharset
+	exact := collation == keyCollation
+	switch {
+	case dataType == "varchar" && text:
+		return entity.Type{Kind: entity.String, Length: length}, exact
+	case dataType == "text" && text:
+		return entity.Type{Kind: entity.Text}, exact
+	case dataType == "longtext" && text, dataType == "json":
+		return entity.Type{Kind: entity.JSON}, exact
+	case dataType == "int" && !unsigned:
+		return entity.Type{Kind: entity.Int32}, false
+	case dataType == "bigint" && !unsigned:
+		return entity.Type{Kind: entity.Int64}, false
+	case dataType == "decimal" && !unsigned:
+		return entity.Type{Kind: entity.Decimal, Precision: prec, Scale: scale}, false
+	case dataType == "tinyint" && colType == "tinyint(1)":
+		return entity.Type{Kind: entity.Bool}, false
+	case dataType == "date":
+		return entity.Type{Kind: entity.Date}, false
+	case dataType == "datetime" && dtPrec == 3:
+		return entity.Type{Kind: entity.DateTime}, false
+	}
+	return entity.Type{}, false
+}

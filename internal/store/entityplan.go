@@ -1,0 +1,382 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// LossyChangeError is PlanEntities' refusal of a change to an entity's
+// table that could lose data: a column dropped from the config file while
+// the table has it, a narrower string or decimal, a changed type or key, a
+// nullable column made NOT NULL, a new NOT NULL column on a table with
+// rows. Nothing was changed.
+type LossyChangeError struct {
+	Table string
+	// Subject is what would change: "column credit_limit", "the key".
+	Subject string
+	// File and Database are what the config file declares and what the
+	// database has: "string(40)", "string(80)"; "absent" for a column one
+	// of them lacks.
+	File, Database string
+	// Loss says what the change would lose, Fix how to proceed.
+	Loss, Fix string
+}
+
+func (e *LossyChangeError) Error() string {
+	return fmt.Sprintf("table %s: %s is %s in the config file, %s in the database: %s; %s",
+		e.Table, e.Subject, e.File, e.Database, e.Loss, e.Fix)
+}
+
+// SchemaMismatchError is CheckEntities' refusal: an entity's table does not
+// match the config file. It matches ErrNotMigrated (errors.Is).
+type SchemaMismatchError struct {
+	Table string
+	// Subject is what differs ("column credit_limit", "the key", "the
+	// index on quarantined_at"); empty when the table does not exist.
+	Subject string
+	// File and Database are what the config file declares and what the
+	// database has ("absent" for a column one of them lacks).
+	File, Database string
+}
+
+func (e *SchemaMismatchError) Error() string {
+	if e.Subject == "" {
+		return fmt.Sprintf("table %s does not exist; run erpsync migrate", e.Table)
+	}
+	return fmt.Sprintf("table %s: %s is %s in the config file, %s in the database; run erpsync migrate",
+		e.Table, e.Subject, e.File, e.Database)
+}
+
+// Is reports whether target is ErrNotMigrated.
+func (e *SchemaMismatchError) Is(target error) bool { return target == ErrNotMigrated }
+
+// EntityPlan is what migrate would do to the entities' tables: the
+// statements PlanEntities found, against the database as it was then.
+type EntityPlan struct {
+	// Entities are the entities planned for.
+	Entities []*entity.Entity
+	// Pending are the numbered migrations (migrations/) the database still
+	// lacks: Migrate applies them before the entities' statements, and the
+	// plan assumes the tables they make.
+	Pending []Migration
+	// Statements are the DDL to run, in order; none when every table
+	// matches its entity.
+	Statements []string
+
+	// record are the definitions to record in erpsync_entities: those
+	// that differ from the recorded ones.
+	record []recordedEntity
+}
+
+// Empty reports whether the plan changes nothing: no pending migration and
+// no statement.
+func (p *EntityPlan) Empty() bool { return len(p.Pending) == 0 && len(p.Statements) == 0 }
+
+// recordedEntity is a row of erpsync_entities.
+type recordedEntity struct {
+	name, table, definition string
+}
+
+// definition is the canonical JSON of what an entity declares of its
+// table and its cursor: the row erpsync_entities keeps of it.
+func definition(e *entity.Entity) (string, error) {
+	type column struct {
+		Name     string            `json:"name"`
+		From     []string          `json:"from,omitempty"`
+		Type     string            `json:"type"`
+		Nullable bool              `json:"nullable,omitempty"`
+		Values   map[string]string `json:"values,omitempty"`
+	}
+	d := struct {
+		Name      string   `json:"name"`
+		Table     string   `json:"table"`
+		Key       []string `json:"key"`
+		UpdatedAt []string `json:"updated_at"`
+		Version   []string `json:"version,omitempty"`
+		Columns   []column `json:"columns"`
+	}{Name: e.Name, Table: e.TableName(), Key: e.Key, UpdatedAt: e.UpdatedAt, Version: e.Version}
+	for _, c := range e.Columns {
+		d.Columns = append(d.Columns, column{Name: c.Name, From: c.From, Type: c.Type.String(), Nullable: c.Nullable, Values: c.Values})
+	}
+	// encoding/json writes struct fields in order and map keys sorted.
+	b, err := json.Marshal(d)
+	if err != nil {
+		return "", fmt.Errorf("entity %s: encode definition: %w", e.Name, err)
+	}
+	return string(b), nil
+}
+
+// PlanEntities compares each entity with its live table and with the
+// definition the last migrate recorded, and returns what ApplyEntities
+// would run: CREATE TABLE for a new entity; ADD COLUMN for a new column;
+// MODIFY for a longer string, a wider decimal or a NOT NULL column made
+// nullable; nothing where the table matches. A change that could lose
+// data is refused with a *LossyChangeError, and nothing is planned.
+func (s *Store) PlanEntities(ctx context.Context, ents []*entity.Entity) (*EntityPlan, error) {
+	return plan(ctx, s.sql, ents)
+}
+
+func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, error) {
+	p := &EntityPlan{Entities: ents}
+	pending, err := pendingMigrations(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	p.Pending = pending
+	tables := make([]string, len(ents))
+	for i, e := range ents {
+		tables[i] = e.TableName()
+	}
+	live, err := readTables(ctx, q, tables)
+	if err != nil {
+		return nil, err
+	}
+	recorded, err := readRecorded(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		cols, err := tableColumns(e)
+		if err != nil {
+			return nil, err
+		}
+		t := live[e.TableName()]
+		if len(pending) > 0 && e.TableName() == MembershipsTable {
+			// The pending migrations bring memberships to the table the
+			// built-in entity declares.
+			builtin := entity.Memberships()
+			bcols, err := tableColumns(builtin)
+			if err != nil {
+				return nil, err
+			}
+			t = shippedTable(builtin, bcols)
+		}
+		stmts, err := planTable(ctx, q, e, cols, t, live[e.TableName()] != nil)
+		if err != nil {
+			return nil, err
+		}
+		p.Statements = append(p.Statements, stmts...)
+		def, err := definition(e)
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := recorded[e.Name]; !ok || r != (recordedEntity{e.Name, e.TableName(), def}) {
+			p.record = append(p.record, recordedEntity{e.Name, e.TableName(), def})
+		}
+	}
+	return p, nil
+}
+
+// planTable is the statements that bring the live table t (nil: none) to
+// e's columns. exists says whether the table is there to read rows from.
+func planTable(ctx context.Context, q querier, e *entity.Entity, cols []tableColumn, t *liveTable, exists bool) ([]string, error) {
+	table := e.TableName()
+	var clauses, notNull []string
+	for _, ch := range compare(e, cols, t) {
+		switch ch.kind {
+		case createTable:
+			return []string{createTableSQL(e, cols)}, nil
+		case refuse:
+			return nil, ch.lossy(table)
+		case addColumn:
+			if !ch.column.Nullable {
+				rows, err := hasRows(ctx, q, table, exists)
+				if err != nil {
+					return nil, err
+				}
+				if rows {
+					ch.loss = "the rows the table has would have no value there"
+					ch.fix = "declare it nullable: true, or add it by hand with a value for every row and run erpsync migrate again"
+					return nil, ch.lossy(table)
+				}
+				// Added NULL, then made NOT NULL: a row written in
+				// between stops the second statement (strict mode)
+				// rather than getting '' or 0.
+				notNull = append(notNull, modifyColumnClause(ch.column))
+				ch.column.Nullable = true
+			}
+			clauses = append(clauses, addColumnClause(ch.column))
+		case modifyColumn:
+			clauses = append(clauses, modifyColumnClause(ch.column))
+		case addIndex:
+			clauses = append(clauses, addIndexClause(table))
+		}
+	}
+	var out []string
+	if len(clauses) > 0 {
+		out = append(out, alterTableSQL(table, clauses))
+	}
+	if len(notNull) > 0 {
+		out = append(out, alterTableSQL(table, notNull))
+	}
+	return out, nil
+}
+
+func (ch change) lossy(table string) *LossyChangeError {
+	return &LossyChangeError{Table: table, Subject: ch.subject, File: ch.file, Database: ch.db, Loss: ch.loss, Fix: ch.fix}
+}
+
+func hasRows(ctx context.Context, q querier, table string, exists bool) (bool, error) {
+	if !exists {
+		return false, nil
+	}
+	var rows bool
+	if err := q.QueryRowContext(ctx, hasRowsSQL(table)).Scan(&rows); err != nil {
+		return false, fmt.Errorf("count rows of %s: %w", table, err)
+	}
+	return rows, nil
+}
+
+// pendingMigrations are the embedded migrations schema_migrations does not
+// list (all of them when it does not exist).
+func pendingMigrations(ctx context.Context, q querier) ([]Migration, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	done := map[int]bool{}
+	rows, err := q.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if isNoTable(err) {
+		return ms, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		}
+		done[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	return slices.DeleteFunc(ms, func(m Migration) bool { return done[m.Version] }), nil
+}
+
+// readRecorded reads erpsync_entities by entity name (empty when the table
+// does not exist yet).
+func readRecorded(ctx context.Context, q querier) (map[string]recordedEntity, error) {
+	out := map[string]recordedEntity{}
+	rows, err := q.QueryContext(ctx, "SELECT name, table_name, definition FROM erpsync_entities")
+	if isNoTable(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read erpsync_entities: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r recordedEntity
+		if err := rows.Scan(&r.name, &r.table, &r.definition); err != nil {
+			return nil, fmt.Errorf("read erpsync_entities: %w", err)
+		}
+		out[r.name] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read erpsync_entities: %w", err)
+	}
+	return out, nil
+}
+
+// isNoTable reports whether err is MySQL's 1146 (ER_NO_SUCH_TABLE).
+func isNoTable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1146
+}
+
+// ApplyEntities brings the entities' tables to plan's entities and records
+// their definitions in erpsync_entities. It plans again under the
+// migration lock that Migrate takes, so that several instances migrating
+// at once change each table once, and runs that plan: the statements of
+// plan are what was true when it was made. It returns the
+// *LossyChangeError of the new plan, if any, and ErrNotMigrated while
+// numbered migrations are pending (run Migrate first).
+func (s *Store) ApplyEntities(ctx context.Context, p *EntityPlan) (applied *EntityPlan, err error) {
+	conn, err := s.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, redact(err, s.cfg))
+	}
+	defer conn.Close()
+	release, err := lockMigrations(ctx, conn, s.cfg.DBName)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	applied, err = plan(ctx, conn, p.Entities)
+	if err != nil {
+		return nil, err
+	}
+	if len(applied.Pending) > 0 {
+		return nil, fmt.Errorf("%w: migration %03d_%s is pending", ErrNotMigrated, applied.Pending[0].Version, applied.Pending[0].Name)
+	}
+	if len(applied.Statements) > 0 {
+		if err := execStrict(ctx, conn, applied.Statements); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range applied.record {
+		_, err := conn.ExecContext(ctx, `INSERT INTO erpsync_entities (name, table_name, definition, applied_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))
+ ON DUPLICATE KEY UPDATE table_name = VALUES(table_name), definition = VALUES(definition), applied_at = VALUES(applied_at)`, r.name, r.table, r.definition)
+		if err != nil {
+			return nil, fmt.Errorf("record entity %s: %w", r.name, err)
+		}
+	}
+	return applied, nil
+}
+
+// execStrict runs stmts on conn in strict mode, and puts the session's
+// sql_mode back after.
+func execStrict(ctx context.Context, conn *sql.Conn, stmts []string) error {
+	var mode string
+	if err := conn.QueryRowContext(ctx, saveSessionSQL).Scan(&mode); err != nil {
+		return fmt.Errorf("read sql_mode: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, strictSessionSQL); err != nil {
+		return fmt.Errorf("set sql_mode: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), restoreSessionSQL, mode)
+	for _, stmt := range stmts {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("apply %s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// CheckEntities returns a *SchemaMismatchError unless every entity's
+// table matches the config file: what every command that writes runs
+// before it starts. It reads every table in one query.
+func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error {
+	tables := make([]string, len(ents))
+	for i, e := range ents {
+		tables[i] = e.TableName()
+	}
+	live, err := readTables(ctx, s.sql, tables)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		cols, err := tableColumns(e)
+		if err != nil {
+			return err
+		}
+		for _, ch := range compare(e, cols, live[e.TableName()]) {
+			if ch.kind == createTable {
+				return &SchemaMismatchError{Table: e.TableName()}
+			}
+			return &SchemaMismatchError{Table: e.TableName(), Subject: ch.subject, File: ch.file, Database: ch.db}
+		}
+	}
+	return nil
+}
