@@ -51,7 +51,7 @@ type Config struct {
 // concurrent use.
 type Source struct {
 	g        *erp.Getter
-	url      string // the entity set, without a query
+	url      string       // the entity set, without a query
 	m        *erp.Mapping // nil when schema is set
 	schema   *erp.Schema
 	paging   string
