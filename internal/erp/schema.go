@@ -284,11 +284,8 @@ type Key struct {
 	// From is the path of the source property. Nil when the source sets
 	// the column to a constant (Set).
 	From []string
-	// Values maps the stored values of a column with values back to its
-	// source values; nil without values, or when two source values map
-	// to one stored value.
-	Values map[string]string
-	// Mapped says the column has values.
+	// Mapped says the column has values: its stored values are not the
+	// ones the source holds.
 	Mapped bool
 }
 
@@ -303,18 +300,6 @@ func (s *Schema) Keys() []Key {
 			if len(ec.From) == 0 {
 				out[i].From = []string{ec.Name}
 			}
-		}
-		if c.values != nil {
-			back := map[string]string{}
-			for from, to := range c.values {
-				t := to.Text(c.typ.Kind)
-				if _, dup := back[t]; dup {
-					back = nil
-					break
-				}
-				back[t] = from
-			}
-			out[i].Values = back
 		}
 	}
 	return out
@@ -336,8 +321,8 @@ type slot struct {
 	raw []byte // the value as written
 }
 
-// typedItem reads the item ahead, starting at start, and adds it to p as
-// a record or an invalid item.
+// typedItem reads the item ahead and adds it to p as a record of d.s or
+// an invalid item.
 func (d *decoder) typedItem(p *Page) error {
 	s := d.s
 	d.ws()

@@ -404,3 +404,31 @@ func BenchmarkDecodeTypedPage(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*500), "ns/record")
 }
+
+// TestTypedLeafAndParent: one property read whole (json) and into (a
+// nested column).
+func TestTypedLeafAndParent(t *testing.T) {
+	e := &entity.Entity{Name: "e", Key: []string{"id"}, UpdatedAt: []string{"meta", "u"}, Columns: []entity.Column{
+		{Name: "id", Type: entity.Type{Kind: entity.Int64}},
+		{Name: "address", From: []string{"Address"}, Type: entity.Type{Kind: entity.JSON}, Nullable: true},
+		{Name: "city", From: []string{"Address", "City"}, Type: entity.Type{Kind: entity.String, Length: 10}, Nullable: true},
+		{Name: "zip", From: []string{"Address", "Zip", "Code"}, Type: entity.Type{Kind: entity.String, Length: 10}},
+	}}
+	s := mustCompile(t, e, entity.Source{Name: "e"})
+	rec, inv, ok, err := s.DecodeItem([]byte(`{"id":1,"Address":{"City":"Köln", "Zip":{"Code":"50667"}},"meta":{"x":[],"u":"2025-01-01T00:00:00Z"}}`))
+	if err != nil || !ok || rec.Vals[1].S != `{"City":"Köln","Zip":{"Code":"50667"}}` || rec.Vals[2].S != "Köln" || rec.Vals[3].S != "50667" {
+		t.Fatalf("%v %+v %+v", err, rec.Vals, inv)
+	}
+	_, inv, ok, _ = s.DecodeItem([]byte(`{"id":1,"Address":[1],"meta":{"u":"2025-01-01T00:00:00Z"}}`))
+	if ok || inv.Reason != "city: Address is not an object; zip: Address is not an object" {
+		t.Errorf("%v %q", ok, inv.Reason)
+	}
+	_, inv, ok, _ = s.DecodeItem([]byte(`{"id":1,"Address":null,"meta":{"u":"2025-01-01T00:00:00Z"}}`))
+	if ok || inv.Reason != "zip: missing" {
+		t.Errorf("%v %q", ok, inv.Reason)
+	}
+	_, inv, ok, _ = s.DecodeItem([]byte(`{"id":1,"meta":5}`))
+	if ok || !strings.Contains(inv.Reason, "updated_at (meta.u): ") || inv.ErpID != "1" {
+		t.Errorf("%v %+v", ok, inv)
+	}
+}
