@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,6 +130,9 @@ func (s *Source) typed(sc *erp.Schema) error {
 			return fmt.Errorf("odata: key column %s: no $filter literal for %s", k.Column, k.Type)
 		}
 		s.keys = append(s.keys, keyProp{prop: strings.Join(k.From, "/"), kind: k.Type.Kind})
+	}
+	if !slices.ContainsFunc(s.keys, func(k keyProp) bool { return k.prop != "" }) {
+		return errors.New("odata: every key column is set by the source: keyset paging needs a key property")
 	}
 	if sc.Exact() {
 		s.accept = "application/json;IEEE754Compatible=true"

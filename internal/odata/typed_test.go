@@ -205,6 +205,10 @@ func TestTypedSetKeyAndLiterals(t *testing.T) {
 	if err != nil || len(p.Records) != 1 || p.Records[0].ErpID != "CRONUS\x1f17" || p.Records[0].Version != time.Date(2025, 1, 1, 0, 0, 0, 5e8, time.UTC).UnixMicro() {
 		t.Fatalf("%v %+v", err, p)
 	}
+	allSet := entity.Source{Name: "Items", Set: map[string]string{"company": "CRONUS", "no": "1"}}
+	if _, err := odata.New(odata.Config{URL: srv.URL + "/Items", Schema: compile(t, e, allSet)}); err == nil {
+		t.Error("a key the source sets whole accepted")
+	}
 	if _, err := s.Page(context.Background(), erp.Query{Cursor: p.NextCursor}); err != nil {
 		t.Fatal(err)
 	}
