@@ -107,18 +107,28 @@ func pathOf(c entity.Column) []string {
 // genItem builds an item of e from data: data itself when it starts with
 // '{', else an object with one leaf per NUL-separated piece of data, in
 // leaves order (a piece that is no JSON is a string; "-" leaves the member
-// out).
+// out; an empty or missing piece is a value near the edges of the leaf's
+// type, drawn from data).
 func genItem(e *entity.Entity, src entity.Source, data []byte) []byte {
 	if len(data) > 0 && data[0] == '{' {
 		return data
 	}
 	pieces := bytes.Split(data, []byte{0})
+	var h uint64 = 14695981039346656037
+	for _, c := range data {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	r := rand.New(rand.NewPCG(h, uint64(len(data))))
+	types := map[string]entity.Type{strings.Join(e.UpdatedAt, "."): {Kind: entity.DateTime}, "v": {Kind: entity.Int64}}
+	for _, c := range e.Columns {
+		types[strings.Join(pathOf(c), ".")] = c.Type
+	}
 	obj := map[string]any{}
 	for i, path := range leaves(e, src) {
 		var raw json.RawMessage
 		switch {
-		case i >= len(pieces):
-			raw = json.RawMessage(`"2025-01-01T00:00:00Z"`)
+		case i >= len(pieces) || len(pieces[i]) == 0:
+			raw = json.RawMessage(genValue(r, types[strings.Join(path, ".")]))
 		case string(pieces[i]) == "-":
 			continue
 		case json.Valid(pieces[i]):
@@ -141,6 +151,76 @@ func genItem(e *entity.Entity, src entity.Source, data []byte) []byte {
 	return b
 }
 
+// genValue returns a JSON value for a leaf of type t, most often valid,
+// often just past a limit, sometimes of another JSON type.
+func genValue(r *rand.Rand, t entity.Type) string {
+	digits := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			c := byte('0' + r.IntN(10))
+			if i == 0 && n > 1 && c == '0' {
+				c = '1'
+			}
+			b.WriteByte(c)
+		}
+		return b.String()
+	}
+	quoted := func(s string) string {
+		if r.IntN(2) == 0 {
+			return `"` + s + `"`
+		}
+		return s
+	}
+	near := func(n int) int { return max(0, n-1+r.IntN(3)) }
+	switch r.IntN(12) {
+	case 0:
+		return []string{`null`, `true`, `false`, `[]`, `{}`, `"x"`, `0`, `-1.5`}[r.IntN(8)]
+	}
+	switch t.Kind {
+	case entity.String, entity.Text:
+		n := near(t.Length)
+		if t.Kind == entity.Text {
+			n = r.IntN(5)
+		}
+		return `"` + strings.Repeat([]string{"a", "é", "😀", "\u0085", "\n", " "}[r.IntN(6)], n) + `"`
+	case entity.Int32, entity.Int64:
+		edges := []string{"2147483647", "2147483648", "-2147483648", "-2147483649", "9223372036854775807", "9223372036854775808",
+			"-9223372036854775808", "-9223372036854775809", "9007199254740993", "0", "-0", "1", "01", "1.0", "1e2"}
+		return quoted(edges[r.IntN(len(edges))])
+	case entity.Decimal:
+		intPart := digits(near(t.Precision - t.Scale))
+		if intPart == "" {
+			intPart = "0"
+		}
+		v := intPart
+		if f := near(t.Scale); f > 0 {
+			v += "." + digits(f)
+		}
+		if r.IntN(3) == 0 {
+			v += strings.Repeat("0", r.IntN(4))
+		}
+		if r.IntN(4) == 0 && !strings.Contains(v, ".") {
+			v += ".0"
+		}
+		if r.IntN(4) == 0 {
+			v += []string{"e", "E", "e+", "E-", "e-"}[r.IntN(5)] + fmt.Sprint(r.IntN(5))
+		}
+		if r.IntN(3) == 0 {
+			v = "-" + v
+		}
+		return quoted(v)
+	case entity.Bool:
+		return []string{"true", "false", `"true"`, "1"}[r.IntN(4)]
+	case entity.Date:
+		return fmt.Sprintf(`"%04d-%02d-%02d"`, []int{999, 1000, 2024, 2023, 9999}[r.IntN(5)], r.IntN(14), r.IntN(32))
+	case entity.DateTime:
+		zones := []string{"Z", "+01:00", "-23:59", "+24:00", "", "z"}
+		return fmt.Sprintf(`"%04d-%02d-%02dT%02d:%02d:%02d.%s%s"`, []int{999, 1000, 2024, 9999, 1970}[r.IntN(5)], 1+r.IntN(12), 1+r.IntN(29),
+			r.IntN(25), r.IntN(60), r.IntN(61), digits(1+r.IntN(9)), zones[r.IntN(len(zones))])
+	}
+	return []string{`{"a":[1, 2.50,{"b":null}]}`, `"s"`, `[ ]`, `12e-3`}[r.IntN(4)]
+}
+
 // refRecord is what the reference decoder makes of an item.
 type refRecord struct {
 	ok      bool
@@ -155,7 +235,8 @@ type refRecord struct {
 var (
 	integerRe  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 	numberRe   = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?([0-9]+))?$`)
-	dateTimeRe = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`)
+	// RFC 3339's time-numoffset: hours 00-23 (time.Parse takes +24:00).
+	dateTimeRe = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
 )
 
 // reference decodes raw the slow, obvious way: encoding/json (UseNumber)
