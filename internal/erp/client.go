@@ -1,8 +1,6 @@
 package erp
 
 import (
-	"github.com/erpsync/erpsync/internal/entity"
-
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -13,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/erpsync/erpsync/internal/entity"
 )
 
 var (
@@ -42,7 +42,8 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("erp: status %d: %s", e.Code, e.Body)
 }
 
-// Record is one valid membership of the feed. Times are UTC.
+// Record is one valid record of the feed: a membership (its own fields),
+// or a record of a Schema's entity (Vals). Times are UTC.
 type Record struct {
 	ErpID       string
 	MemberID    string
@@ -52,9 +53,10 @@ type Record struct {
 	EndsAt      *time.Time // nil when the membership has no end
 	Version     int64
 	UpdatedAt   time.Time
-	// Vals are a typed entity's values, in the order of its columns (key
-	// columns included); nil for a membership, whose values are the fields
-	// above.
+	// Vals are the values of a Schema's record, in the order of the
+	// entity's columns, key columns included; ErpID is then the key text
+	// (entity.KeyText) and the membership fields are empty. Nil for a
+	// membership.
 	Vals []entity.Value
 }
 
@@ -134,6 +136,9 @@ type Config struct {
 	// Mapping names the properties the feed serves the fields under and
 	// translates its status values. Defaults to nil: the API's own names.
 	Mapping *Mapping
+	// Schema, when set, decodes the feed's items as records of its entity
+	// instead of memberships; Mapping must then be nil. Defaults to nil.
+	Schema *Schema
 	// Timeout bounds one attempt, from sending the request to reading the
 	// whole body. Defaults to 10s.
 	Timeout time.Duration
@@ -185,7 +190,8 @@ type Client struct {
 	g     *Getter
 	base  string
 	m     *Mapping
-	shape *Shape // nil: the spec's API
+	s     *Schema // nil: memberships
+	shape *Shape  // nil: the spec's API
 }
 
 // Endpoint names, as Hooks.Request reports them, for the REST API and
@@ -201,11 +207,14 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Mapping != nil && cfg.Schema != nil {
+		return nil, errors.New("erp: a Mapping or a Schema, not both")
+	}
 	g, err := NewGetter(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{g: g, base: strings.TrimRight(u.String(), "/"), m: cfg.Mapping}
+	c := &Client{g: g, base: strings.TrimRight(u.String(), "/"), m: cfg.Mapping, s: cfg.Schema}
 	if sh := cfg.Shape; sh != nil && !sh.spec() {
 		if err := sh.check(); err != nil {
 			return nil, err
@@ -250,7 +259,7 @@ func (c *Client) Page(ctx context.Context, q Query) (*Page, error) {
 	}
 	var p *Page
 	err := c.get(ctx, EndpointPage, "/api/v1/memberships", v, func(h http.Header, body []byte) (err error) {
-		if p, err = decodePage(body, c.m); err == nil {
+		if p, err = decodePage(body, c.m, c.s); err == nil {
 			p.ServedAt = ServedAt(h)
 		}
 		return err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/erpsync/erpsync/internal/entity"
 )
 
 // The page decoder is a hand-written JSON reader for the one shape the feed
@@ -28,10 +30,12 @@ type syntaxError struct {
 
 func (e *syntaxError) Error() string { return fmt.Sprintf("offset %d: %s", e.off, e.msg) }
 
-// decodePage decodes and validates a page body. An error means the body as
-// a whole is unusable; an item that breaks the schema goes to Page.Invalid.
-func decodePage(body []byte, m *Mapping) (*Page, error) {
-	d := decoder{b: body, m: m}
+// decodePage decodes and validates a page body, its items as memberships
+// read through m or, when s is not nil, as records of s. An error means the
+// body as a whole is unusable; an item that breaks the schema goes to
+// Page.Invalid.
+func decodePage(body []byte, m *Mapping, s *Schema) (*Page, error) {
+	d := decoder{b: body, m: m, s: s}
 	p, err := d.page()
 	if err != nil {
 		return nil, fmt.Errorf("decode page: %w", err)
@@ -42,10 +46,14 @@ func decodePage(body []byte, m *Mapping) (*Page, error) {
 type decoder struct {
 	b       []byte
 	m       *Mapping // nil: the REST API's own names
+	s       *Schema  // not nil: items are records of s, not memberships
 	i       int
 	ends    []time.Time // slab the EndsAt pointers point into
 	scratch []byte
 	depth   int
+	slots   []slot         // a typed item's leaves
+	vals    []entity.Value // slab the typed records' Vals point into
+	spans   []int          // where each value's text stands in scratch
 }
 
 func (d *decoder) fail(msg string) error {
@@ -180,23 +188,14 @@ func (d *decoder) items(p *Page) error {
 	// capacity seldom has to grow.
 	p.Records = make([]Record, 0, len(d.b)/160+1)
 	for {
-		d.ws()
-		start := d.i
-		var f fields
-		if d.next() == '{' {
-			if err := d.item(&f); err != nil {
-				return err
-			}
+		var err error
+		if d.s != nil {
+			err = d.typedItem(p)
 		} else {
-			if err := d.skip(); err != nil {
-				return err
-			}
-			f.notObject = true
+			err = d.membership(p)
 		}
-		if r, problems := d.record(&f); problems == "" {
-			p.Records = append(p.Records, r)
-		} else {
-			p.Invalid = append(p.Invalid, d.invalid(&f, problems, d.b[start:d.i]))
+		if err != nil {
+			return err
 		}
 		switch d.next() {
 		case ',':
@@ -208,6 +207,30 @@ func (d *decoder) items(p *Page) error {
 			return d.fail("want ',' or ']'")
 		}
 	}
+}
+
+// membership reads the item ahead and adds it to p as a membership or an
+// invalid item.
+func (d *decoder) membership(p *Page) error {
+	d.ws()
+	start := d.i
+	var f fields
+	if d.next() == '{' {
+		if err := d.item(&f); err != nil {
+			return err
+		}
+	} else {
+		if err := d.skip(); err != nil {
+			return err
+		}
+		f.notObject = true
+	}
+	if r, problems := d.record(&f); problems == "" {
+		p.Records = append(p.Records, r)
+	} else {
+		p.Invalid = append(p.Invalid, d.invalid(&f, problems, d.b[start:d.i]))
+	}
+	return nil
 }
 
 // Field indexes of a Membership.

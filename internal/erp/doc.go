@@ -38,6 +38,30 @@
 // Offset paging skips a record whenever an earlier one changes while the
 // pages are read (it moves to the end of the feed): prefer a cursor.
 //
+// Compile turns an entity of the config file (entity.Entity, one of its
+// sources) into a Schema, the typed decoder of its records; Config.Schema
+// (or the OData source's) reads a feed of them instead of memberships.
+// The same hand-written reader walks each item, matching member names
+// with a list compiled once per object level (dotted paths read into
+// nested objects), and checks every column by its type: string(N) in
+// characters, valid UTF-8, no control characters; text up to 65,535
+// bytes; int32 and int64 from a JSON integer or an integer string,
+// range-checked on the digits; decimal(P,S) from a JSON number or a
+// numeric string, exponents included, normalised by moving digits and
+// stored as canonical text padded to the scale ("1234.50", never
+// "-0.00"); bool from true or false; date YYYY-MM-DD and datetime (RFC
+// 3339 with a zone, stored in UTC truncated to the millisecond) in the
+// years 1000-9999; json any value, stored compact. No number passes
+// through a float64. A column with values stores the value its source
+// value maps to, and a value not listed is invalid; a nullable column
+// takes a missing or null value (or a missing parent object) as NULL. The
+// columns a source sets are constants. A record's Vals hold its values in
+// column order, its ErpID is the key text (entity.KeyText), its Version
+// the version property (an integer, or an integer string) or updated_at
+// in microseconds. An item that breaks a rule is invalid with a reason
+// naming each column that failed, and carries its key text only when
+// every key part was valid.
+//
 // What the client does NOT promise: it does not deduplicate. The feed is
 // at-least-once, so a page can hold the same erp_id twice, an older
 // version after a newer one, and records seen on earlier pages; the

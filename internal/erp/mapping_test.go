@@ -126,7 +126,7 @@ func TestDecodeMapped(t *testing.T) {
 		t.Errorf("array: %v %v %+v", err, ok, inv)
 	}
 	// A REST date-time field is no date without a mapping.
-	p, err := decodePage(pageOf(strings.Replace(item, `"2024-01-01T00:00:00Z"`, `"2024-01-01"`, 1)), nil)
+	p, err := decodePage(pageOf(strings.Replace(item, `"2024-01-01T00:00:00Z"`, `"2024-01-01"`, 1)), nil, nil)
 	if err != nil || len(p.Invalid) != 1 {
 		t.Errorf("a date accepted by the REST decoder: %v %+v", err, p)
 	}
@@ -194,7 +194,7 @@ func FuzzDecodeMapped(f *testing.F) {
 func restEquivalent(t *testing.T, raw []byte) (Record, bool) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil || obj == nil {
-		p, err := decodePage(pageOf(string(raw)), nil)
+		p, err := decodePage(pageOf(string(raw)), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func restEquivalent(t *testing.T, raw []byte) (Record, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := decodePage(pageOf(string(b)), nil)
+	p, err := decodePage(pageOf(string(b)), nil, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}

@@ -230,7 +230,7 @@ func (c *Client) shapedPage(ctx context.Context, q Query) (*Page, error) {
 	}
 	var p *Page
 	err := c.get(ctx, EndpointPage, s.Path, v, func(h http.Header, body []byte) (err error) {
-		if p, err = s.decodePage(body, c.m); err == nil {
+		if p, err = s.decodePage(body, c.m, c.s); err == nil {
 			p.ServedAt = ServedAt(h)
 		}
 		return err
@@ -275,9 +275,10 @@ func (p Params) window(since, until time.Time) url.Values {
 
 // decodePage decodes a page body of shape s with the hand-written decoder:
 // the records array at s.Records, each item read through m (nil: the
-// spec's names) and validated as the spec's, and the cursor at s.Cursor.
-func (s *Shape) decodePage(body []byte, m *Mapping) (*Page, error) {
-	d := decoder{b: body, m: m}
+// spec's names) and validated as the spec's, or as a record of sc when sc
+// is not nil, and the cursor at s.Cursor.
+func (s *Shape) decodePage(body []byte, m *Mapping, sc *Schema) (*Page, error) {
+	d := decoder{b: body, m: m, s: sc}
 	p := &Page{}
 	var haveRecords bool
 	targets := []target{{s.Records, func() error {

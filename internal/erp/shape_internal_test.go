@@ -26,7 +26,7 @@ func FuzzDecodeShapedPage(f *testing.F) {
 	s := DefaultShape()
 	s.Records, s.Cursor = JSONPath{"result", "items"}, JSONPath{"result", "next"}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := s.decodePage(body, m)
+		p, err := s.decodePage(body, m, nil)
 		if err != nil {
 			if p != nil {
 				t.Fatal("a page with an error")
@@ -69,7 +69,7 @@ func BenchmarkDecodeShapedPage(b *testing.B) {
 	s.Records, s.Cursor = JSONPath{"result", "items"}, JSONPath{"result", "next"}
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		p, err := s.decodePage(body, m)
+		p, err := s.decodePage(body, m, nil)
 		if err != nil || len(p.Records) != 500 {
 			b.Fatal(err)
 		}

@@ -19,7 +19,8 @@ func storable(t time.Time) bool { return !t.Before(minStorable) && !t.After(maxS
 func SplitUnstorable(recs []Record, invalid []Invalid) ([]Record, []Invalid) {
 	keep := recs[:0]
 	for _, rec := range recs {
-		if storable(rec.StartsAt) && storable(rec.UpdatedAt) && (rec.EndsAt == nil || storable(*rec.EndsAt)) {
+		// A Schema's record has checked its date-time columns already.
+		if storable(rec.UpdatedAt) && (rec.Vals != nil || storable(rec.StartsAt) && (rec.EndsAt == nil || storable(*rec.EndsAt))) {
 			keep = append(keep, rec)
 			continue
 		}

@@ -1,6 +1,7 @@
-// Package odata reads memberships from an OData v4 entity set (SAP
-// S/4HANA, SAP CAP, Microsoft Dynamics 365 and Business Central, any
-// server that implements $filter, $orderby, $select, $top and /$count).
+// Package odata reads memberships, or the records of any declared entity,
+// from an OData v4 entity set (SAP S/4HANA, SAP CAP, Microsoft Dynamics
+// 365 and Business Central, any server that implements $filter, $orderby,
+// $select, $top and /$count).
 // A Source provides what the syncer, verify and the command line need of
 // a feed: pages in (updated_at, erp_id) order within a window of
 // updated_at, a count, and request counters.
@@ -25,12 +26,24 @@
 // from their checkpoint, past that row, so it stays missing until it
 // changes again or a backfill reads its time range.
 //
-// Items are decoded and validated by erp.Mapping with the rules of the
-// REST feed; an invalid item is quarantined and never written. The
+// Membership items are decoded and validated by erp.Mapping with the
+// rules of the REST feed, typed ones by their erp.Schema; an invalid item is quarantined and never written. The
 // requests go through an erp.Getter: retries on 5xx, 408 and 429
 // (Retry-After honoured), a timeout per attempt, a body cap, the shared
 // rate, basic, bearer or OAuth 2.0 client credentials authentication, and
 // OData error bodies reported in one line. 401 and 403 are never retried.
+//
+// Config.Schema reads any entity of the config file instead (an
+// erp.Schema): $select of the top-level properties it reads, $filter and
+// $orderby on its updated_at property, then on every key property the
+// source does not set, in key order, the keyset condition nested over a
+// composite key (K1 gt v1 or (K1 eq v1 and K2 gt v2)); numbers, booleans,
+// dates and date-times are written bare, strings quoted (or bare for an
+// Edm.Guid, as below). A key column with values is refused: the filter
+// compares the values the server holds, which a record does not keep.
+// When the entity has decimal or int64 columns the source asks
+// Accept: application/json;IEEE754Compatible=true, and reads their values
+// exactly whether the server sends numbers or strings.
 //
 // erp_id must be a string or Edm.Guid property. When a key value looks
 // like a GUID, the source reads $metadata (from the nearest path above the

@@ -23,20 +23,20 @@ var guidShape = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4
 // error is returned, and the next call reads $metadata again. No literal
 // is guessed meanwhile: a GUID quoted, or a string bare, is a 400 from a
 // server that knows the type.
-func (s *Source) keyLiteral(ctx context.Context, k string) (string, error) {
+func (s *Source) keyLiteral(ctx context.Context, prop, k string) (string, error) {
 	if !guidShape.MatchString(k) {
 		return stringLiteral(k), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.keyType == "" {
-		t, err := s.propertyType(ctx, s.key)
+	if s.keyTypes[prop] == "" {
+		t, err := s.propertyType(ctx, prop)
 		if err != nil {
 			return "", err
 		}
-		s.keyType = t
+		s.keyTypes[prop] = t
 	}
-	if s.keyType == "Edm.Guid" {
+	if s.keyTypes[prop] == "Edm.Guid" {
 		return k, nil
 	}
 	return stringLiteral(k), nil
@@ -89,7 +89,7 @@ func (s *Source) propertyType(ctx context.Context, prop string) (string, error) 
 		if err != nil {
 			err = fmt.Errorf("%s/$metadata: %w", path, err)
 			if ctx.Err() != nil {
-				return "", s.untyped(err)
+				return "", s.untyped(prop, err)
 			}
 			if failed == nil || notFound(failed) && !notFound(err) {
 				failed = err
@@ -99,9 +99,9 @@ func (s *Source) propertyType(ctx context.Context, prop string) (string, error) 
 		if t := doc.propertyType(set, prop); t != "" {
 			return t, nil
 		}
-		return "", s.untyped(fmt.Errorf("%s/$metadata declares no type of %s for %s", path, prop, set))
+		return "", s.untyped(prop, fmt.Errorf("%s/$metadata declares no type of %s for %s", path, prop, set))
 	}
-	return "", s.untyped(failed)
+	return "", s.untyped(prop, failed)
 }
 
 func notFound(err error) bool {
@@ -111,8 +111,8 @@ func notFound(err error) bool {
 
 // untyped is the error of a page whose key literal waits for the key
 // property's type.
-func (s *Source) untyped(err error) error {
-	return fmt.Errorf("odata: cannot tell whether %s is an Edm.Guid (written unquoted in $filter) or a string (quoted): %w; the next page reads $metadata again", s.key, err)
+func (s *Source) untyped(prop string, err error) error {
+	return fmt.Errorf("odata: cannot tell whether %s is an Edm.Guid (written unquoted in $filter) or a string (quoted): %w; the next page reads $metadata again", prop, err)
 }
 
 func (d *edmx) propertyType(set, prop string) string {

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 )
 
@@ -34,6 +36,10 @@ type Config struct {
 	// Mapping names the entity's properties and translates its status
 	// values. Defaults to the fields' own names (erp.IdentityMapping).
 	Mapping *erp.Mapping
+	// Schema, when set, reads the records of its entity (any entity of
+	// the config file) instead of memberships; Mapping must then be nil.
+	// Defaults to nil.
+	Schema *erp.Schema
 	// Paging is PagingKeyset or PagingServer. Defaults to PagingKeyset.
 	Paging string
 	// HTTP configures the requests: authentication, timeouts, retries,
@@ -46,15 +52,24 @@ type Config struct {
 // concurrent use.
 type Source struct {
 	g        *erp.Getter
-	url      string // the entity set, without a query
-	m        *erp.Mapping
+	url      string       // the entity set, without a query
+	m        *erp.Mapping // nil when schema is set
+	schema   *erp.Schema
 	paging   string
-	key      string // the property of erp_id
-	modified string // the property of updated_at
-	selected string // the $select value
+	keys     []keyProp // the key, in order: erp_id's property for memberships
+	keyNames string    // the key properties, for errors
+	modified string    // the property (path) of updated_at
+	selected string    // the $select value
+	accept   string    // the Accept header of a page; "" the default
 
-	mu      sync.Mutex
-	keyType string // the Edm type of the key property, once a $metadata document declared it
+	mu       sync.Mutex
+	keyTypes map[string]string // the Edm type of a key property, once a $metadata document declared it
+}
+
+// keyProp is one key column as $filter and $orderby name it.
+type keyProp struct {
+	prop string      // the property path, '/'-separated; "" when the source sets the column
+	kind entity.Kind // how its literal is written
 }
 
 // New returns a Source for cfg.
@@ -70,19 +85,59 @@ func New(cfg Config) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("odata: paging %q: want %s or %s", cfg.Paging, PagingKeyset, PagingServer)
 	}
-	if cfg.Mapping == nil {
-		cfg.Mapping = erp.IdentityMapping()
+	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}}
+	switch {
+	case cfg.Schema != nil && cfg.Mapping != nil:
+		return nil, errors.New("odata: a Mapping or a Schema, not both")
+	case cfg.Schema != nil:
+		if err := src.typed(cfg.Schema); err != nil {
+			return nil, err
+		}
+	default:
+		if cfg.Mapping == nil {
+			cfg.Mapping = erp.IdentityMapping()
+		}
+		key, _ := cfg.Mapping.Property("erp_id")
+		src.modified, _ = cfg.Mapping.Property("updated_at")
+		src.m, src.keys, src.selected = cfg.Mapping, []keyProp{{prop: key, kind: entity.String}}, strings.Join(cfg.Mapping.Properties(), ",")
 	}
-	g, err := erp.NewGetter(cfg.HTTP)
-	if err != nil {
+	var names []string
+	for _, k := range src.keys {
+		if k.prop != "" {
+			names = append(names, k.prop)
+		}
+	}
+	src.keyNames = strings.Join(names, ",")
+	if src.g, err = erp.NewGetter(cfg.HTTP); err != nil {
 		return nil, err
 	}
-	key, _ := cfg.Mapping.Property("erp_id")
-	modified, _ := cfg.Mapping.Property("updated_at")
-	return &Source{
-		g: g, url: strings.TrimRight(u.String(), "/"), m: cfg.Mapping, paging: cfg.Paging,
-		key: key, modified: modified, selected: strings.Join(cfg.Mapping.Properties(), ","),
-	}, nil
+	return src, nil
+}
+
+// typed sets s up to read the records of sc: $select of the top-level
+// properties it reads, the key and updated_at as $filter and $orderby
+// name them, and IEEE754Compatible=true asked when the entity has decimal
+// or int64 columns.
+func (s *Source) typed(sc *erp.Schema) error {
+	s.schema = sc
+	s.modified = strings.Join(sc.UpdatedAt(), "/")
+	s.selected = strings.Join(sc.Properties(), ",")
+	for _, k := range sc.Keys() {
+		switch {
+		case k.Mapped && k.From != nil:
+			return fmt.Errorf("odata: key column %s has values: keyset paging filters on the values the source serves, which the record does not keep", k.Column)
+		case k.Type.Kind == entity.Text || k.Type.Kind == entity.JSON:
+			return fmt.Errorf("odata: key column %s: no $filter literal for %s", k.Column, k.Type)
+		}
+		s.keys = append(s.keys, keyProp{prop: strings.Join(k.From, "/"), kind: k.Type.Kind})
+	}
+	if !slices.ContainsFunc(s.keys, func(k keyProp) bool { return k.prop != "" }) {
+		return errors.New("odata: every key column is set by the source: keyset paging needs a key property")
+	}
+	if sc.Exact() {
+		s.accept = "application/json;IEEE754Compatible=true"
+	}
+	return nil
 }
 
 // Stats returns the source's request counters.
@@ -149,17 +204,17 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		filter := s.window(q.Since, q.Until)
 		params := [][2]string{{"$select", s.selected}}
 		if s.paging == PagingKeyset && !after.T.IsZero() {
-			k, err := s.keyLiteral(ctx, after.K)
+			k, err := s.after(ctx, after.K)
 			if err != nil {
 				return nil, err
 			}
 			filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
-				s.modified+" eq "+timeLiteral(after.T)+" and "+s.key+" gt "+k+"))")
+				s.modified+" eq "+timeLiteral(after.T)+" and "+k+"))")
 		}
 		if len(filter) > 0 {
 			params = append(params, [2]string{"$filter", strings.Join(filter, " and ")})
 		}
-		params = append(params, [2]string{"$orderby", s.modified + "," + s.key})
+		params = append(params, [2]string{"$orderby", s.modified + "," + s.keyNames})
 		if s.paging == PagingKeyset {
 			params = append(params, [2]string{"$top", strconv.Itoa(limit)})
 		} else {
@@ -168,6 +223,12 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 			header = http.Header{"Prefer": {"odata.maxpagesize=" + strconv.Itoa(limit)}}
 		}
 		u = s.url + "?" + encodeQuery(params)
+	}
+	if s.accept != "" {
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set("Accept", s.accept)
 	}
 	var p *erp.Page
 	var next string
@@ -203,10 +264,10 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		// The last page.
 	case last.T.IsZero():
 		return nil, fmt.Errorf("odata: a page of %d items without one whose %s and %s are readable: keyset paging cannot go on",
-			len(p.Records)+len(p.Invalid), s.modified, s.key)
+			len(p.Records)+len(p.Invalid), s.modified, s.keyNames)
 	case last.T.Equal(after.T) && last.K == after.K:
 		return nil, fmt.Errorf("odata: the page after %s=%s, %s=%q ends where it started: does the server compare %s at a finer precision than it serves?",
-			s.modified, timeLiteral(after.T), s.key, after.K, s.modified)
+			s.modified, timeLiteral(after.T), s.keyNames, after.K, s.modified)
 	default:
 		p.NextCursor = last.encode()
 	}
@@ -214,7 +275,7 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 }
 
 // decodePage decodes an OData collection response: its value array, each
-// item decoded with the mapping, its @odata.nextLink, and the position of
+// item decoded with the mapping or the schema, its @odata.nextLink, and the position of
 // its last item with a readable updated_at and erp_id (zero when none).
 func (s *Source) decodePage(body []byte) (p *erp.Page, next string, last cursor, err error) {
 	var env struct {
@@ -229,7 +290,7 @@ func (s *Source) decodePage(body []byte) (p *erp.Page, next string, last cursor,
 	}
 	p = &erp.Page{Records: make([]erp.Record, 0, len(*env.Value))}
 	for _, raw := range *env.Value {
-		rec, inv, ok, err := s.m.DecodeItem(raw)
+		rec, inv, ok, err := s.decodeItem(raw)
 		switch {
 		case err != nil:
 			return nil, "", cursor{}, fmt.Errorf("decode page: %w", err)
@@ -244,6 +305,52 @@ func (s *Source) decodePage(body []byte) (p *erp.Page, next string, last cursor,
 		}
 	}
 	return p, env.NextLink, last, nil
+}
+
+// decodeItem decodes one item of the value array.
+func (s *Source) decodeItem(raw []byte) (erp.Record, erp.Invalid, bool, error) {
+	if s.schema != nil {
+		return s.schema.DecodeItem(raw)
+	}
+	return s.m.DecodeItem(raw)
+}
+
+// after returns the keyset condition on the key properties of a record
+// after the one of key text k (same updated_at): over a composite key,
+// K1 gt v1 or (K1 eq v1 and (K2 gt v2 or (K2 eq v2 and K3 gt v3))).
+// Columns the source sets are constants of its records: not compared.
+func (s *Source) after(ctx context.Context, k string) (string, error) {
+	parts := entity.SplitKey(k, len(s.keys))
+	if len(parts) != len(s.keys) {
+		return "", fmt.Errorf("%w: cursor key %q has not the %d parts of the key", erp.ErrBadRequest, k, len(s.keys))
+	}
+	var cond string
+	for i := len(s.keys) - 1; i >= 0; i-- {
+		key := s.keys[i]
+		if key.prop == "" {
+			continue
+		}
+		lit, err := s.literal(ctx, key, parts[i])
+		if err != nil {
+			return "", err
+		}
+		if cond == "" {
+			cond = key.prop + " gt " + lit
+		} else {
+			cond = "(" + key.prop + " gt " + lit + " or (" + key.prop + " eq " + lit + " and " + cond + "))"
+		}
+	}
+	return cond, nil
+}
+
+// literal writes the key text v of key as a $filter literal: bare for
+// numbers, booleans, dates and date-times, else as keyLiteral writes a
+// string.
+func (s *Source) literal(ctx context.Context, key keyProp, v string) (string, error) {
+	if key.kind == entity.String {
+		return s.keyLiteral(ctx, key.prop, v)
+	}
+	return v, nil
 }
 
 // Count returns how many records the entity set holds in [since, until)

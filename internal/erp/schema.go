@@ -1,0 +1,925 @@
+package erp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// Schema is the typed decoder of one source of an entity, compiled once by
+// Compile: which members of an item it reads (a list of names per object
+// level, matched by length and bytes), and how each column's value is
+// checked and stored. A page is decoded with a Schema (or a *Mapping, the
+// membership decoder) by the same hand-written reader; nothing is looked
+// up by name per field and record, and no number passes through a float64.
+// A Schema is safe for concurrent use.
+type Schema struct {
+	e    *entity.Entity
+	src  entity.Source
+	cols []column
+	keys []int // indexes in cols of the key columns, in key order
+	root level
+	// nslots is how many leaves an item is read into: one per distinct
+	// path of a column, updated_at and version.
+	nslots  int
+	updated int // slot of updated_at
+	version int // slot of version; -1: updated_at in microseconds
+	// updLabel and verLabel name updated_at and version in reasons.
+	updLabel, verLabel string
+	props              []string // the top-level properties read
+	exact              bool     // a decimal or int64 column
+}
+
+// column is a compiled column.
+type column struct {
+	name     string
+	typ      entity.Type
+	nullable bool
+	key      bool
+	slot     int          // the leaf it reads; -1: a constant of the source
+	konst    entity.Value // the constant, when slot < 0
+	// values maps a source value (a string, or a number or boolean as
+	// written) to its stored value; nil: stored as it comes.
+	values map[string]entity.Value
+	listed string // the source values of values, for reasons
+}
+
+// level is one object level of the paths an item is read at.
+type level struct {
+	members []member
+	slots   []int // every slot under the level, reset when its member repeats
+}
+
+// member is a member name of a level: a leaf, a nested level, or both.
+type member struct {
+	name  string
+	slot  int    // the leaf that ends here; -1: none
+	child *level // the level below; nil: none
+	path  string // the dotted path to here, for reasons
+}
+
+// find returns the member named key, or nil: the names of a level are
+// compared by length, then bytes.
+func (lv *level) find(key []byte) *member {
+	for i := range lv.members {
+		m := &lv.members[i]
+		if len(m.name) == len(key) && m.name == string(key) {
+			return m
+		}
+	}
+	return nil
+}
+
+// add returns the slot of path below lv, adding the levels and the leaf it
+// needs; next is the slot a new leaf takes.
+func (lv *level) add(path []string, prefix string, next *int) int {
+	name := path[0]
+	var m *member
+	for i := range lv.members {
+		if lv.members[i].name == name {
+			m = &lv.members[i]
+		}
+	}
+	if m == nil {
+		lv.members = append(lv.members, member{name: name, slot: -1, path: prefix + name})
+		m = &lv.members[len(lv.members)-1]
+	}
+	if len(path) == 1 {
+		if m.slot < 0 {
+			m.slot = *next
+			*next++
+		}
+		return m.slot
+	}
+	if m.child == nil {
+		m.child = &level{}
+	}
+	return m.child.add(path[1:], m.path+".", next)
+}
+
+// collect fills the slots lists of lv and the levels below it.
+func (lv *level) collect() []int {
+	lv.slots = lv.slots[:0]
+	for i := range lv.members {
+		m := &lv.members[i]
+		if m.slot >= 0 {
+			lv.slots = append(lv.slots, m.slot)
+		}
+		if m.child != nil {
+			lv.slots = append(lv.slots, m.child.collect()...)
+		}
+	}
+	return lv.slots
+}
+
+// Compile compiles the typed decoder of the entity e read from src, one of
+// e.Sources (or any source of e's records): the columns src.Set fills are
+// constants, the others are read from each item at their From paths. It
+// refuses a declaration it cannot decode: no key or updated_at, a key
+// column that is nullable or of type text or json, a Set or values entry
+// that does not fit its column, a Set naming no column.
+func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
+	if e == nil {
+		return nil, errors.New("erp: compile: no entity")
+	}
+	fail := func(format string, args ...any) (*Schema, error) {
+		return nil, fmt.Errorf("erp: compile entity %s: %s", e.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(e.Columns) == 0:
+		return fail("no columns")
+	case len(e.Key) == 0:
+		return fail("no key")
+	case len(e.UpdatedAt) == 0 || slices.Contains(e.UpdatedAt, ""):
+		return fail("no updated_at property")
+	case slices.Contains(e.Version, ""):
+		return fail("version %q: an empty name in the path", strings.Join(e.Version, "."))
+	}
+	s := &Schema{e: e, src: src, cols: make([]column, len(e.Columns)), version: -1}
+	for name := range src.Set {
+		if e.Column(name) == nil {
+			return fail("source %s sets %s, which is not a column", src.Name, name)
+		}
+	}
+	for i, ec := range e.Columns {
+		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(e.Key, ec.Name)}
+		if c.typ.Kind < entity.String || c.typ.Kind > entity.JSON {
+			return fail("column %s: unknown type %s", c.name, c.typ)
+		}
+		if c.key && (c.nullable || c.typ.Kind == entity.Text || c.typ.Kind == entity.JSON) {
+			return fail("key column %s: a key column is neither nullable nor of type text or json", c.name)
+		}
+		if v, ok := src.Set[ec.Name]; ok {
+			konst, err := c.constant(v)
+			if err != nil {
+				return fail("source %s sets %s to %q: %v", src.Name, c.name, v, err)
+			}
+			c.konst = konst
+			s.cols[i] = c
+			continue
+		}
+		path := ec.From
+		if len(path) == 0 {
+			path = []string{ec.Name}
+		}
+		if slices.Contains(path, "") {
+			return fail("column %s: from %q has an empty name", c.name, strings.Join(path, "."))
+		}
+		c.slot = s.root.add(path, "", &s.nslots)
+		if ec.Values != nil {
+			c.values = make(map[string]entity.Value, len(ec.Values))
+			var listed []string
+			for from, to := range ec.Values {
+				v, err := c.constant(to)
+				if err != nil {
+					return fail("column %s: values maps %q to %q: %v", c.name, from, to, err)
+				}
+				c.values[from] = v
+				listed = append(listed, from)
+			}
+			slices.Sort(listed)
+			c.listed = strings.Join(listed, ", ")
+			if len(c.listed) > 200 {
+				c.listed = c.listed[:200] + "..."
+			}
+		}
+		s.exact = s.exact || c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64
+		s.cols[i] = c
+	}
+	for _, k := range e.KeyIndexes() {
+		if k < 0 {
+			return fail("a key column is not declared")
+		}
+		s.keys = append(s.keys, k)
+	}
+	s.updated = s.root.add(e.UpdatedAt, "", &s.nslots)
+	s.updLabel = label("updated_at", e.UpdatedAt)
+	if e.Version != nil {
+		s.version = s.root.add(e.Version, "", &s.nslots)
+		s.verLabel = label("version", e.Version)
+	} else {
+		s.verLabel = "version (from updated_at)"
+	}
+	s.root.collect()
+	for _, m := range s.root.members {
+		s.props = append(s.props, m.name)
+	}
+	return s, nil
+}
+
+// label names updated_at or version in reasons, with its property when
+// that has another name.
+func label(name string, path []string) string {
+	if p := strings.Join(path, "."); p != name {
+		return name + " (" + p + ")"
+	}
+	return name
+}
+
+// constant reads a value of c as the config file writes it (Set, values):
+// the column's stored text.
+func (c *column) constant(text string) (entity.Value, error) {
+	v := slot{field: field{kind: kString, val: []byte(text)}, raw: []byte(strconv.Quote(text))}
+	switch c.typ.Kind {
+	case entity.Bool:
+		switch text {
+		case "true":
+			v.kind = kTrue
+		case "false":
+			v.kind = kFalse
+		}
+	case entity.JSON:
+		v.kind, v.raw = kOther, []byte(text)
+		if !jsonValid(v.raw) {
+			return entity.Value{}, errors.New("not a JSON value")
+		}
+	}
+	cc := *c
+	cc.values, cc.key = nil, false
+	val, buf, spanned, msg := cc.decode(&v, nil)
+	if msg != "" {
+		return entity.Value{}, errors.New(msg)
+	}
+	if spanned {
+		val.S = string(buf)
+	}
+	return val, nil
+}
+
+// jsonValid reports whether b is one JSON value, by the page reader's
+// rules.
+func jsonValid(b []byte) bool {
+	d := decoder{b: b}
+	return d.skip() == nil && d.atEnd()
+}
+
+// Entity returns the entity s decodes.
+func (s *Schema) Entity() *entity.Entity { return s.e }
+
+// Source returns the source s decodes.
+func (s *Schema) Source() entity.Source { return s.src }
+
+// Properties returns the top-level properties an item is read at: those of
+// the columns the source does not set, of the key, of updated_at and of
+// version, in declaration order. It is what an OData $select asks.
+func (s *Schema) Properties() []string { return slices.Clone(s.props) }
+
+// Exact reports whether the entity has a decimal or int64 column: values
+// that a float64 would round, which an OData server sends as strings when
+// asked with IEEE754Compatible=true.
+func (s *Schema) Exact() bool { return s.exact }
+
+// Key is one key column as a source is asked for it: its column, its type
+// and its source path.
+type Key struct {
+	Column string
+	Type   entity.Type
+	// From is the path of the source property. Nil when the source sets
+	// the column to a constant (Set).
+	From []string
+	// Mapped says the column has values: its stored values are not the
+	// ones the source holds.
+	Mapped bool
+}
+
+// Keys returns the key columns, in key order.
+func (s *Schema) Keys() []Key {
+	out := make([]Key, len(s.keys))
+	for i, k := range s.keys {
+		c, ec := &s.cols[k], &s.e.Columns[k]
+		out[i] = Key{Column: c.name, Type: c.typ, Mapped: c.values != nil}
+		if c.slot >= 0 {
+			out[i].From = ec.From
+			if len(ec.From) == 0 {
+				out[i].From = []string{ec.Name}
+			}
+		}
+	}
+	return out
+}
+
+// UpdatedAt returns the path of the updated_at property.
+func (s *Schema) UpdatedAt() []string { return slices.Clone(s.e.UpdatedAt) }
+
+// Kinds of a typed slot's value, beyond those of a membership field.
+const (
+	kTrue      = kOther + 1 + iota // true
+	kFalse                         // false
+	kBadParent                     // an object on the path is another value
+)
+
+// slot is one leaf read from an item.
+type slot struct {
+	field
+	raw []byte // the value as written
+}
+
+// typedItem reads the item ahead and adds it to p as a record of d.s or
+// an invalid item.
+func (d *decoder) typedItem(p *Page) error {
+	s := d.s
+	d.ws()
+	start := d.i
+	if cap(d.slots) < s.nslots {
+		d.slots = make([]slot, s.nslots)
+	}
+	f := d.slots[:s.nslots]
+	clear(f)
+	notObject := false
+	if d.next() == '{' {
+		if err := d.typedObject(&s.root, f); err != nil {
+			return err
+		}
+	} else {
+		if err := d.skip(); err != nil {
+			return err
+		}
+		notObject = true
+	}
+	r, inv, ok := d.typedRecord(f, notObject, d.b[start:d.i])
+	if ok {
+		p.Records = append(p.Records, r)
+	} else {
+		p.Invalid = append(p.Invalid, inv)
+	}
+	return nil
+}
+
+// typedObject reads an object whose '{' is next into the slots f of lv's
+// members, skipping the members lv does not name. A repeated member
+// replaces the first, as in encoding/json, nested leaves included.
+func (d *decoder) typedObject(lv *level, f []slot) error {
+	return d.object(func(key []byte) (err error) {
+		switch m := lv.find(key); {
+		case m == nil:
+			err = d.skip()
+		case m.child == nil:
+			f[m.slot], err = d.value()
+		default:
+			err = d.parent(m, f)
+		}
+		return err
+	})
+}
+
+// parent reads the value of a member that leads to nested leaves (and may
+// be a leaf itself).
+func (d *decoder) parent(m *member, f []slot) error {
+	for _, k := range m.child.slots {
+		f[k] = slot{}
+	}
+	c := d.next()
+	if m.slot < 0 && c == '{' {
+		return d.typedObject(m.child, f)
+	}
+	v, err := d.value()
+	if err != nil {
+		return err
+	}
+	if m.slot >= 0 {
+		f[m.slot] = v
+	}
+	switch c {
+	case '{':
+		sub := decoder{b: v.raw, depth: d.depth}
+		return sub.typedObject(m.child, f)
+	case 'n':
+		return nil // a null object: its leaves are missing
+	}
+	for _, k := range m.child.slots {
+		f[k] = slot{field: field{kind: kBadParent, val: []byte(m.path)}}
+	}
+	return nil
+}
+
+// value reads any JSON value at d.i into a slot.
+func (d *decoder) value() (slot, error) {
+	start := d.i
+	var v slot
+	var err error
+	switch c := d.next(); {
+	case c == '"':
+		v.kind = kString
+		v.val, err = d.str()
+	case c == 'n':
+		v.kind = kNull
+		err = d.literal("null")
+	case c == 't':
+		v.kind = kTrue
+		err = d.literal("true")
+	case c == 'f':
+		v.kind = kFalse
+		err = d.literal("false")
+	case c == '-' || c >= '0' && c <= '9':
+		var isInt bool
+		v.val, isInt, err = d.number()
+		v.kind = kNumber
+		if isInt {
+			v.kind = kInt
+		}
+	default:
+		v.kind = kOther
+		err = d.skip()
+	}
+	v.raw = d.b[start:d.i]
+	return v, err
+}
+
+// typedRecord validates the slots f of an item against the schema: the
+// record, or the item's quarantine entry.
+func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Invalid, bool) {
+	s := d.s
+	if notObject {
+		return Record{}, Invalid{Reason: "item is not a JSON object", Raw: bytes.Clone(raw)}, false
+	}
+	n := len(s.cols)
+	if len(d.vals)+n > cap(d.vals) {
+		d.vals = make([]entity.Value, 0, n*64)
+	}
+	vals := d.vals[len(d.vals) : len(d.vals)+n : len(d.vals)+n]
+	if cap(d.spans) < 2*n {
+		d.spans = make([]int, 2*n)
+	}
+	spans := d.spans[:2*n]
+	var pb [16]string
+	problems := pb[:0]
+	keyOK := true
+	buf := d.scratch[:0]
+	for i := range s.cols {
+		c := &s.cols[i]
+		spans[2*i] = -1
+		if c.slot < 0 {
+			vals[i] = c.konst
+			continue
+		}
+		before := len(buf)
+		v, out, spanned, msg := c.decode(&f[c.slot], buf)
+		buf = out
+		if msg != "" {
+			problems = append(problems, c.name+": "+msg)
+			keyOK = keyOK && !c.key
+			buf = buf[:before]
+			vals[i] = entity.Value{}
+			continue
+		}
+		vals[i] = v
+		if spanned {
+			spans[2*i], spans[2*i+1] = before, len(buf)
+		}
+	}
+	d.scratch = buf
+
+	updatedAt, updOK := s.updatedAt(f)
+	if !updOK {
+		problems = append(problems, s.updLabel+": "+timeProblem(&f[s.updated], false, true, "an RFC 3339 date-time"))
+	}
+	version, verMsg := s.versionOf(f, updatedAt, updOK)
+	if verMsg != "" {
+		problems = append(problems, s.verLabel+": "+verMsg)
+	}
+
+	// One allocation for the record's strings, its key text included.
+	keyAt := -1
+	if keyOK && (len(s.keys) > 1 || spans[2*s.keys[0]] < 0) {
+		keyAt = len(buf)
+		buf = s.appendKey(buf, vals, spans)
+		d.scratch = buf
+	}
+	all := string(buf)
+	for i := range vals {
+		if a := spans[2*i]; a >= 0 {
+			vals[i].S = all[a:spans[2*i+1]]
+		}
+	}
+	var erpID string
+	switch {
+	case keyAt >= 0:
+		erpID = all[keyAt:]
+	case keyOK:
+		erpID = vals[s.keys[0]].S
+	}
+	if len(problems) > 0 {
+		inv := Invalid{ErpID: erpID, Reason: strings.Join(problems, "; "), Raw: bytes.Clone(raw), UpdatedAt: updatedAt}
+		if verMsg == "" {
+			inv.Version = version
+		}
+		return Record{}, inv, false
+	}
+	d.vals = d.vals[:len(d.vals)+n]
+	return Record{ErpID: erpID, Version: version, UpdatedAt: updatedAt, Vals: vals}, Invalid{}, true
+}
+
+// appendKey appends the key text of a record's values (entity.KeyText of
+// their Value.Text) to buf, which holds the values' texts at spans.
+func (s *Schema) appendKey(buf []byte, vals []entity.Value, spans []int) []byte {
+	for j, k := range s.keys {
+		if j > 0 {
+			buf = append(buf, entity.KeySeparator...)
+		}
+		switch v := &vals[k]; {
+		case spans[2*k] >= 0:
+			buf = append(buf, buf[spans[2*k]:spans[2*k+1]]...)
+		case s.cols[k].typ.Kind == entity.Int32 || s.cols[k].typ.Kind == entity.Int64:
+			buf = strconv.AppendInt(buf, v.I, 10)
+		default:
+			buf = append(buf, v.Text(s.cols[k].typ.Kind)...)
+		}
+	}
+	return buf
+}
+
+// updatedAt reads the updated_at leaf: an RFC 3339 date-time with a zone.
+func (s *Schema) updatedAt(f []slot) (time.Time, bool) {
+	if v := &f[s.updated]; v.kind == kString {
+		return parseTime(v.val)
+	}
+	return time.Time{}, false
+}
+
+// timeProblem says what is wrong with a date or date-time leaf v, parsed
+// or not, in the years a table can store or not; "" when nothing is.
+func timeProblem(v *slot, parsed, inRange bool, want string) string {
+	switch {
+	case v.kind != kString:
+		return describeSlot(*v) + ", want " + want
+	case !parsed:
+		return quote(v.val) + " is not " + want
+	case !inRange:
+		return quote(v.val) + " is outside the years 1000-9999 that the table can store"
+	}
+	return ""
+}
+
+// versionOf returns the record's version, or what is wrong with it: the
+// version leaf, a positive integer written as a JSON integer or an integer
+// string, or updated_at in microseconds.
+func (s *Schema) versionOf(f []slot, updatedAt time.Time, updOK bool) (int64, string) {
+	if s.version < 0 {
+		switch {
+		case !updOK:
+			return 0, "" // updated_at says what is wrong
+		case updatedAt.UnixMicro() < 1:
+			return 0, "updated_at is not after 1970-01-01T00:00:00Z"
+		}
+		return updatedAt.UnixMicro(), ""
+	}
+	v := &f[s.version]
+	n, msg := integer(v, -1<<63, 1<<63-1)
+	switch {
+	case msg != "":
+		return 0, msg
+	case n < 1:
+		return 0, cut(v.val) + " is below 1"
+	}
+	return n, ""
+}
+
+// decode checks the leaf v against c and returns its stored value. The
+// stored text of a string, text, decimal, date or json value is appended
+// to buf (spanned true), else held by the value.
+func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, spanned bool, msg string) {
+	switch v.kind {
+	case kMissing, kNull:
+		switch {
+		case c.nullable:
+			return entity.Value{Null: true}, buf, false, ""
+		case v.kind == kMissing:
+			return val, buf, false, "missing"
+		}
+		return val, buf, false, "null, and the column is not nullable"
+	case kBadParent:
+		return val, buf, false, string(v.val) + " is not an object"
+	}
+	if c.values != nil {
+		switch v.kind {
+		case kString, kInt, kNumber:
+			if mv, ok := c.values[string(v.val)]; ok {
+				return mv, buf, false, ""
+			}
+			return val, buf, false, quote(v.val) + " is not one of " + c.listed
+		case kTrue, kFalse:
+			if mv, ok := c.values[string(v.raw)]; ok {
+				return mv, buf, false, ""
+			}
+			return val, buf, false, string(v.raw) + " is not one of " + c.listed
+		}
+		return val, buf, false, describeSlot(*v) + ", want one of " + c.listed
+	}
+	switch c.typ.Kind {
+	case entity.String:
+		msg = checkString(v, c.typ.Length)
+		if msg == "" && c.key && len(v.val) == 0 {
+			msg = "empty, in a key column"
+		}
+		return val, append(buf, v.val...), msg == "", msg
+	case entity.Text:
+		switch {
+		case v.kind != kString:
+			msg = describeSlot(*v) + ", want a string"
+		case !utf8.Valid(v.val):
+			msg = "not valid UTF-8"
+		case len(v.val) > maxText:
+			msg = "longer than 65,535 bytes"
+		}
+		return val, append(buf, v.val...), msg == "", msg
+	case entity.Int32:
+		val.I, msg = integer(v, -1<<31, 1<<31-1)
+		return val, buf, false, msg
+	case entity.Int64:
+		val.I, msg = integer(v, -1<<63, 1<<63-1)
+		return val, buf, false, msg
+	case entity.Decimal:
+		out, msg = decimal(v, c.typ, buf)
+		return val, out, msg == "", msg
+	case entity.Bool:
+		switch v.kind {
+		case kTrue:
+			val.I = 1
+		case kFalse:
+		default:
+			msg = describeSlot(*v) + ", want true or false"
+		}
+		return val, buf, false, msg
+	case entity.Date:
+		t, ok := parseDate(v.val)
+		msg = timeProblem(v, ok, t.Year() >= 1000, "a date (YYYY-MM-DD)")
+		return val, append(buf, v.val...), msg == "", msg
+	case entity.DateTime:
+		t, ok := parseTime(v.val)
+		val.T = t.Truncate(time.Millisecond)
+		msg = timeProblem(v, ok, storable(val.T), "an RFC 3339 date-time")
+		return val, buf, false, msg
+	}
+	// entity.JSON
+	return val, compact(buf, v.raw), true, ""
+}
+
+// maxText is the most bytes a TEXT column holds.
+const maxText = 65535
+
+// checkString checks a string(n) value: a valid UTF-8 string of at most n
+// characters, without control characters.
+func checkString(v *slot, n int) string {
+	switch {
+	case v.kind != kString:
+		return describeSlot(*v) + ", want a string"
+	case !utf8.Valid(v.val):
+		return "not valid UTF-8"
+	case len(v.val) > n && utf8.RuneCount(v.val) > n:
+		return fmt.Sprintf("longer than %d characters", n)
+	}
+	if r, ok := controlChar(v.val); ok {
+		return fmt.Sprintf("control character %U not allowed", r)
+	}
+	return ""
+}
+
+// describeSlot names what a leaf holds, for a reason.
+func describeSlot(v slot) string {
+	switch v.kind {
+	case kTrue, kFalse:
+		return "a boolean"
+	case kOther:
+		if len(v.raw) > 0 && v.raw[0] == '[' {
+			return "an array"
+		}
+		return "an object"
+	}
+	return describe(v.field)
+}
+
+// integer reads an integer in [lo, hi] written as a JSON integer or as a
+// string holding one (-?(0|[1-9][0-9]*)), exactly.
+func integer(v *slot, lo, hi int64) (int64, string) {
+	switch v.kind {
+	case kInt:
+	case kString:
+		if !isInteger(v.val) {
+			return 0, quote(v.val) + " is not an integer"
+		}
+	case kNumber:
+		return 0, cut(v.val) + " is not an integer"
+	default:
+		return 0, describeSlot(*v) + ", want an integer"
+	}
+	b := v.val
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	// Accumulate in uint64: the magnitude of lo is at most 1<<63.
+	limit := uint64(hi)
+	if neg {
+		limit = uint64(-(lo + 1)) + 1
+	}
+	var n uint64
+	for _, c := range b {
+		d := uint64(c - '0')
+		if n > (limit-d)/10 {
+			return 0, cut(v.val) + " is past the range of " + rangeName(lo)
+		}
+		n = n*10 + d
+	}
+	if neg {
+		return int64(-n), "" // -(1<<63) wraps to itself
+	}
+	return int64(n), ""
+}
+
+func rangeName(lo int64) string {
+	if lo == -1<<31 {
+		return "int32"
+	}
+	return "int64"
+}
+
+// isInteger reports whether b is written as a JSON integer.
+func isInteger(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || b[0] == '0' && len(b) > 1 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isNumber reports whether b is written as a JSON number.
+func isNumber(b []byte) bool {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return false
+	}
+	d := decoder{b: b}
+	_, _, err := d.number()
+	return err == nil && d.i == len(b)
+}
+
+// cut returns a value for a reason, cut to a readable length.
+func cut(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}
+
+// maxExponent bounds the exponent of a decimal: beyond any input's length,
+// so saturating at it changes no verdict.
+const maxExponent = 1 << 40
+
+// decimal checks a decimal(P,S) value (a JSON number or a string holding
+// one, exponent forms included) and appends its canonical text to buf:
+// the digits padded to the scale, no sign on zero. The digits are moved by
+// the exponent, never computed in floating point.
+func decimal(v *slot, t entity.Type, buf []byte) ([]byte, string) {
+	switch v.kind {
+	case kInt, kNumber:
+	case kString:
+		if !isNumber(v.val) {
+			return buf, quote(v.val) + " is not a number"
+		}
+	default:
+		return buf, describeSlot(*v) + ", want a number"
+	}
+	b := v.val
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	i := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	intPart, frac := b[:i], []byte(nil)
+	if i < len(b) && b[i] == '.' {
+		j := i + 1
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		frac, i = b[i+1:j], j
+	}
+	var exp int64
+	if i < len(b) { // e or E
+		i++
+		expNeg := b[i] == '-'
+		if b[i] == '+' || b[i] == '-' {
+			i++
+		}
+		for ; i < len(b); i++ {
+			if exp < maxExponent {
+				exp = exp*10 + int64(b[i]-'0')
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	// The digits are intPart then frac; the point stands after the
+	// point-th of them.
+	digit := func(j int64) byte {
+		if j < int64(len(intPart)) {
+			return intPart[j]
+		}
+		return frac[j-int64(len(intPart))]
+	}
+	total := int64(len(intPart) + len(frac))
+	point := int64(len(intPart)) + exp
+	first, last := int64(0), total-1
+	for first < total && digit(first) == '0' {
+		first++
+	}
+	for last >= first && digit(last) == '0' {
+		last--
+	}
+	scale := int64(t.Scale)
+	if first == total { // zero
+		buf = append(buf, '0')
+		if scale > 0 {
+			buf = append(buf, '.')
+			for range scale {
+				buf = append(buf, '0')
+			}
+		}
+		return buf, ""
+	}
+	switch {
+	case point-first > int64(t.Precision-t.Scale):
+		return buf, cut(v.val) + " has more integer digits than " + t.String()
+	case last+1-point > scale:
+		return buf, cut(v.val) + " has more fraction digits than " + t.String()
+	}
+	if neg {
+		buf = append(buf, '-')
+	}
+	if point <= first {
+		buf = append(buf, '0')
+	}
+	at := func(j int64) byte {
+		if j >= first && j <= last {
+			return digit(j)
+		}
+		return '0'
+	}
+	for j := first; j < point; j++ {
+		buf = append(buf, at(j))
+	}
+	if scale > 0 {
+		buf = append(buf, '.')
+		for j := point; j < point+scale; j++ {
+			buf = append(buf, at(j))
+		}
+	}
+	return buf, ""
+}
+
+// compact appends the JSON value raw without the white space outside its
+// strings, as json.Compact writes it.
+func compact(buf, raw []byte) []byte {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case in && c == '\\':
+			buf = append(buf, c, raw[i+1])
+			i++
+			continue
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			continue
+		}
+		buf = append(buf, c)
+	}
+	return buf
+}
+
+// DecodeItem decodes one item of a source's page, a JSON value that should
+// be an object with the entity's properties, and validates it against the
+// schema. It returns the record, or, when the item breaks a rule, its
+// quarantine entry (ok false). An error means raw is not one JSON value.
+func (s *Schema) DecodeItem(raw []byte) (rec Record, inv Invalid, ok bool, err error) {
+	d := decoder{b: raw, s: s}
+	var p Page
+	err = d.typedItem(&p)
+	if err == nil && !d.atEnd() {
+		err = d.fail("data after the item")
+	}
+	switch {
+	case err != nil:
+		return Record{}, Invalid{}, false, fmt.Errorf("decode item: %w", err)
+	case len(p.Records) == 1:
+		return p.Records[0], Invalid{}, true, nil
+	}
+	return Record{}, p.Invalid[0], false, nil
+}

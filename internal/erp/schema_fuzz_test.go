@@ -1,0 +1,538 @@
+package erp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// genEntity generates an entity declaration from seed: up to 8 columns of
+// any type, nullable or not, some with values, some read from nested
+// objects, a key of one or two columns, maybe set by the source, and
+// updated_at (maybe nested) with or without a version.
+func genEntity(seed uint64) (*entity.Entity, entity.Source) {
+	r := rand.New(rand.NewPCG(seed, seed>>32^0x9e3779b97f4a7c15))
+	types := []func() entity.Type{
+		func() entity.Type { return entity.Type{Kind: entity.String, Length: 1 + r.IntN(10)} },
+		func() entity.Type { return entity.Type{Kind: entity.Text} },
+		func() entity.Type { return entity.Type{Kind: entity.Int32} },
+		func() entity.Type { return entity.Type{Kind: entity.Int64} },
+		func() entity.Type {
+			p := 1 + r.IntN(24)
+			return entity.Type{Kind: entity.Decimal, Precision: p, Scale: r.IntN(min(p, 8) + 1)}
+		},
+		func() entity.Type { return entity.Type{Kind: entity.Bool} },
+		func() entity.Type { return entity.Type{Kind: entity.Date} },
+		func() entity.Type { return entity.Type{Kind: entity.DateTime} },
+		func() entity.Type { return entity.Type{Kind: entity.JSON} },
+	}
+	e := &entity.Entity{Name: "gen", UpdatedAt: []string{"u"}}
+	if r.IntN(4) == 0 {
+		e.UpdatedAt = []string{"meta", "u"}
+	}
+	if r.IntN(2) == 0 {
+		e.Version = []string{"v"}
+	}
+	n := 1 + r.IntN(8)
+	for i := range n {
+		c := entity.Column{Name: fmt.Sprintf("c%d", i), Type: types[r.IntN(len(types))](), Nullable: r.IntN(3) == 0}
+		switch r.IntN(6) {
+		case 0:
+			c.From = []string{"n", c.Name}
+		case 1:
+			c.From = []string{"meta", "m", c.Name}
+		}
+		if r.IntN(6) == 0 {
+			switch c.Type.Kind {
+			case entity.String:
+				c.Values = map[string]string{"A": "a", "1": "b", "true": "c", "1.0": "d"}
+			case entity.Int32, entity.Int64:
+				c.Values = map[string]string{"A": "1", "2": "-2", "false": "0"}
+			}
+		}
+		e.Columns = append(e.Columns, c)
+	}
+	for i := range e.Columns {
+		c := &e.Columns[i]
+		if c.Type.Kind != entity.Text && c.Type.Kind != entity.JSON && (len(e.Key) == 0 || len(e.Key) == 1 && r.IntN(3) == 0) {
+			e.Key = append(e.Key, c.Name)
+			c.Nullable = false
+		}
+	}
+	if len(e.Key) == 0 {
+		e.Columns = append(e.Columns, entity.Column{Name: "id", Type: entity.Type{Kind: entity.String, Length: 8}})
+		e.Key = []string{"id"}
+	}
+	src := entity.Source{Name: "gen"}
+	if k := e.Column(e.Key[0]); len(e.Key) > 1 && k.Values == nil && r.IntN(4) == 0 {
+		src.Set = map[string]string{k.Name: map[entity.Kind]string{entity.String: "S", entity.Int32: "7", entity.Int64: "7", entity.Decimal: "0",
+			entity.Bool: "true", entity.Date: "2000-01-01", entity.DateTime: "2000-01-01T00:00:00Z"}[k.Type.Kind]}
+	}
+	return e, src
+}
+
+// leaves returns the paths an item of e is read at: the columns (not
+// those the source sets), updated_at and version.
+func leaves(e *entity.Entity, src entity.Source) [][]string {
+	var out [][]string
+	for _, c := range e.Columns {
+		if _, set := src.Set[c.Name]; !set {
+			out = append(out, pathOf(c))
+		}
+	}
+	out = append(out, e.UpdatedAt)
+	if e.Version != nil {
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+func pathOf(c entity.Column) []string {
+	if len(c.From) == 0 {
+		return []string{c.Name}
+	}
+	return c.From
+}
+
+// genItem builds an item of e from data: data itself when it starts with
+// '{', else an object with one leaf per NUL-separated piece of data, in
+// leaves order (a piece that is no JSON is a string; "-" leaves the member
+// out; an empty or missing piece is a value near the edges of the leaf's
+// type, drawn from data).
+func genItem(e *entity.Entity, src entity.Source, data []byte) []byte {
+	if len(data) > 0 && data[0] == '{' {
+		return data
+	}
+	pieces := bytes.Split(data, []byte{0})
+	var h uint64 = 14695981039346656037
+	for _, c := range data {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	r := rand.New(rand.NewPCG(h, uint64(len(data))))
+	types := map[string]entity.Type{strings.Join(e.UpdatedAt, "."): {Kind: entity.DateTime}, "v": {Kind: entity.Int64}}
+	for _, c := range e.Columns {
+		types[strings.Join(pathOf(c), ".")] = c.Type
+	}
+	obj := map[string]any{}
+	for i, path := range leaves(e, src) {
+		var raw json.RawMessage
+		switch {
+		case i >= len(pieces) || len(pieces[i]) == 0:
+			raw = json.RawMessage(genValue(r, types[strings.Join(path, ".")]))
+		case string(pieces[i]) == "-":
+			continue
+		case json.Valid(pieces[i]):
+			raw = pieces[i]
+		default:
+			raw, _ = json.Marshal(string(pieces[i]))
+		}
+		m := obj
+		for _, name := range path[:len(path)-1] {
+			sub, ok := m[name].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[name] = sub
+			}
+			m = sub
+		}
+		m[path[len(path)-1]] = raw
+	}
+	b, _ := json.Marshal(obj)
+	return b
+}
+
+// genValue returns a JSON value for a leaf of type t, most often valid,
+// often just past a limit, sometimes of another JSON type.
+func genValue(r *rand.Rand, t entity.Type) string {
+	digits := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			c := byte('0' + r.IntN(10))
+			if i == 0 && n > 1 && c == '0' {
+				c = '1'
+			}
+			b.WriteByte(c)
+		}
+		return b.String()
+	}
+	quoted := func(s string) string {
+		if r.IntN(2) == 0 {
+			return `"` + s + `"`
+		}
+		return s
+	}
+	near := func(n int) int { return max(0, n-1+r.IntN(3)) }
+	switch r.IntN(12) {
+	case 0:
+		return []string{`null`, `true`, `false`, `[]`, `{}`, `"x"`, `0`, `-1.5`}[r.IntN(8)]
+	}
+	switch t.Kind {
+	case entity.String, entity.Text:
+		n := near(t.Length)
+		if t.Kind == entity.Text {
+			n = r.IntN(5)
+		}
+		return `"` + strings.Repeat([]string{"a", "é", "😀", "\u0085", "\n", " "}[r.IntN(6)], n) + `"`
+	case entity.Int32, entity.Int64:
+		edges := []string{"2147483647", "2147483648", "-2147483648", "-2147483649", "9223372036854775807", "9223372036854775808",
+			"-9223372036854775808", "-9223372036854775809", "9007199254740993", "0", "-0", "1", "01", "1.0", "1e2"}
+		return quoted(edges[r.IntN(len(edges))])
+	case entity.Decimal:
+		intPart := digits(near(t.Precision - t.Scale))
+		if intPart == "" {
+			intPart = "0"
+		}
+		v := intPart
+		if f := near(t.Scale); f > 0 {
+			v += "." + digits(f)
+		}
+		if r.IntN(3) == 0 {
+			v += strings.Repeat("0", r.IntN(4))
+		}
+		if r.IntN(4) == 0 && !strings.Contains(v, ".") {
+			v += ".0"
+		}
+		if r.IntN(4) == 0 {
+			v += []string{"e", "E", "e+", "E-", "e-"}[r.IntN(5)] + fmt.Sprint(r.IntN(5))
+		}
+		if r.IntN(3) == 0 {
+			v = "-" + v
+		}
+		return quoted(v)
+	case entity.Bool:
+		return []string{"true", "false", `"true"`, "1"}[r.IntN(4)]
+	case entity.Date:
+		return fmt.Sprintf(`"%04d-%02d-%02d"`, []int{999, 1000, 2024, 2023, 9999}[r.IntN(5)], r.IntN(14), r.IntN(32))
+	case entity.DateTime:
+		zones := []string{"Z", "+01:00", "-23:59", "+24:00", "", "z"}
+		return fmt.Sprintf(`"%04d-%02d-%02dT%02d:%02d:%02d.%s%s"`, []int{999, 1000, 2024, 9999, 1970}[r.IntN(5)], 1+r.IntN(12), 1+r.IntN(29),
+			r.IntN(25), r.IntN(60), r.IntN(61), digits(1+r.IntN(9)), zones[r.IntN(len(zones))])
+	}
+	return []string{`{"a":[1, 2.50,{"b":null}]}`, `"s"`, `[ ]`, `12e-3`}[r.IntN(4)]
+}
+
+// refRecord is what the reference decoder makes of an item.
+type refRecord struct {
+	ok      bool
+	vals    []entity.Value
+	erpID   string
+	version int64
+	updated time.Time
+	labels  []string // the columns (and updated_at, version) that failed
+	skip    bool     // the reference cannot tell (an exponent too large for math/big)
+}
+
+var (
+	integerRe = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+	numberRe  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?([0-9]+))?$`)
+	// RFC 3339's time-numoffset: hours 00-23 (time.Parse takes +24:00).
+	dateTimeRe = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
+)
+
+// reference decodes raw the slow, obvious way: encoding/json (UseNumber)
+// into maps, then each column's rules with math/big and time.Parse.
+func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil || top == nil {
+		return refRecord{labels: nil}
+	}
+	// lookup walks path: the leaf's raw JSON, nil when missing, or
+	// whether an object on the way is another value.
+	lookup := func(path []string) (json.RawMessage, bool) {
+		m := top
+		for _, name := range path[:len(path)-1] {
+			v, ok := m[name]
+			if !ok || string(v) == "null" {
+				return nil, false
+			}
+			var sub map[string]json.RawMessage
+			if json.Unmarshal(v, &sub) != nil {
+				return nil, true
+			}
+			m = sub
+		}
+		return m[path[len(path)-1]], false
+	}
+	var rr refRecord
+	keyOK := true
+	for _, c := range e.Columns {
+		var v entity.Value
+		var ok bool
+		if text, set := src.Set[c.Name]; set {
+			v, ok = refConstant(c, text)
+		} else {
+			leaf, badParent := lookup(pathOf(c))
+			v, ok = refValue(c, leaf, badParent, slices.Contains(e.Key, c.Name), &rr)
+		}
+		if !ok {
+			rr.labels = append(rr.labels, c.Name)
+			keyOK = keyOK && !slices.Contains(e.Key, c.Name)
+		}
+		rr.vals = append(rr.vals, v)
+	}
+	leaf, _ := lookup(e.UpdatedAt)
+	var s string
+	updOK := json.Unmarshal(leaf, &s) == nil && dateTimeRe.MatchString(s)
+	if updOK {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		updOK = err == nil
+		rr.updated = t.UTC()
+	}
+	if !updOK {
+		rr.updated = time.Time{}
+		rr.labels = append(rr.labels, "updated_at")
+	}
+	if e.Version == nil {
+		switch {
+		case !updOK: // updated_at says what is wrong
+		case rr.updated.UnixMicro() < 1:
+			rr.labels = append(rr.labels, "version")
+		default:
+			rr.version = rr.updated.UnixMicro()
+		}
+	} else {
+		leaf, _ := lookup(e.Version)
+		if n, ok := refInteger(leaf); ok && n.Sign() > 0 && n.IsInt64() {
+			rr.version = n.Int64()
+		} else {
+			rr.labels = append(rr.labels, "version")
+		}
+	}
+	if keyOK {
+		var parts []string
+		for _, k := range e.KeyIndexes() {
+			parts = append(parts, rr.vals[k].Text(e.Columns[k].Type.Kind))
+		}
+		rr.erpID = entity.KeyText(parts)
+	}
+	rr.ok = len(rr.labels) == 0
+	return rr
+}
+
+// refConstant reads a value as the config file writes it.
+func refConstant(c entity.Column, text string) (entity.Value, bool) {
+	raw, _ := json.Marshal(text)
+	switch c.Type.Kind {
+	case entity.Bool:
+		raw = []byte(text)
+	case entity.JSON:
+		raw = []byte(text)
+	}
+	c.Values = nil
+	return refValue(c, raw, false, false, nil)
+}
+
+// refInteger reads a JSON integer, or a string holding one.
+func refInteger(leaf json.RawMessage) (*big.Int, bool) {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(leaf))
+	d.UseNumber()
+	if leaf == nil || d.Decode(&v) != nil {
+		return nil, false
+	}
+	var text string
+	switch x := v.(type) {
+	case json.Number:
+		text = string(x)
+	case string:
+		text = x
+	default:
+		return nil, false
+	}
+	if !integerRe.MatchString(text) {
+		return nil, false
+	}
+	n, ok := new(big.Int).SetString(text, 10)
+	return n, ok
+}
+
+func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *refRecord) (entity.Value, bool) {
+	if badParent {
+		return entity.Value{}, false
+	}
+	var v any
+	if leaf != nil {
+		d := json.NewDecoder(bytes.NewReader(leaf))
+		d.UseNumber()
+		if d.Decode(&v) != nil {
+			panic("undecodable leaf")
+		}
+	}
+	if v == nil {
+		return entity.Value{Null: true}, c.Nullable
+	}
+	if c.Values != nil {
+		var from string
+		switch x := v.(type) {
+		case string:
+			from = x
+		case json.Number:
+			from = string(x)
+		case bool:
+			from = fmt.Sprint(x)
+		default:
+			return entity.Value{}, false
+		}
+		to, ok := c.Values[from]
+		if !ok {
+			return entity.Value{}, false
+		}
+		return refConstant(c, to)
+	}
+	str, isString := v.(string)
+	switch c.Type.Kind {
+	case entity.String:
+		if !isString || utf8.RuneCountInString(str) > c.Type.Length || key && str == "" ||
+			strings.ContainsFunc(str, func(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }) {
+			return entity.Value{}, false
+		}
+		return entity.Value{S: str}, true
+	case entity.Text:
+		return entity.Value{S: str}, isString && len(str) <= 65535
+	case entity.Int32, entity.Int64:
+		n, ok := refInteger(leaf)
+		lo, hi := big.NewInt(-1<<63), big.NewInt(1<<63-1)
+		if c.Type.Kind == entity.Int32 {
+			lo, hi = big.NewInt(-1<<31), big.NewInt(1<<31-1)
+		}
+		if !ok || n.Cmp(lo) < 0 || n.Cmp(hi) > 0 {
+			return entity.Value{}, false
+		}
+		return entity.Value{I: n.Int64()}, true
+	case entity.Decimal:
+		text := str
+		if num, ok := v.(json.Number); ok {
+			text = string(num)
+		} else if !isString {
+			return entity.Value{}, false
+		}
+		m := numberRe.FindStringSubmatch(text)
+		if m == nil {
+			return entity.Value{}, false
+		}
+		if len(m[4]) > 4 { // math/big would build 10^exponent
+			if rr != nil {
+				rr.skip = true
+			}
+			return entity.Value{}, false
+		}
+		r, ok := new(big.Rat).SetString(text)
+		if !ok {
+			panic("big.Rat refuses " + text)
+		}
+		scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.Type.Scale)), nil)))
+		limit := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.Type.Precision-c.Type.Scale)), nil))
+		if !scaled.IsInt() || new(big.Rat).Abs(r).Cmp(limit) >= 0 {
+			return entity.Value{}, false
+		}
+		return entity.Value{S: r.FloatString(c.Type.Scale)}, true
+	case entity.Bool:
+		b, ok := v.(bool)
+		if b {
+			return entity.Value{I: 1}, ok
+		}
+		return entity.Value{}, ok
+	case entity.Date:
+		t, err := time.Parse("2006-01-02", str)
+		if !isString || err != nil || t.Format("2006-01-02") != str || t.Year() < 1000 {
+			return entity.Value{}, false
+		}
+		return entity.Value{S: str}, true
+	case entity.DateTime:
+		if !isString || !dateTimeRe.MatchString(str) {
+			return entity.Value{}, false
+		}
+		t, err := time.Parse(time.RFC3339Nano, str)
+		t = t.UTC().Truncate(time.Millisecond)
+		if err != nil || t.Year() < 1000 || t.Year() > 9999 {
+			return entity.Value{}, false
+		}
+		return entity.Value{T: t}, true
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, leaf); err != nil {
+		panic(err)
+	}
+	return entity.Value{S: buf.String()}, true
+}
+
+// reasonLabels returns the columns, updated_at and version that a reason
+// names, in order.
+func reasonLabels(reason string) []string {
+	var out []string
+	for _, part := range strings.Split(reason, "; ") {
+		name, _, _ := strings.Cut(part, ": ")
+		name, _, _ = strings.Cut(name, " (")
+		out = append(out, name)
+	}
+	return out
+}
+
+func sameValue(a, b entity.Value) bool {
+	return a.Null == b.Null && a.S == b.S && a.I == b.I && a.T.Equal(b.T)
+}
+
+// FuzzTypedDecode holds the typed decoder to the reference on generated
+// declarations and items: the same verdict, the same values, key text,
+// version and updated_at, and the same columns named in the reason.
+func FuzzTypedDecode(f *testing.F) {
+	for i, data := range []string{
+		"", "\"k1\"\x00\"x\"", "1234.567\x001.5E+2\x00\"-0.10\"", "9007199254740993\x00\"9223372036854775808\"\x00-0",
+		"true\x00false\x00null\x00-", "\"2024-02-29\"\x00\"2024-02-29T23:59:59.9999+01:00\"\x00\"0999-12-31\"",
+		`{"c0":"a","u":"2025-01-01T00:00:00Z","v":1}`, `{"n":{"c0":1},"n":null,"meta":{"u":"2025-01-01T00:00:00Z"}}`,
+		"{\"c0\":\"\xff\"}", "[1]\x00{\"a\" : [ 1, 2 ]}\x00\"\\u0000\"", "1e999999\x00\"1e-3\"\x00\"12.50e1\"",
+		"\"A\"\x00\"1\"\x001\x00true\x001.0\x002\x00false",
+	} {
+		f.Add(uint64(i*7919+1), []byte(data))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, data []byte) {
+		e, src := genEntity(seed)
+		s, err := Compile(e, src)
+		if err != nil {
+			t.Fatalf("generated entity %+v: %v", e, err)
+		}
+		raw := genItem(e, src, data)
+		rec, inv, ok, err := s.DecodeItem(raw)
+		if (err == nil) != json.Valid(raw) {
+			t.Fatalf("decoder %v, json.Valid %v: %q", err, json.Valid(raw), raw)
+		}
+		if err != nil || !utf8.Valid(raw) {
+			// encoding/json reads broken UTF-8 as U+FFFD, the decoder refuses it.
+			return
+		}
+		want := reference(e, src, raw)
+		if want.skip {
+			return
+		}
+		if ok != want.ok {
+			t.Fatalf("%q: ok %v (%s), reference %v (%v)", raw, ok, inv.Reason, want.ok, want.labels)
+		}
+		if !ok {
+			if got := reasonLabels(inv.Reason); !slices.Equal(got, want.labels) && !(len(want.labels) == 0 && inv.Reason == "item is not a JSON object") {
+				t.Fatalf("%q: reason %q names %v, reference %v", raw, inv.Reason, got, want.labels)
+			}
+			if inv.ErpID != want.erpID || !inv.UpdatedAt.Equal(want.updated) || inv.Version != want.version || !bytes.Equal(inv.Raw, bytes.TrimSpace(raw)) {
+				t.Fatalf("%q: invalid %q %v %d, reference %q %v %d", raw, inv.ErpID, inv.UpdatedAt, inv.Version, want.erpID, want.updated, want.version)
+			}
+			return
+		}
+		for i, v := range rec.Vals {
+			if !sameValue(v, want.vals[i]) {
+				t.Fatalf("%q: %s = %+v, reference %+v", raw, e.Columns[i].Name, v, want.vals[i])
+			}
+		}
+		if rec.ErpID != want.erpID || rec.Version != want.version || !rec.UpdatedAt.Equal(want.updated) {
+			t.Fatalf("%q: record %q %d %v, reference %q %d %v", raw, rec.ErpID, rec.Version, rec.UpdatedAt, want.erpID, want.version, want.updated)
+		}
+	})
+}
