@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/ratelimit"
@@ -393,8 +394,11 @@ type deps struct {
 	store   *store.Store
 	rdb     redis.UniversalClient // pings and the shared ERP rate
 	locks   syncer.Locker
-	erp     source
+	erp     source // the first target's
 	closers []redis.UniversalClient
+	// targets are the entity sources the command works on, each with its
+	// store (bound to the entity's table) and its ERP source.
+	targets []*target
 }
 
 // Close closes the connections. A Redlock first sends what its calls to
@@ -469,32 +473,66 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		}
 		ecfg.Limiter = ratelimit.New(d.rdb, key, rate, 1)
 	}
-	if d.erp, err = s.ERP.source(ecfg); err != nil {
-		d.Close()
-		return nil, usageError{err}
+	targets := s.targets
+	if targets == nil { // a command without --config: the built-in entity
+		ent := entity.Memberships()
+		targets = []*target{{ent: ent, src: ent.Sources[0], job: s.Job, table: store.Memberships()}}
 	}
-	if probeERP {
-		_, err := d.erp.Count(cctx, time.Time{}, time.Time{})
-		if errors.Is(err, erp.ErrNoCount) {
-			_, err = d.erp.Page(cctx, erp.Query{Limit: 1})
+	for _, t := range targets {
+		t.st = d.store.For(t.table)
+		if len(t.ent.Sources) > 1 {
+			t.st = t.st.Scoped(t.src.Set) // verify and reconcile compare a source with its own rows
+		}
+		if s.ConfigFile == "" {
+			t.erp, err = s.ERP.source(ecfg)
+		} else {
+			t.erp, err = s.ERP.typedSource(ecfg, s.REST, t)
 		}
 		if err != nil {
 			d.Close()
-			if errors.Is(err, erp.ErrUnauthorized) {
-				return nil, depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
-			}
-			var se *erp.StatusError
-			if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
-				return nil, depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
-			}
-			return nil, depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
+			return nil, usageError{err}
 		}
 	}
-	if err := claimTable(cctx, s, d.store, log); err != nil {
-		d.Close()
-		return nil, err
+	d.targets = targets
+	d.erp = targets[0].erp
+	if probeERP {
+		for _, t := range targets {
+			if err := probe(cctx, s, t); err != nil {
+				d.Close()
+				return nil, err
+			}
+		}
+	}
+	for _, t := range targets {
+		if err := claimTable(cctx, s, t.st, t.job, log); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	return d, nil
+}
+
+// probe reads one count or page of t's source: the start-up check that the
+// ERP answers, with the credentials and at the path it was given.
+func probe(ctx context.Context, s *settings, t *target) error {
+	_, err := t.erp.Count(ctx, time.Time{}, time.Time{})
+	if errors.Is(err, erp.ErrNoCount) {
+		_, err = t.erp.Page(ctx, erp.Query{Limit: 1})
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, erp.ErrUnauthorized) {
+		return depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
+	}
+	var se *erp.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
+		return depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
+	}
+	if s.ConfigFile != "" {
+		return depError{fmt.Errorf("erp unreachable at %s (entity %s, source %s): %w", erpHost(s.ERPURL), t.ent.Name, t.src.Name, err)}
+	}
+	return depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
 }
 
 // erpHost is the ERP URL without a password, for messages.

@@ -60,6 +60,11 @@ type settings struct {
 	LogLevel      string
 	Report        string
 	TakeTable     bool
+	// ConfigFile is --config; Entities is --entity; targets what they
+	// select (loadTargets), nil for a command without them.
+	ConfigFile string
+	Entities   []string
+	targets    []*target
 	// ownership says what the command does about the owner of the table
 	// it writes: syncFlags sets claimsTable.
 	ownership ownership
@@ -113,6 +118,7 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
 	s.REST.flags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
+	s.entityFlags(fs)
 	s.logFlags(fs)
 }
 
@@ -175,7 +181,7 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 		st.Close()
 		return nil, depError{fmt.Errorf("mysql: %w", err)}
 	}
-	if err := checkEntities(ctx, st); err != nil {
+	if err := checkEntities(ctx, st, s.entityList()); err != nil {
 		st.Close()
 		return nil, err
 	}

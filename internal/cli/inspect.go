@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/verify"
 )
 
@@ -26,7 +28,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	var ignoreInvalid bool
 	fs.BoolVar(&ignoreInvalid, "ignore-invalid", false, "exit 0 over a feed with invalid items when the rows match the valid ones (by default any invalid item is a mismatch: verify cannot compare it)")
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(&s, stderr)
@@ -38,22 +40,44 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer done()
-	res, err := verify.Verify(ctx, d.erp, d.store, s.PageSize)
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+	allOK := true
+	var results []any
+	for _, t := range d.targets {
+		res, err := verify.Verify(ctx, t.erp, t.st, s.PageSize)
+		if err != nil {
+			return fmt.Errorf("verify: %w", targetError(&s, t, err))
+		}
+		ok := res.OK() && (ignoreInvalid || res.FeedInvalid == 0)
+		allOK = allOK && ok
+		switch {
+		case asJSON && s.ConfigFile != "":
+			results = append(results, struct {
+				Entity string `json:"entity"`
+				Job    string `json:"job"`
+				OK     bool   `json:"ok"`
+				*verify.Result
+			}{t.ent.Name, t.job, ok, res})
+		case asJSON:
+			results = append(results, struct {
+				OK bool `json:"ok"`
+				*verify.Result
+			}{ok, res})
+		default:
+			if s.ConfigFile != "" {
+				fmt.Fprintf(stdout, "entity %s (job %s, table %s):\n", t.ent.Name, t.job, t.table.Name())
+			}
+			printVerify(stdout, res, ok)
+		}
 	}
-	ok := res.OK() && (ignoreInvalid || res.FeedInvalid == 0)
 	if asJSON {
-		out := struct {
-			OK bool `json:"ok"`
-			*verify.Result
-		}{ok, res}
+		var out any = results
+		if s.ConfigFile == "" && len(results) == 1 {
+			out = results[0] // the contract's one object
+		}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
-	} else {
-		printVerify(stdout, res, ok)
 	}
-	if !ok {
+	if !allOK {
 		return fmt.Errorf("%w", errFailed)
 	}
 	return nil
@@ -90,11 +114,12 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("erpsync runs", stderr)
 	s.mysqlFlags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name")
+	s.entityFlags(fs)
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
 	intVar(fs, &limit, "limit", 20, 1, math.MaxInt, "how many runs to show")
 	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	s.logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	st, err := s.openStore(ctx)
@@ -102,13 +127,27 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
-	job := s.Job
-	if all {
-		job = ""
+	jobs := []string{s.Job}
+	switch {
+	case all:
+		jobs = []string{""}
+	case s.ConfigFile != "":
+		jobs = jobs[:0]
+		for _, t := range s.targets {
+			jobs = append(jobs, t.job)
+		}
 	}
-	runs, err := st.Runs(ctx, job, limit)
-	if err != nil {
-		return err
+	var runs []store.Run
+	for _, job := range jobs {
+		rs, err := st.Runs(ctx, job, limit)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, rs...)
+	}
+	if len(jobs) > 1 { // newest first over the jobs, then the limit
+		slices.SortStableFunc(runs, func(a, b store.Run) int { return b.StartedAt.Compare(a.StartedAt) })
+		runs = runs[:min(limit, len(runs))]
 	}
 	if asJSON {
 		b, _ := json.MarshalIndent(runs, "", "  ")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -17,8 +16,9 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	secretVar(fs, &s.MigrateDSN, "migrate-dsn", "", "DSN of a user allowed to create and alter the tables (default: --mysql-dsn); run and the others need only SELECT, INSERT, UPDATE")
 	var plan bool
 	fs.BoolVar(&plan, "plan", false, "print the statements migrate would run (one a line) and change nothing")
+	s.entityFlags(fs)
 	s.logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(&s, stderr)
@@ -36,8 +36,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	// The built-in entity only, until the config file names others.
-	ents := []*entity.Entity{entity.Memberships()}
+	ents := s.entityList()
 	if plan {
 		st, err := store.Open(ctx, dsn, opt)
 		if errors.Is(err, store.ErrNoDatabase) {

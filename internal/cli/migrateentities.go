@@ -57,10 +57,10 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 
 // checkEntities refuses, exit 2 and one line, a database whose entities'
 // tables do not match what the entities declare: what every command that
-// opens the store runs before it writes. The built-in entity only, until
-// the config file names others.
-func checkEntities(ctx context.Context, st *store.Store) error {
-	if err := st.CheckEntities(ctx, []*entity.Entity{entity.Memberships()}); err != nil {
+// opens the store runs before it writes: the entities of --config, or
+// the built-in one.
+func checkEntities(ctx context.Context, st *store.Store, ents []*entity.Entity) error {
+	if err := st.CheckEntities(ctx, ents); err != nil {
 		var me *store.SchemaMismatchError
 		if errors.As(err, &me) {
 			return depError{err}

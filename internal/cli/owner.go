@@ -31,35 +31,36 @@ const (
 // memberships, or takes it from another job with --take-table. A table of
 // another job is a usage error (exit 2, nothing written) in one line that
 // says how to move it.
-func claimTable(ctx context.Context, s *settings, st *store.Store, log zerolog.Logger) error {
+func claimTable(ctx context.Context, s *settings, st *store.Store, job string, log zerolog.Logger) error {
+	table := st.Table().Name()
 	switch {
 	case s.ownership == readsOnly:
 		return nil
 	case s.TakeTable:
-		prev, ok, err := st.TakeTable(ctx, store.MembershipsTable, s.Job)
+		prev, ok, err := st.TakeTable(ctx, table, job)
 		if err != nil {
 			return depError{fmt.Errorf("mysql: %w", err)}
 		}
-		if ok && prev.Job != s.Job {
-			log.Warn().Str("table", store.MembershipsTable).Str("job", s.Job).Str("previous_job", prev.Job).
+		if ok && prev.Job != job {
+			log.Warn().Str("table", table).Str("job", job).Str("previous_job", prev.Job).
 				Msg("table taken from another job (--take-table): that job's commands against it are refused from now on")
 		}
 		return nil
 	case s.ownership == checksOwner:
-		o, ok, err := st.TableOwner(ctx, store.MembershipsTable)
-		if err == nil && ok && o.Job != s.Job {
-			err = &store.OwnedError{Table: store.MembershipsTable, Owner: o, Job: s.Job}
+		o, ok, err := st.TableOwner(ctx, table)
+		if err == nil && ok && o.Job != job {
+			err = &store.OwnedError{Table: table, Owner: o, Job: job}
 		}
 		return refusal(err)
 	}
-	return claim(ctx, st, s.Job)
+	return claim(ctx, st, job)
 }
 
-// claim claims memberships for job (see store.ClaimTable); schedule's
-// ticks call it too, so that a --take-table of another job since the start
-// refuses them.
+// claim claims the store's table for job (see store.ClaimTable);
+// schedule's ticks call it too, so that a --take-table of another job
+// since the start refuses them.
 func claim(ctx context.Context, st *store.Store, job string) error {
-	return refusal(st.ClaimTable(ctx, store.MembershipsTable, job))
+	return refusal(st.ClaimTable(ctx, st.Table().Name(), job))
 }
 
 // refusal turns a store's *OwnedError into the command's one line.

@@ -27,12 +27,12 @@ func isTerminal(w io.Writer) bool {
 // progress shows a run's progress: a bar on a terminal (total from the
 // ERP's count endpoint, rate, ETA), a log line every 10 s elsewhere. It sets
 // cfg.Progress and returns the function that ends the display.
-func progress(ctx context.Context, cfg *syncer.Config, d *deps, stderr io.Writer, log zerolog.Logger) func(*syncer.Report) {
+func progress(ctx context.Context, cfg *syncer.Config, src source, stderr io.Writer, log zerolog.Logger) func(*syncer.Report) {
 	tty := isTerminal(stderr)
 	var total int64 = -1
 	if cfg.Mode == syncer.ModeBackfill {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if n, err := d.erp.Count(cctx, cfg.Since, cfg.Until); err == nil {
+		if n, err := src.Count(cctx, cfg.Since, cfg.Until); err == nil {
 			total = n
 			if cfg.Shards > 1 {
 				total = (n + int64(cfg.Shards) - 1) / int64(cfg.Shards)

@@ -53,13 +53,15 @@ func (r *reconcileSettings) config() reconcile.Config {
 	return reconcile.Config{MaxDelete: &l, MaxDeleteTotal: &t, Window: r.Window, Force: r.Force, DryRun: r.DryRun}
 }
 
-// newReconciler wires a reconciler of cfg's job onto d.
-func newReconciler(rcfg reconcile.Config, cfg syncer.Config, d *deps, log zerolog.Logger) (*reconcile.Reconciler, error) {
-	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
+// newReconciler wires a reconciler of target t onto d, with cfg's
+// settings under t's job.
+func newReconciler(rcfg reconcile.Config, cfg syncer.Config, d *deps, t *target, log zerolog.Logger) (*reconcile.Reconciler, error) {
+	cfg.Job, cfg.Entity = t.job, t.ent.Name
+	sy, err := syncer.New(cfg, t.erp, t.st, d.locks, log)
 	if err != nil {
 		return nil, err
 	}
-	return reconcile.New(rcfg, sy, d.erp, d.store, log)
+	return reconcile.New(rcfg, sy, t.erp, t.st, log)
 }
 
 // scanNeverSkips refuses a reconcile over paging that can skip a record:
@@ -85,7 +87,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	r.guardFlags(fs)
 	fs.BoolVar(&r.DryRun, "dry-run", false, "print what would change (counts and a sample of erp_ids) and change nothing")
 	fs.BoolVar(&r.Force, "force", false, "go past the deletion guard (logged at warn level)")
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(&s, stderr)
@@ -115,30 +117,44 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer done()
-	rc, err := newReconciler(rcfg, cfg, d, log)
-	if err != nil {
-		return usageError{err}
-	}
-	rep, runErr := rc.Run(ctx)
-	if rep != nil {
-		if r.DryRun && rep.Plan != nil {
-			printPlan(stdout, rep)
+	var reports []*reconcile.Report
+	var firstErr error
+	for _, t := range d.targets {
+		if ctx.Err() != nil {
+			break
 		}
-		runErr = saveReport(log, s.Report, rep, runErr)
+		rc, err := newReconciler(rcfg, cfg, d, t, log)
+		if err != nil {
+			return usageError{err}
+		}
+		rep, runErr := rc.Run(ctx)
+		if rep != nil {
+			if r.DryRun && rep.Plan != nil {
+				if s.ConfigFile != "" {
+					fmt.Fprintf(stdout, "entity %s (job %s, table %s):\n", t.ent.Name, t.job, t.table.Name())
+				}
+				printPlan(stdout, rep)
+			}
+			reports = append(reports, rep)
+		}
+		if runErr != nil {
+			runErr = targetError(&s, t, runErr)
+		}
+		switch {
+		case runErr == nil:
+		case errors.Is(runErr, reconcile.ErrRefused) && r.DryRun:
+			runErr = errFailed // the plan says why
+		case errors.Is(runErr, reconcile.ErrRefused):
+			// One line that says how many and why: exit 1.
+			runErr = fmt.Errorf("%v; nothing changed (--dry-run lists them, --force goes past the guard)", runErr)
+		case rep != nil && rep.FinishedAt != nil && !r.DryRun:
+			runErr = runFailed("reconcile", &s, runErr)
+		}
+		if firstErr == nil {
+			firstErr = runErr
+		}
 	}
-	switch {
-	case runErr == nil:
-		return nil
-	case errors.Is(runErr, reconcile.ErrRefused) && r.DryRun:
-		return errFailed // the plan says why
-	case errors.Is(runErr, reconcile.ErrRefused):
-		// One line that says how many and why: exit 1.
-		return fmt.Errorf("%v; nothing changed (--dry-run lists them, --force goes past the guard)", runErr)
-	case rep != nil && rep.FinishedAt != nil && !r.DryRun:
-		return runFailed("reconcile", &s, runErr)
-	default:
-		return runErr
-	}
+	return saveReports(log, s.Report, reports, firstErr)
 }
 
 // printPlan prints a reconcile's plan, for --dry-run.

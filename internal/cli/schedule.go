@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,16 +34,29 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cronExpr, "cron", "", "run by a cron expression (5 fields or @hourly...; UTC) instead of --every")
 	fs.StringVar(&httpAddr, "http-addr", ":9090", "serve /metrics, /healthz and /readyz here (empty: off)")
 	intVar(fs, &ticks, "ticks", 0, 0, math.MaxInt, "stop after this many ticks (0: until SIGTERM/SIGINT)")
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(&s, stderr)
 	if err != nil {
 		return err
 	}
-	sched, err := schedule.Parse(every, cronExpr)
-	if err != nil {
-		return usageError{err}
+	// Each target ticks on its entity's own every or cron, where the file
+	// gives one, else on --every or --cron.
+	scheds := make([]schedule.Schedule, len(s.targets))
+	for i, t := range s.targets {
+		var err error
+		if t.ent.Every > 0 || t.ent.Cron != "" {
+			scheds[i], err = schedule.Parse(t.ent.Every, t.ent.Cron)
+		} else {
+			scheds[i], err = schedule.Parse(every, cronExpr)
+		}
+		if err != nil {
+			if s.ConfigFile != "" {
+				err = fmt.Errorf("entity %s: %w (or give the entity every: or cron: in %s)", t.ent.Name, err, s.ConfigFile)
+			}
+			return usageError{err}
+		}
 	}
 	if err := r.check(); err != nil {
 		return err
@@ -64,24 +78,24 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer done()
-	m.Init(s.Job, syncer.ModeRun)
-	if every > 0 {
-		m.SetInterval(s.Job, every)
+	for i, t := range d.targets {
+		m.Init(t.job, syncer.ModeRun)
+		if e, ok := scheds[i].(schedule.Every); ok {
+			m.SetInterval(t.job, time.Duration(e))
+		}
 	}
 	if reconcileEvery > 0 {
-		m.Init(s.Job, reconcile.Mode)
 		rcfg := r.config()
 		rcfg.PageSize = s.PageSize
 		rctx, stopReconciles := context.WithCancel(ctx)
-		done := make(chan struct{})
-		scfg := cfg // the ticks below change cfg.HoldUntil
-		go func() {
-			defer close(done)
-			reconcileLoop(rctx, schedule.Every(reconcileEvery), rcfg, scfg, d, log, m)
-		}()
+		var wg sync.WaitGroup
+		for _, t := range d.targets {
+			m.Init(t.job, reconcile.Mode)
+			wg.Go(func() { reconcileLoop(rctx, schedule.Every(reconcileEvery), rcfg, cfg, d, t, log, m) })
+		}
 		defer func() {
 			stopReconciles()
-			<-done
+			wg.Wait()
 		}()
 	}
 
@@ -100,14 +114,39 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		slog.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
 	}
 
-	slog.Info().Dur("every", every).Str("cron", cronExpr).Dur("reconcile_every", reconcileEvery).Msg("schedule started")
+	slog.Info().Dur("every", every).Str("cron", cronExpr).Dur("reconcile_every", reconcileEvery).Int("jobs", len(d.targets)).Msg("schedule started")
+	// One loop per target: a slow or failing entity holds no other back.
+	failed := make([]int, len(d.targets))
+	var wg sync.WaitGroup
+	for i, t := range d.targets {
+		wg.Go(func() { failed[i] = tickLoop(ctx, scheds[i], ticks, cfg, d, t, &s, log, m) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		slog.Info().Msg("schedule stopped")
+		return nil
+	}
+	failedTicks := 0
+	for _, n := range failed {
+		failedTicks += n
+	}
+	if failedTicks > 0 {
+		return fmt.Errorf("%w: %d of %d ticks failed", errFailed, failedTicks, ticks*len(d.targets))
+	}
+	return nil
+}
+
+// tickLoop runs target t on every tick of sched (ticks of them, 0: until
+// ctx ends) and returns how many failed.
+func tickLoop(ctx context.Context, sched schedule.Schedule, ticks int, cfg syncer.Config, d *deps, t *target, s *settings, log zerolog.Logger, m *metrics.Metrics) int {
+	slog := log.With().Str("job", t.job).Logger()
+	cfg.Job, cfg.Entity = t.job, t.ent.Name
 	failedTicks := 0
 	for n := 0; ticks == 0 || n < ticks; n++ {
 		tick := sched.Next(time.Now())
 		select {
 		case <-ctx.Done():
-			slog.Info().Msg("schedule stopped")
-			return nil
+			return failedTicks
 		case <-time.After(time.Until(tick)):
 		}
 		// Lock-at-least-for: hold the job lock to halfway to the next tick,
@@ -115,31 +154,29 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		// tick, and the next tick still finds the lock free.
 		next := sched.Next(tick)
 		cfg.HoldUntil = tick.Add(next.Sub(tick) / 2)
-		rep, err := runTick(ctx, cfg, d, log, m)
+		rep, err := runTick(ctx, cfg, d, t, log, m)
 		if err != nil {
 			failedTicks++
 			slog.Error().Err(err).Time("tick", tick).Msg("tick failed")
 		}
-		if err := writeReport(s.Report, rep); err != nil {
-			slog.Error().Err(err).Msg("write report")
+		if len(d.targets) == 1 { // several: the runs' summary lines and history tell
+			if err := writeReport(s.Report, rep); err != nil {
+				slog.Error().Err(err).Msg("write report")
+			}
 		}
 		if ctx.Err() != nil {
-			slog.Info().Msg("schedule stopped")
-			return nil
+			return failedTicks
 		}
 	}
-	if failedTicks > 0 {
-		return fmt.Errorf("%w: %d of %d ticks failed", errFailed, failedTicks, ticks)
-	}
-	return nil
+	return failedTicks
 }
 
 // runTick runs one tick and publishes its outcome to the metrics.
-func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger, m *metrics.Metrics) (*syncer.Report, error) {
-	if err := claim(ctx, d.store, cfg.Job); err != nil {
+func runTick(ctx context.Context, cfg syncer.Config, d *deps, t *target, log zerolog.Logger, m *metrics.Metrics) (*syncer.Report, error) {
+	if err := claim(ctx, t.st, cfg.Job); err != nil {
 		return nil, err // a --take-table of another job since the start
 	}
-	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
+	sy, err := syncer.New(cfg, t.erp, t.st, d.locks, log)
 	if err != nil {
 		return nil, err
 	}
@@ -149,10 +186,10 @@ func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if n, qerr := d.store.QuarantineCount(qctx); qerr == nil {
+	if n, qerr := t.st.QuarantineCount(qctx); qerr == nil {
 		m.SetQuarantined(cfg.Job, n)
 	}
-	if n, qerr := d.store.QuarantinedRows(qctx); qerr == nil {
+	if n, qerr := t.st.QuarantinedRows(qctx); qerr == nil {
 		m.SetQuarantinedRows(cfg.Job, n)
 	}
 	return rep, err
@@ -162,7 +199,8 @@ func runTick(ctx context.Context, cfg syncer.Config, d *deps, log zerolog.Logger
 // beside the incremental runs: its own lock (held to halfway to the next
 // tick, as the runs' job lock), history rows and metrics. A reconcile
 // that fails or is refused is logged and counted; the loop goes on.
-func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.Config, cfg syncer.Config, d *deps, log zerolog.Logger, m *metrics.Metrics) {
+func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.Config, cfg syncer.Config, d *deps, t *target, log zerolog.Logger, m *metrics.Metrics) {
+	cfg.Job = t.job
 	for {
 		tick := sched.Next(time.Now())
 		select {
@@ -172,9 +210,9 @@ func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.
 		}
 		next := sched.Next(tick)
 		rcfg.HoldUntil = tick.Add(next.Sub(tick) / 2)
-		rc, err := newReconciler(rcfg, cfg, d, log)
+		rc, err := newReconciler(rcfg, cfg, d, t, log)
 		if err == nil {
-			err = claim(ctx, d.store, cfg.Job) // a --take-table since the start refuses the tick
+			err = claim(ctx, t.st, cfg.Job) // a --take-table since the start refuses the tick
 		}
 		if err != nil {
 			log.Error().Err(err).Msg("reconcile tick failed")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/rs/zerolog"
+
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
@@ -58,7 +60,7 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 		fs.StringVar(&untilS, "until", "", "window end, exclusive (RFC 3339); default: open")
 		fs.StringVar(&shardS, "shard", "", "i/n: only the erp_ids that hash to shard i of n")
 	}
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(&s, stderr)
@@ -95,23 +97,58 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 		return err
 	}
 	defer done()
-	stopProgress := progress(ctx, &cfg, d, stderr, log)
-	sy, err := syncer.New(cfg, d.erp, d.store, d.locks, log)
-	if err != nil {
-		return usageError{err}
+	// Each target in turn (every entity of --config, each source of one):
+	// one that fails does not keep the others from running.
+	var reports []*syncer.Report
+	var firstErr error
+	for _, t := range d.targets {
+		if ctx.Err() != nil {
+			break
+		}
+		tcfg := cfg
+		tcfg.Job, tcfg.Entity = t.job, t.ent.Name
+		stopProgress := progress(ctx, &tcfg, t.erp, stderr, log)
+		sy, err := syncer.New(tcfg, t.erp, t.st, d.locks, log)
+		if err != nil {
+			return usageError{err}
+		}
+		rep, runErr := sy.Run(ctx)
+		stopProgress(rep)
+		if rep != nil {
+			reports = append(reports, rep)
+		}
+		switch {
+		case errors.Is(runErr, syncer.ErrFirstPageInvalid):
+			runErr = usageError{targetError(&s, t, runErr)} // exit 2, one line
+		case runErr != nil:
+			runErr = runFailed(mode, &s, targetError(&s, t, runErr))
+		}
+		if firstErr == nil {
+			firstErr = runErr
+		}
 	}
-	rep, runErr := sy.Run(ctx)
-	stopProgress(rep)
-	if rep != nil {
-		runErr = saveReport(log, s.Report, rep, runErr)
+	return saveReports(log, s.Report, reports, firstErr)
+}
+
+// targetError names t's entity (and its job, for one source of several)
+// in err, when a config file gave the targets.
+func targetError(s *settings, t *target, err error) error {
+	if s.ConfigFile == "" {
+		return err
 	}
-	switch {
-	case errors.Is(runErr, syncer.ErrFirstPageInvalid):
-		return usageError{runErr} // exit 2, one line
-	case runErr != nil:
-		return runFailed(mode, &s, runErr)
+	return fmt.Errorf("entity %s (job %s): %w", t.ent.Name, t.job, err)
+}
+
+// saveReports writes the reports of a command's runs to path (--report):
+// the report itself for one run, a JSON array of them for several.
+func saveReports[R any](log zerolog.Logger, path string, reps []R, runErr error) error {
+	if len(reps) == 1 {
+		return saveReport(log, path, reps[0], runErr)
 	}
-	return nil
+	if len(reps) == 0 {
+		return runErr
+	}
+	return saveReport(log, path, reps, runErr)
 }
 
 // runFailed is the plain line of a run, backfill or reconcile that ended

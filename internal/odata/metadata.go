@@ -42,6 +42,9 @@ func (s *Source) keyLiteral(ctx context.Context, prop, k string) (string, error)
 	return stringLiteral(k), nil
 }
 
+// errNoProperty is a $metadata document that declares no such property.
+var errNoProperty = errors.New("no such property")
+
 // edmx is the part of a CSDL XML document ($metadata) the source reads.
 type edmx struct {
 	Schemas []struct {
@@ -99,7 +102,7 @@ func (s *Source) propertyType(ctx context.Context, prop string) (string, error) 
 		if t := doc.propertyType(set, prop); t != "" {
 			return t, nil
 		}
-		return "", s.untyped(prop, fmt.Errorf("%s/$metadata declares no type of %s for %s", path, prop, set))
+		return "", s.untyped(prop, fmt.Errorf("%s/$metadata declares no type of %s for %s: %w", path, prop, set, errNoProperty))
 	}
 	return "", s.untyped(prop, failed)
 }

@@ -62,8 +62,22 @@ type Source struct {
 	selected string    // the $select value
 	accept   string    // the Accept header of a page; "" the default
 
+	// sets are the source's constant columns (entity.Source.Set) whose
+	// property the entity set may serve: once $metadata says it does, the
+	// source filters on it (setTerms), so that one entity set read as one
+	// source per company yields each company's records to its own source.
+	sets []setProp
+
 	mu       sync.Mutex
 	keyTypes map[string]string // the Edm type of a key property, once a $metadata document declared it
+	setTerms []string          // the $filter terms of sets, once resolved
+	setsDone bool
+}
+
+// setProp is one constant of the source: the property that would hold it.
+type setProp struct {
+	key   keyProp
+	value string
 }
 
 // keyProp is one key column as $filter and $orderby name it.
@@ -137,7 +151,51 @@ func (s *Source) typed(sc *erp.Schema) error {
 	if sc.Exact() {
 		s.accept = "application/json;IEEE754Compatible=true"
 	}
+	e := sc.Entity()
+	for _, c := range e.Columns {
+		v, ok := sc.Source().Set[c.Name]
+		if !ok {
+			continue
+		}
+		from := c.From
+		if len(from) == 0 {
+			from = []string{c.Name}
+		}
+		s.sets = append(s.sets, setProp{key: keyProp{prop: strings.Join(from, "/"), kind: c.Type.Kind}, value: v})
+	}
 	return nil
+}
+
+// setFilter returns the $filter terms of the source's constants that the
+// entity set serves as properties ($metadata tells, once): a constant the
+// entity set has no property for (a company in the URL, as Business
+// Central's companies(...)/customers) filters nothing.
+func (s *Source) setFilter(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	done, terms := s.setsDone, s.setTerms
+	s.mu.Unlock()
+	if done || len(s.sets) == 0 {
+		return terms, nil
+	}
+	terms = nil
+	for _, sp := range s.sets {
+		t, err := s.propertyType(ctx, sp.key.prop)
+		switch {
+		case errors.Is(err, errNoProperty) || notFound(err):
+			continue // the entity set has no such property, or the service no $metadata to tell
+		case err != nil:
+			return nil, err
+		}
+		lit := sp.value
+		if sp.key.kind == entity.String && t != "Edm.Guid" {
+			lit = stringLiteral(sp.value)
+		}
+		terms = append(terms, sp.key.prop+" eq "+lit)
+	}
+	s.mu.Lock()
+	s.setTerms, s.setsDone = terms, true
+	s.mu.Unlock()
+	return terms, nil
 }
 
 // Stats returns the source's request counters.
@@ -202,6 +260,11 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	var header http.Header
 	if u == "" {
 		filter := s.window(q.Since, q.Until)
+		sets, err := s.setFilter(ctx)
+		if err != nil {
+			return nil, err
+		}
+		filter = append(filter, sets...)
 		params := [][2]string{{"$select", s.selected}}
 		if s.paging == PagingKeyset && !after.T.IsZero() {
 			k, err := s.after(ctx, after.K)
@@ -357,11 +420,15 @@ func (s *Source) literal(ctx context.Context, key keyProp, v string) (string, er
 // (zero times leave a bound open), from <url>/$count.
 func (s *Source) Count(ctx context.Context, since, until time.Time) (int64, error) {
 	u := s.url + "/$count"
-	if filter := s.window(since, until); len(filter) > 0 {
+	sets, err := s.setFilter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if filter := append(s.window(since, until), sets...); len(filter) > 0 {
 		u += "?" + encodeQuery([][2]string{{"$filter", strings.Join(filter, " and ")}})
 	}
 	var n int64
-	err := s.g.GetWith(ctx, erp.EndpointCount, u, http.Header{"Accept": {"text/plain"}}, func(_ http.Header, body []byte) error {
+	err = s.g.GetWith(ctx, erp.EndpointCount, u, http.Header{"Accept": {"text/plain"}}, func(_ http.Header, body []byte) error {
 		v, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")))), 10, 64)
 		if err != nil || v < 0 {
 			return fmt.Errorf("decode count: %q is not a count", truncate(body, 40))

@@ -180,6 +180,10 @@ func TestTypedSetKeyAndLiterals(t *testing.T) {
 	var mu sync.Mutex
 	var filters []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "$metadata") {
+			http.NotFound(w, r) // no document: the constant filters nothing
+			return
+		}
 		mu.Lock()
 		filters = append(filters, r.URL.Query().Get("$filter"))
 		n := len(filters)
@@ -223,7 +227,7 @@ func capProject(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	src := captest.ProjectDir()
-	for _, f := range []string{"package.json", "server.js", "srv/bearer-auth.js", "srv/erp-service.js", "db/schema.cds"} {
+	for _, f := range []string{"package.json", "server.js", "srv/bearer-auth.js", "srv/erp-service.js", "srv/change-counter.js", "db/schema.cds"} {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
 			t.Fatal(err)
@@ -366,5 +370,56 @@ func TestTypedAgainstCAP(t *testing.T) {
 			fmt.Sprint(v[6].I) != w.Rating || rec.Version != int64(w.ChangeCounter) {
 			t.Errorf("%q: %+v, want %+v", rec.ErpID, v, w)
 		}
+	}
+}
+
+// TestTypedSetFiltersAServedProperty: a source's constant whose column's
+// property the entity set serves ($metadata) filters the source, so that
+// one entity set read as one source per company gives each source its own
+// company's records; the count is filtered alike.
+func TestTypedSetFiltersAServedProperty(t *testing.T) {
+	var mu sync.Mutex
+	var filters []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "$metadata") {
+			fmt.Fprint(w, `<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0"><edmx:DataServices>
+<Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="S"><EntityType Name="Customer"><Key><PropertyRef Name="CompanyCode"/><PropertyRef Name="Customer"/></Key>
+<Property Name="CompanyCode" Type="Edm.String"/><Property Name="Customer" Type="Edm.String"/><Property Name="Modified" Type="Edm.DateTimeOffset"/></EntityType>
+<EntityContainer Name="C"><EntitySet Name="Customers" EntityType="S.Customer"/></EntityContainer></Schema></edmx:DataServices></edmx:Edmx>`)
+			return
+		}
+		mu.Lock()
+		filters = append(filters, r.URL.Query().Get("$filter"))
+		mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "$count") {
+			fmt.Fprint(w, "1")
+			return
+		}
+		fmt.Fprint(w, `{"value":[{"CompanyCode":"2000","Customer":"C1","Modified":"2025-01-01T00:00:00Z"}]}`)
+	}))
+	defer srv.Close()
+	e := &entity.Entity{Name: "customers", Key: []string{"company", "customer"}, UpdatedAt: []string{"Modified"}, Columns: []entity.Column{
+		{Name: "company", From: []string{"CompanyCode"}, Type: entity.Type{Kind: entity.String, Length: 4}},
+		{Name: "customer", From: []string{"Customer"}, Type: entity.Type{Kind: entity.String, Length: 10}},
+	}}
+	src := entity.Source{Name: "Customers", Set: map[string]string{"company": "2000"}}
+	s, err := odata.New(odata.Config{URL: srv.URL + "/Customers", Schema: compile(t, e, src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Page(context.Background(), erp.Query{})
+	if err != nil || len(p.Records) != 1 || p.Records[0].ErpID != "2000\x1fC1" {
+		t.Fatalf("%v %+v", err, p)
+	}
+	if _, err := s.Count(context.Background(), time.Time{}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range filters {
+		if f != "CompanyCode eq '2000'" {
+			t.Errorf("filter %q, want CompanyCode eq '2000'", f)
+		}
+	}
+	if len(filters) != 2 {
+		t.Errorf("%d requests, want a page and a count", len(filters))
 	}
 }

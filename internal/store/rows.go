@@ -72,7 +72,8 @@ type Stored struct {
 	Mark    int64     // quarantined_version, 0 when not marked
 }
 
-// ScanRows calls fn with every row of the store's table, in no order. The
+// ScanRows calls fn with every row of the store's table (of its scope, see
+// Scoped), in no order. The
 // Stored passed is reused: fn copies what it keeps (its Vals too).
 func (s *Store) ScanRows(ctx context.Context, fn func(*Stored) error) error {
 	t := s.t
@@ -81,6 +82,9 @@ func (s *Store) ScanRows(ctx context.Context, fn func(*Stored) error) error {
 		q += quoteIdent(c.Name) + ", "
 	}
 	q += "erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM " + quoteIdent(t.name)
+	if s.scope != "" {
+		q += " WHERE " + s.scope
+	}
 	rows, err := s.sql.QueryContext(ctx, q)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)

@@ -83,6 +83,9 @@ type Store struct {
 	sql *sql.DB
 	cfg *mysql.Config
 	t   *Table // the entity table the row methods write
+	// scope is the WHERE test of the rows ScanRows reads ("" for all): the
+	// rows of one source of an entity of several.
+	scope string
 }
 
 // memberships is the built-in entity's table, what a Store writes until
@@ -95,6 +98,39 @@ func (s *Store) For(t *Table) *Store {
 	c.t = t
 	return &c
 }
+
+// Scoped returns a Store whose ScanRows reads only the rows whose columns
+// hold the given values (column name to value, as a source's constants
+// are): the rows of one source of an entity read from several, which a
+// verify or reconcile of that source compares with its feed. nil or empty
+// reads every row.
+func (s *Store) Scoped(set map[string]string) *Store {
+	c := *s
+	c.scope = ""
+	if len(set) == 0 {
+		return &c
+	}
+	l := newLiteral()
+	defer l.free()
+	first := true
+	for i, col := range s.t.ent.Columns { // in column order: the same text whatever the map's order
+		v, ok := set[col.Name]
+		if !ok {
+			continue
+		}
+		if !first {
+			l.sql(" AND ")
+		}
+		first = false
+		l.sql(quoteIdent(col.Name) + " = ")
+		l.keyPart(s.t.kinds[i], v)
+	}
+	c.scope = l.text()
+	return &c
+}
+
+// Memberships returns the built-in memberships entity's table.
+func Memberships() *Table { return memberships }
 
 // Table returns the entity table the store writes.
 func (s *Store) Table() *Table { return s.t }

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/odata"
+	"github.com/erpsync/erpsync/internal/secret"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+// target is one source of one entity that a command works on: the
+// entity, the source, the job that writes it (its lock, checkpoint and
+// history) and the entity's table. Without a config file there is one,
+// the built-in memberships entity under --job.
+type target struct {
+	ent   *entity.Entity
+	src   entity.Source
+	job   string
+	table *store.Table
+	erp   source // set by connect
+	st    *store.Store
+}
+
+// entityFlags: --config and --entity, for the commands that work on
+// entities.
+func (s *settings) entityFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.ConfigFile, "config", "", "a config file of entities to sync (docs/entities.md); default: the built-in memberships entity")
+	fs.Var((*listValue)(&s.Entities), "entity", "only these entities of --config (repeatable, or comma-separated); default: every entity")
+}
+
+// listValue is a repeatable, comma-separated flag.
+type listValue []string
+
+func (l *listValue) String() string { return strings.Join(*l, ",") }
+
+func (l *listValue) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(*l, p) {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// loadTargets reads the --config file, fills the ERP settings the flags
+// and the environment left unset from its erp block, and returns the
+// targets of the entities --entity selects. Without a file it returns the
+// built-in memberships entity's. Every error is a usage error: one line,
+// exit 2, nothing written.
+func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
+	if s.ConfigFile == "" {
+		if len(s.Entities) > 0 && (len(s.Entities) > 1 || s.Entities[0] != syncer.MembershipsEntity) {
+			return nil, usageError{fmt.Errorf("--entity %s: without --config the only entity is memberships", strings.Join(s.Entities, ","))}
+		}
+		ent := entity.Memberships()
+		return []*target{{ent: ent, src: ent.Sources[0], job: s.Job, table: store.Memberships()}}, nil
+	}
+	f, err := entity.Load(s.ConfigFile)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := s.applyFileERP(fs, f); err != nil {
+		return nil, usageError{err}
+	}
+	ents := f.Entities
+	if len(s.Entities) > 0 {
+		ents = nil
+		for _, name := range s.Entities {
+			e := f.Entity(name)
+			if e == nil {
+				var names []string
+				for _, e := range f.Entities {
+					names = append(names, e.Name)
+				}
+				return nil, usageError{fmt.Errorf("--entity %s: %s declares no such entity (it has %s)", name, f.Path, strings.Join(names, ", "))}
+			}
+			ents = append(ents, e)
+		}
+	}
+	var out []*target
+	for _, e := range ents {
+		switch {
+		case len(e.Children) > 0:
+			return nil, usageError{fmt.Errorf("%s:%d: entity %s declares children: documents are not synced by this version of erpsync; remove them", f.Path, e.Children[0].Line, e.Name)}
+		case e.Events:
+			return nil, usageError{fmt.Errorf("%s:%d: entity %s sets events: change events are not recorded by this version of erpsync; remove it", f.Path, e.Line, e.Name)}
+		}
+		t, err := store.Compile(e)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s:%d: %w", f.Path, e.Line, err)}
+		}
+		for _, src := range e.Sources {
+			out = append(out, &target{ent: e, src: src, job: jobOf(s, e, src), table: t})
+		}
+	}
+	return out, nil
+}
+
+// jobOf is the job of one source of an entity: the entity's name (the
+// memberships entity keeps --job, so a file that declares it continues the
+// built-in job's checkpoint and history), followed, for an entity of
+// several sources, by what tells the source apart: the constants it sets
+// (customers/1000), or its name.
+func jobOf(s *settings, e *entity.Entity, src entity.Source) string {
+	job := e.Name
+	if e.Name == syncer.MembershipsEntity {
+		job = s.Job
+	}
+	if len(e.Sources) < 2 {
+		return job
+	}
+	if len(src.Set) == 0 {
+		return job + "/" + src.Name
+	}
+	var parts []string
+	for _, k := range e.Key { // in key order: stable whatever the map's order
+		if v, ok := src.Set[k]; ok {
+			parts = append(parts, v)
+		}
+	}
+	return job + "/" + strings.Join(parts, "/")
+}
+
+// applyFileERP sets the ERP flags that neither the command line nor the
+// environment gave from the file's erp block: flags and variables win
+// over the file.
+func (s *settings) applyFileERP(fs *flag.FlagSet, f *entity.File) error {
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	e := f.ERP
+	set := func(name, v string) error {
+		if v == "" || given[name] || fs.Lookup(name) == nil {
+			return nil
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("%s:%d: erp: %s: %w", f.Path, e.Line, name, err)
+		}
+		return nil
+	}
+	secretFrom := func(name, v, file string) error {
+		if file != "" && v == "" && !given[name] && !given[name+"-file"] {
+			b, err := secret.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("%s:%d: erp: %w", f.Path, e.Line, err)
+			}
+			v = b
+		}
+		if v != "" && !given[name] {
+			if w, ok := fs.Output().(*secret.Writer); ok {
+				w.Redactor().Add(v)
+			}
+		}
+		return set(name, v)
+	}
+	errs := []error{
+		set("erp-kind", e.Kind), set("erp-url", e.URL), set("erp-username", e.Username),
+		secretFrom("erp-password", e.Password, e.PasswordFile), secretFrom("erp-token", e.Token, e.TokenFile),
+		set("erp-paging", e.Paging), set("erp-tls-ca", e.TLSCA),
+	}
+	if e.Timeout > 0 {
+		errs = append(errs, set("erp-timeout", e.Timeout.String()))
+	}
+	if e.Retries != nil {
+		errs = append(errs, set("erp-retries", strconv.Itoa(*e.Retries)))
+	}
+	if o := e.OAuth; o != nil {
+		errs = append(errs, set("erp-oauth-token-url", o.TokenURL), set("erp-oauth-client-id", o.ClientID),
+			secretFrom("erp-oauth-client-secret", o.ClientSecret, o.ClientSecretFile), set("erp-oauth-scope", o.Scope))
+	}
+	return errors.Join(errs...)
+}
+
+// typedSource returns the ERP source of one target of a config file: its
+// entity's typed decoder on its source, an entity set of the OData service
+// root --erp-url, or a REST records path with the shape of the entity's
+// rest block over the flags'. Errors name the file's line or the flag.
+func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) (source, error) {
+	sch, err := erp.Compile(t.ent, t.src)
+	if err != nil {
+		return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
+	}
+	if err := e.auth(&cfg); err != nil {
+		return nil, err
+	}
+	switch e.Kind {
+	case kindREST:
+		if r := t.ent.REST; r != nil {
+			for dst, v := range map[*string]string{&rest.RecordsPath: r.RecordsPath, &rest.CursorPath: r.CursorPath,
+				&rest.Path: r.Path, &rest.CountField: r.CountField, &rest.Params: r.Params, &rest.Paging: r.Paging} {
+				if v != "" {
+					*dst = v
+				}
+			}
+			if r.HasCountPath {
+				rest.CountPath = r.CountPath
+			}
+		}
+		if t.ent.REST == nil || t.ent.REST.Path == "" {
+			rest.Path = "/" + strings.TrimPrefix(t.src.Name, "/")
+		}
+		shape, err := rest.shape(kindREST)
+		if err != nil {
+			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
+		}
+		cfg.Shape, cfg.Schema, cfg.Mapping = shape, sch, nil
+		c, err := erp.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
+		}
+		return c, nil
+	case kindOData:
+		if e.Paging != odata.PagingKeyset && e.Paging != odata.PagingServer {
+			return nil, fmt.Errorf("--erp-paging %q: want %s or %s", e.Paging, odata.PagingKeyset, odata.PagingServer)
+		}
+		u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + t.src.Name
+		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, HTTP: cfg})
+		if err != nil {
+			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("--erp-kind %q: want %s or %s", e.Kind, kindREST, kindOData)
+}
+
+// entities returns the distinct entities of the targets, in order; the
+// built-in memberships entity when there are none.
+func (s *settings) entityList() []*entity.Entity {
+	if s.targets == nil {
+		return []*entity.Entity{entity.Memberships()}
+	}
+	var out []*entity.Entity
+	for _, t := range s.targets {
+		if !slices.Contains(out, t.ent) {
+			out = append(out, t.ent)
+		}
+	}
+	return out
+}
+
+// parseEntities is parse for a command that works on entities: it also
+// loads --config and selects the --entity targets.
+func (s *settings) parseEntities(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ts, err := s.loadTargets(fs)
+	if err != nil {
+		return err
+	}
+	s.targets = ts
+	return nil
+}
