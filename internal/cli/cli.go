@@ -529,10 +529,14 @@ func probe(ctx context.Context, s *settings, t *target) error {
 	if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
 		return depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
 	}
-	if s.ConfigFile != "" {
-		return depError{fmt.Errorf("erp unreachable at %s (entity %s, source %s): %w", erpHost(s.ERPURL), t.ent.Name, t.src.Name, err)}
+	what := "erp unreachable at " + erpHost(s.ERPURL)
+	if errors.Is(err, erp.ErrNotJSON) {
+		what = "erp at " + erpHost(s.ERPURL) + " answered, but not with the feed (check --erp-url and that no proxy or login page stands in front)"
 	}
-	return depError{fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)}
+	if s.ConfigFile != "" {
+		what += fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
+	}
+	return depError{fmt.Errorf("%s: %w", what, err)}
 }
 
 // erpHost is the ERP URL without a password, for messages.

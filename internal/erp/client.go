@@ -24,6 +24,9 @@ var (
 	// ErrTooLarge is a response body over Config.MaxBodyBytes. It is never
 	// retried.
 	ErrTooLarge = errors.New("erp: response body too large")
+	// ErrNotJSON is an answer that is not JSON at all (a proxy's or a
+	// login's HTML page): the server answered, but not as the feed.
+	ErrNotJSON = errors.New("not JSON")
 )
 
 // StatusError is a non-2xx answer other than 400, 401 and 403: the last one

@@ -223,8 +223,8 @@ func (c *Getter) attempt(ctx context.Context, u string, header http.Header, deco
 		if !looksJSON(body) {
 			// An HTML page of a proxy or a login, not the feed: say who
 			// answered what.
-			err = fmt.Errorf("GET %s: status %d, Content-Type %q: not JSON: %q", redactedURL(res.Request.URL),
-				res.StatusCode, res.Header.Get("Content-Type"), snippet(c.redact(string(body))))
+			err = fmt.Errorf("GET %s: status %d, Content-Type %q: %w: %q", redactedURL(res.Request.URL),
+				res.StatusCode, res.Header.Get("Content-Type"), ErrNotJSON, snippet(c.redact(string(body))))
 		}
 		return res.StatusCode, &attemptError{err: fmt.Errorf("erp: %w", err), reason: "decode"}
 	}
