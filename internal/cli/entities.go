@@ -204,13 +204,23 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 			}
 		}
 		if t.ent.REST == nil || t.ent.REST.Path == "" {
-			rest.Path = "/" + strings.TrimPrefix(t.src.Name, "/")
+			// The source is the records path; a bare name is a resource
+			// of the erpsync ERP API, as memberships is.
+			rest.Path = t.src.Name
+			if !strings.HasPrefix(rest.Path, "/") {
+				rest.Path = "/api/v1/" + rest.Path
+			}
+		}
+		if t.ent.REST == nil || !t.ent.REST.HasCountPath {
+			rest.CountPath = rest.Path + "/count"
 		}
 		shape, err := rest.shape(kindREST)
 		if err != nil {
 			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
 		}
-		cfg.Shape, cfg.Schema, cfg.Mapping = shape, sch, nil
+		// The REST API writes a version as a JSON integer (only OData's
+		// Edm.Int64 comes as a string).
+		cfg.Shape, cfg.Schema, cfg.Mapping = shape, sch.IntegerVersion(), nil
 		c, err := erp.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)

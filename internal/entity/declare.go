@@ -2,6 +2,7 @@ package entity
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -269,12 +270,24 @@ func (d *decoder) columns(n *yaml.Node, taken []Column) []Column {
 		lines[c.Name] = c.Line
 		out = append(out, c)
 	}
+	for _, c := range out {
+		if c.NotBefore == "" || !d.ok() {
+			continue
+		}
+		i := slices.IndexFunc(out, func(o Column) bool { return o.Name == c.NotBefore })
+		switch {
+		case i < 0:
+			d.fail(&yaml.Node{Line: c.Line}, "column %s: not_before %s: no such column", c.Name, c.NotBefore)
+		case out[i].Type.Kind != c.Type.Kind || c.NotBefore == c.Name:
+			d.fail(&yaml.Node{Line: c.Line}, "column %s: not_before %s: want another column of type %s", c.Name, c.NotBefore, c.Type)
+		}
+	}
 	return out
 }
 
 // column reads one column.
 func (d *decoder) column(n *yaml.Node) Column {
-	m := d.fields(n, "a column", "name", "from", "type", "nullable", "values")
+	m := d.fields(n, "a column", "name", "from", "type", "nullable", "values", "pattern", "not_before")
 	c := Column{Line: n.Line}
 	v, ok := m["name"]
 	if !d.ok() || !ok {
@@ -306,6 +319,25 @@ func (d *decoder) column(n *yaml.Node) Column {
 	c.Type = t
 	if v, ok := m["nullable"]; ok {
 		c.Nullable = d.boolean(v.value, "nullable")
+	}
+	if v, ok := m["pattern"]; ok {
+		c.Pattern = d.str(v.value, "pattern")
+		_, err := regexp.Compile(c.Pattern)
+		switch {
+		case !d.ok():
+		case t.Kind != String && t.Kind != Text:
+			d.fail(v.value, "column %s: pattern is for string and text columns, not %s", c.Name, t)
+		case c.Pattern == "":
+			d.fail(v.value, "column %s: pattern: empty: want a regular expression, or leave pattern out", c.Name)
+		case err != nil:
+			d.fail(v.value, "column %s: pattern %q: %v", c.Name, c.Pattern, err)
+		}
+	}
+	if v, ok := m["not_before"]; ok {
+		c.NotBefore = d.name(v.value, "not_before")
+		if d.ok() && t.Kind != Date && t.Kind != DateTime {
+			d.fail(v.value, "column %s: not_before is for date and datetime columns, not %s", c.Name, t)
+		}
 	}
 	if v, ok := m["values"]; ok {
 		pairs := d.pairs(v.value, "values")

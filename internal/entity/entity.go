@@ -131,6 +131,13 @@ type Column struct {
 	// Values maps source values to stored ones; a value not listed makes
 	// the record invalid. Nil: the value is stored as it comes.
 	Values map[string]string
+	// Pattern, for a string or text column, is a regular expression (RE2)
+	// the source value must match; "" for none.
+	Pattern string
+	// NotBefore, for a date or datetime column, names a column of the same
+	// type whose value this one may not be before (when both are set); ""
+	// for none.
+	NotBefore string
 	// Line is the line of the config file that declares the column (0 for
 	// a built-in entity).
 	Line int
@@ -299,6 +306,13 @@ var Reserved = []string{"erp_version", "erp_updated_at", "fence_token", "created
 // entity's table, which a file may declare.)
 var OwnTables = []string{"sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "schema_migrations", "erpsync_entities", "erpsync_events"}
 
+// Patterns of the built-in memberships entity: the contract's erp_id, and
+// a string that is not empty.
+const (
+	ErpIDPattern    = "^[A-Za-z0-9._-]+$"
+	NonEmptyPattern = "."
+)
+
 // Memberships is the built-in entity, what erpsync syncs when no config
 // file is given: the memberships table of the contract.
 func Memberships() *Entity {
@@ -310,13 +324,13 @@ func Memberships() *Entity {
 		UpdatedAt: []string{"updated_at"},
 		Version:   []string{"version"},
 		Columns: []Column{
-			{Name: "erp_id", From: []string{"erp_id"}, Type: Type{Kind: String, Length: 64}},
-			{Name: "member_id", From: []string{"member_id"}, Type: Type{Kind: String, Length: 64}},
-			{Name: "product_code", From: []string{"product_code"}, Type: Type{Kind: String, Length: 32}},
+			{Name: "erp_id", From: []string{"erp_id"}, Type: Type{Kind: String, Length: 64}, Pattern: ErpIDPattern},
+			{Name: "member_id", From: []string{"member_id"}, Type: Type{Kind: String, Length: 64}, Pattern: NonEmptyPattern},
+			{Name: "product_code", From: []string{"product_code"}, Type: Type{Kind: String, Length: 32}, Pattern: NonEmptyPattern},
 			{Name: "status", From: []string{"status"}, Type: Type{Kind: String, Length: 16},
 				Values: map[string]string{"ACTIVE": "ACTIVE", "SUSPENDED": "SUSPENDED", "CANCELLED": "CANCELLED", "EXPIRED": "EXPIRED"}},
 			{Name: "starts_at", From: []string{"starts_at"}, Type: Type{Kind: DateTime}},
-			{Name: "ends_at", From: []string{"ends_at"}, Type: Type{Kind: DateTime}, Nullable: true},
+			{Name: "ends_at", From: []string{"ends_at"}, Type: Type{Kind: DateTime}, Nullable: true, NotBefore: "starts_at"},
 		},
 	}
 }

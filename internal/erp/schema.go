@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,18 @@ type Schema struct {
 	updLabel, verLabel string
 	props              []string // the top-level properties read
 	exact              bool     // a decimal or int64 column
+	// integerVersion refuses a version written as a string (IntegerVersion).
+	integerVersion bool
+}
+
+// IntegerVersion returns a copy of s that reads the version only from a
+// JSON integer, as the erpsync REST API writes it (and the membership
+// decoder reads it); s itself also takes an integer string, as OData
+// writes an Edm.Int64 under IEEE754Compatible=true.
+func (s *Schema) IntegerVersion() *Schema {
+	c := *s
+	c.integerVersion = true
+	return &c
 }
 
 // column is a compiled column.
@@ -49,6 +62,12 @@ type column struct {
 	// written) to its stored value; nil: stored as it comes.
 	values map[string]entity.Value
 	listed string // the source values of values, for reasons
+	// pattern is the regular expression a string or text value must
+	// match; nil: any.
+	pattern *regexp.Regexp
+	// notBefore is the index of the column this one's date or date-time
+	// may not be before; -1: none.
+	notBefore int
 }
 
 // level is one object level of the paths an item is read at.
@@ -149,7 +168,20 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 		}
 	}
 	for i, ec := range e.Columns {
-		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(e.Key, ec.Name)}
+		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(e.Key, ec.Name), notBefore: -1}
+		if ec.Pattern != "" {
+			re, err := regexp.Compile(ec.Pattern)
+			if err != nil {
+				return fail("column %s: pattern %q: %v", c.name, ec.Pattern, err)
+			}
+			c.pattern = re
+		}
+		if ec.NotBefore != "" {
+			c.notBefore = slices.IndexFunc(e.Columns, func(o entity.Column) bool { return o.Name == ec.NotBefore })
+			if c.notBefore < 0 || e.Columns[c.notBefore].Type.Kind != ec.Type.Kind {
+				return fail("column %s: not_before %s: want another column of type %s", c.name, ec.NotBefore, ec.Type)
+			}
+		}
 		if c.typ.Kind < entity.String || c.typ.Kind > entity.JSON {
 			return fail("column %s: unknown type %s", c.name, c.typ)
 		}
@@ -467,6 +499,7 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 			keyOK = keyOK && !c.key
 			buf = buf[:before]
 			vals[i] = entity.Value{}
+			spans[2*i] = -2 // failed: no rule across columns reads it
 			continue
 		}
 		vals[i] = v
@@ -496,6 +529,15 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 	for i := range vals {
 		if a := spans[2*i]; a >= 0 {
 			vals[i].S = all[a:spans[2*i+1]]
+		}
+	}
+	for i := range s.cols {
+		c := &s.cols[i]
+		if c.notBefore < 0 || spans[2*i] == -2 || spans[2*c.notBefore] == -2 || vals[i].Null || vals[c.notBefore].Null {
+			continue // a value that failed has its own reason
+		}
+		if b := &vals[c.notBefore]; vals[i].T.Before(b.T) || c.typ.Kind == entity.Date && vals[i].S < b.S {
+			problems = append(problems, c.name+": before "+s.cols[c.notBefore].name)
 		}
 	}
 	var erpID string
@@ -571,6 +613,9 @@ func (s *Schema) versionOf(f []slot, updatedAt time.Time, updOK bool) (int64, st
 		return updatedAt.UnixMicro(), ""
 	}
 	v := &f[s.version]
+	if s.integerVersion && v.kind == kString {
+		return 0, quote(v.val) + " is a string, want an integer"
+	}
 	n, msg := integer(v, -1<<63, 1<<63-1)
 	switch {
 	case msg != "":
@@ -618,6 +663,9 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 		if msg == "" && c.key && len(v.val) == 0 {
 			msg = "empty, in a key column"
 		}
+		if msg == "" && c.pattern != nil && !c.pattern.Match(v.val) {
+			msg = quote(v.val) + " does not match " + c.pattern.String()
+		}
 		return val, append(buf, v.val...), msg == "", msg
 	case entity.Text:
 		switch {
@@ -627,6 +675,8 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 			msg = "not valid UTF-8"
 		case len(v.val) > maxText:
 			msg = "longer than 65,535 bytes"
+		case c.pattern != nil && !c.pattern.Match(v.val):
+			msg = quote(v.val) + " does not match " + c.pattern.String()
 		}
 		return val, append(buf, v.val...), msg == "", msg
 	case entity.Int32:

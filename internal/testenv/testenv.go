@@ -128,6 +128,17 @@ func Redis(t testing.TB) *redis.Client {
 	return rdb
 }
 
+// RepoRoot returns the module's root directory: where the repository's
+// files (examples, testdata) are.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("find module root: %v", err)
+	}
+	return strings.TrimSpace(string(root))
+}
+
 // MainWithBinary is a TestMain of tests that run the binary of pkg: it
 // builds it into a temporary directory, stores its path in *bin, runs the
 // tests, removes the binary and exits with the tests' code (1 when the
