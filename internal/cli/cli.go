@@ -504,7 +504,7 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		}
 	}
 	for _, t := range targets {
-		if err := claimTable(cctx, s, t.st, t.job, log); err != nil {
+		if err := claimTable(cctx, s, t.st, t.owner(), log); err != nil {
 			d.Close()
 			return nil, err
 		}

@@ -29,6 +29,16 @@ type target struct {
 	st    *store.Store
 }
 
+// owner is the job that owns t's table (one table, one job): t's job, or
+// for an entity of several sources, the entity (each source's job writes
+// its own rows of the one table).
+func (t *target) owner() string {
+	if len(t.ent.Sources) > 1 {
+		return t.ent.Name
+	}
+	return t.job
+}
+
 // entityFlags: --config and --entity, for the commands that work on
 // entities.
 func (s *settings) entityFlags(fs *flag.FlagSet) {

@@ -173,7 +173,7 @@ func tickLoop(ctx context.Context, sched schedule.Schedule, ticks int, cfg synce
 
 // runTick runs one tick and publishes its outcome to the metrics.
 func runTick(ctx context.Context, cfg syncer.Config, d *deps, t *target, log zerolog.Logger, m *metrics.Metrics) (*syncer.Report, error) {
-	if err := claim(ctx, t.st, cfg.Job); err != nil {
+	if err := claim(ctx, t.st, t.owner()); err != nil {
 		return nil, err // a --take-table of another job since the start
 	}
 	sy, err := syncer.New(cfg, t.erp, t.st, d.locks, log)
@@ -212,7 +212,7 @@ func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.
 		rcfg.HoldUntil = tick.Add(next.Sub(tick) / 2)
 		rc, err := newReconciler(rcfg, cfg, d, t, log)
 		if err == nil {
-			err = claim(ctx, t.st, cfg.Job) // a --take-table since the start refuses the tick
+			err = claim(ctx, t.st, t.owner()) // a --take-table since the start refuses the tick
 		}
 		if err != nil {
 			log.Error().Err(err).Msg("reconcile tick failed")
