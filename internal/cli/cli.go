@@ -46,7 +46,8 @@ const (
 	ExitUsage  = 2
 )
 
-const usage = `erpsync copies the ERP's memberships into MySQL, exactly once per change.
+const usage = `erpsync copies an ERP's records into MySQL, exactly once per change: the built-in
+memberships, or any entity a config file declares (--config FILE, docs/entities.md).
 
 Usage: erpsync <command> [flags]
 

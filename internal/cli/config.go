@@ -292,7 +292,7 @@ func (s *settings) logFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogLevel, "log-level", "info", "debug, info, warn or error")
 }
 
-// syncFlags: the commands that write memberships.
+// syncFlags: the commands that write the entities' tables.
 func (s *settings) syncFlags(fs *flag.FlagSet) {
 	intVar(fs, &s.Workers, "workers", 16, 1, 4096, "chunks written at once (worker pool size)")
 	durationVar(fs, &s.LockTTL, "lock-ttl", 30*time.Second, 10*time.Millisecond, "", "lease of the job lock and of each record lock (renewed while held)")
@@ -306,7 +306,7 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	durationVar(fs, &s.Grace, "grace", 25*time.Second, 0, "none", "after SIGTERM/SIGINT, how long records in hand may still be written (0: none, stop at once)")
 	durationVar(fs, &s.MaxDuration, "max-duration", 0, 0, "no limit", "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")
-	fs.BoolVar(&s.TakeTable, "take-table", false, "hand memberships to this --job whichever job owns it (one table, one job: the owner's commands are refused from then on); once, by hand")
+	fs.BoolVar(&s.TakeTable, "take-table", false, "hand the table to this job whichever job owns it (one table, one job: the owner's commands are refused from then on); once, by hand")
 	s.ownership = claimsTable
 }
 

@@ -28,7 +28,7 @@ const (
 
 // claimTable applies the ownership rule at the start of a command, once
 // everything it needs has answered and before it writes: the job claims
-// memberships, or takes it from another job with --take-table. A table of
+// its table, or takes it from another job with --take-table. A table of
 // another job is a usage error (exit 2, nothing written) in one line that
 // says how to move it.
 func claimTable(ctx context.Context, s *settings, st *store.Store, job string, log zerolog.Logger) error {
