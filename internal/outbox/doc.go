@@ -1,0 +1,21 @@
+// Package outbox is erpsync's transactional outbox of change events: the
+// table erpsync_events that a sync write records its events into, in the
+// same transaction as the rows it changes (Record), and what the relay
+// needs of it: the undelivered events in id order (Pending), the mark of
+// what was delivered under the relay's fencing token (MarkDelivered), the
+// prune of old delivered events (Prune) and the counts that
+// `erpsync events` and the metrics show (Stats).
+//
+// An event's id is computed from its identity (entity, key, version, op),
+// so a replay of one change computes the id it had; together with the
+// UNIQUE index on that identity, one change is recorded once, however
+// often it is written.
+//
+// What it does not promise: the order of ids is the order in which
+// events were recorded, not committed. A transaction that commits late
+// holds a lower id than events committed after it, so Pending reads what
+// is undelivered, never what lies past the last id delivered. Delivery is
+// at least once: a relay that dies between a delivery and its mark
+// delivers the batch again, with the same ids; consumers de-duplicate on
+// the id.
+package outbox

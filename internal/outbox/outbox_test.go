@@ -1,0 +1,144 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/outbox"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+func setup(t *testing.T) (*sql.DB, *outbox.Outbox) {
+	t.Helper()
+	st, _ := testenv.MigratedStore(t)
+	db, err := st.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, outbox.New(db)
+}
+
+func record(t *testing.T, db *sql.DB, evs ...outbox.Event) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Record(ctx, tx, evs); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ev(key string, version int64, op string) outbox.Event {
+	return outbox.Event{Entity: "customers", Key: map[string]any{"company": "1000", "customer": key}, Op: op, Version: version, RunID: "run-1",
+		Data: map[string]any{"company": "1000", "customer": key, "credit_limit": "1234.50", "founded_on": "2020-01-31"}}
+}
+
+func TestIDIsDeterministic(t *testing.T) {
+	a := outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert)
+	if b := outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert); a != b {
+		t.Fatalf("ids %s and %s of one change", a, b)
+	}
+	for _, other := range []string{
+		outbox.ID("customers", `{"customer":"C1"}`, 8, outbox.OpInsert),
+		outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpUpdate),
+		outbox.ID("customers", `{"customer":"C2"}`, 7, outbox.OpInsert),
+		outbox.ID("vendors", `{"customer":"C1"}`, 7, outbox.OpInsert),
+	} {
+		if other == a {
+			t.Fatalf("two changes share the id %s", a)
+		}
+	}
+	if len(a) != 36 || a[14] != '5' {
+		t.Fatalf("id %s is not a UUID v5", a)
+	}
+}
+
+func TestRecordDropsDuplicates(t *testing.T) {
+	db, ob := setup(t)
+	ctx := context.Background()
+	record(t, db, ev("C1", 1, outbox.OpInsert), ev("C2", 1, outbox.OpInsert))
+	// A replay of the page and an overlapping run: the same changes again.
+	record(t, db, ev("C1", 1, outbox.OpInsert), ev("C1", 2, outbox.OpUpdate))
+	record(t, db, ev("C2", 1, outbox.OpInsert))
+	ps, err := ob.Pending(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 {
+		t.Fatalf("%d events recorded, want 3: %+v", len(ps), ps)
+	}
+	want := []struct {
+		key string
+		v   int64
+		op  string
+	}{{"C1", 1, "insert"}, {"C2", 1, "insert"}, {"C1", 2, "update"}}
+	for i, p := range ps {
+		var b outbox.Body
+		if err := json.Unmarshal(p.Body, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.ID != p.ID || b.Key["customer"] != want[i].key || b.Version != want[i].v || b.Op != want[i].op || b.Data["credit_limit"] != "1234.50" || b.RunID != "run-1" {
+			t.Errorf("event %d: %s", i, p.Body)
+		}
+	}
+}
+
+func TestRecordRollsBackWithItsTransaction(t *testing.T) {
+	db, ob := setup(t)
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Record(ctx, tx, []outbox.Event{ev("C1", 1, outbox.OpInsert)}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	st, err := ob.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending() != 0 {
+		t.Fatalf("%d pending after a rollback", st.Pending())
+	}
+	if err := outbox.Record(ctx, nil, []outbox.Event{{Entity: "x", Op: "upsert"}}); err == nil {
+		t.Fatal("an unknown op was recorded")
+	}
+}
+
+func TestMarkDeliveredIsFenced(t *testing.T) {
+	db, ob := setup(t)
+	ctx := context.Background()
+	record(t, db, ev("C1", 1, outbox.OpInsert), ev("C2", 1, outbox.OpInsert))
+	ps, _ := ob.Pending(ctx, 10)
+	if err := ob.MarkDelivered(ctx, 5, []int64{ps[0].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	// The relay whose lock expired holds an older token: it cannot mark.
+	if err := ob.MarkDelivered(ctx, 4, []int64{ps[1].Seq}); !errors.Is(err, outbox.ErrFenced) {
+		t.Fatalf("mark with an older token: %v, want ErrFenced", err)
+	}
+	st, err := ob.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Entities) != 1 || st.Entities[0].Pending != 1 || st.Entities[0].Delivered != 1 || st.OldestPendingAge() < 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := ob.MarkDelivered(ctx, 6, []int64{ps[1].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ob.Prune(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+}

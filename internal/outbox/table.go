@@ -1,0 +1,177 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Pending is an undelivered event as the relay reads it.
+type Pending struct {
+	// Seq is the outbox's id: the order of recording.
+	Seq     int64
+	ID      string
+	Entity  string
+	Key     string // KeyText of the key
+	Op      string
+	Version int64
+	// Body is the event's JSON (a Body).
+	Body []byte
+}
+
+// Outbox is the outbox table of one database.
+type Outbox struct {
+	db *sql.DB
+}
+
+// New returns the outbox of the database db connects to (migrated to
+// erpsync's schema).
+func New(db *sql.DB) *Outbox { return &Outbox{db: db} }
+
+// Pending returns up to limit undelivered events, in id order. It reads
+// what is undelivered, not what lies past an id: an event whose
+// transaction committed after later ones is read at its turn.
+func (o *Outbox) Pending(ctx context.Context, limit int) ([]Pending, error) {
+	rows, err := o.db.QueryContext(ctx, `SELECT id, event_id, entity, entity_key, op, version, body FROM erpsync_events
+WHERE delivered_at IS NULL ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read pending events: %w", err)
+	}
+	defer rows.Close()
+	var out []Pending
+	for rows.Next() {
+		var p Pending
+		if err := rows.Scan(&p.Seq, &p.ID, &p.Entity, &p.Key, &p.Op, &p.Version, &p.Body); err != nil {
+			return nil, fmt.Errorf("read pending events: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read pending events: %w", err)
+	}
+	return out, nil
+}
+
+// relayFence is the name of the relay's row in erpsync_relay_fence.
+const relayFence = "relay"
+
+// MarkDelivered sets delivered_at on the events of seqs, under the relay
+// lock's fencing token fence: in one transaction it raises the stored
+// token to fence and marks only if no newer token was stored before.
+// ErrFenced says a relay with a newer token has marked: nothing is marked.
+func (o *Outbox) MarkDelivered(ctx context.Context, fence int64, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("mark delivered: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(3))
+ON DUPLICATE KEY UPDATE updated_at = IF(VALUES(fence_token) >= fence_token, VALUES(updated_at), updated_at),
+  fence_token = GREATEST(fence_token, VALUES(fence_token))`, relayFence, fence); err != nil {
+		return fmt.Errorf("mark delivered: raise fence: %w", err)
+	}
+	var stored int64
+	if err := tx.QueryRowContext(ctx, "SELECT fence_token FROM erpsync_relay_fence WHERE name = ?", relayFence).Scan(&stored); err != nil {
+		return fmt.Errorf("mark delivered: read fence: %w", err)
+	}
+	if stored > fence {
+		return fmt.Errorf("%w (token %d, stored %d)", ErrFenced, fence, stored)
+	}
+	q := "UPDATE erpsync_events SET delivered_at = UTC_TIMESTAMP(3) WHERE delivered_at IS NULL AND id IN (?" + strings.Repeat(",?", len(seqs)-1) + ")"
+	args := make([]any, len(seqs))
+	for i, s := range seqs {
+		args[i] = s
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("mark delivered: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("mark delivered: %w", err)
+	}
+	return nil
+}
+
+// Prune deletes events delivered before cutoff, at most limit of them, and
+// returns how many it deleted.
+func (o *Outbox) Prune(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	res, err := o.db.ExecContext(ctx, "DELETE FROM erpsync_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?", cutoff.UTC(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune delivered events: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// EntityStats are the outbox's counts of one entity.
+type EntityStats struct {
+	Entity    string
+	Pending   int64
+	Delivered int64
+	// OldestPending is when the oldest undelivered event was recorded;
+	// zero when none is pending.
+	OldestPending time.Time
+}
+
+// Stats are the outbox's counts, per entity in name order, and the
+// database's clock when they were read.
+type Stats struct {
+	Entities []EntityStats
+	Now      time.Time
+}
+
+// Pending is the number of undelivered events of every entity.
+func (s Stats) Pending() int64 {
+	var n int64
+	for _, e := range s.Entities {
+		n += e.Pending
+	}
+	return n
+}
+
+// OldestPendingAge is how long the oldest undelivered event has waited;
+// 0 when none is pending.
+func (s Stats) OldestPendingAge() time.Duration {
+	var oldest time.Time
+	for _, e := range s.Entities {
+		if !e.OldestPending.IsZero() && (oldest.IsZero() || e.OldestPending.Before(oldest)) {
+			oldest = e.OldestPending
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(s.Now.Sub(oldest), 0)
+}
+
+// Stats counts the outbox per entity.
+func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	if err := o.db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(3)").Scan(&st.Now); err != nil {
+		return st, fmt.Errorf("count events: %w", err)
+	}
+	rows, err := o.db.QueryContext(ctx, `SELECT entity, SUM(delivered_at IS NULL), SUM(delivered_at IS NOT NULL),
+  MIN(CASE WHEN delivered_at IS NULL THEN recorded_at END)
+FROM erpsync_events GROUP BY entity ORDER BY entity`)
+	if err != nil {
+		return st, fmt.Errorf("count events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e EntityStats
+		var oldest sql.NullTime
+		if err := rows.Scan(&e.Entity, &e.Pending, &e.Delivered, &oldest); err != nil {
+			return st, fmt.Errorf("count events: %w", err)
+		}
+		e.OldestPending = oldest.Time
+		st.Entities = append(st.Entities, e)
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("count events: %w", err)
+	}
+	return st, nil
+}
