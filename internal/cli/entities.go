@@ -100,8 +100,6 @@ func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
 		switch {
 		case len(e.Children) > 0:
 			return nil, usageError{fmt.Errorf("%s:%d: entity %s declares children: documents are not synced by this version of erpsync; remove them", f.Path, e.Children[0].Line, e.Name)}
-		case e.Events:
-			return nil, usageError{fmt.Errorf("%s:%d: entity %s sets events: change events are not recorded by this version of erpsync; remove it", f.Path, e.Line, e.Name)}
 		}
 		t, err := store.Compile(e)
 		if err != nil {

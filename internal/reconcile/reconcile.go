@@ -326,7 +326,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	}
 	ts := make([]store.Tombstone, len(gone))
 	for i, r := range gone {
-		ts[i] = store.Tombstone{ErpID: r.ErpID, Version: r.Version}
+		ts[i] = store.Tombstone{ErpID: r.ErpID, Version: r.Version, RunID: rep.RunID}
 	}
 	d, err := rc.sy.SoftDelete(ctx, ts, log)
 	rep.Deleted = d.Deleted

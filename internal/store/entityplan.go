@@ -121,7 +121,31 @@ func definition(e *entity.Entity) (string, error) {
 // nullable; nothing where the table matches. A change that could lose
 // data is refused with a *LossyChangeError, and nothing is planned.
 func (s *Store) PlanEntities(ctx context.Context, ents []*entity.Entity) (*EntityPlan, error) {
-	return plan(ctx, s.sql, ents)
+	// Under the migrations' lock: information_schema is not
+	// transactional, and a table another instance is creating at that
+	// moment may show only some of its columns.
+	var p *EntityPlan
+	err := s.underMigrationLock(ctx, func(conn *sql.Conn) (err error) {
+		p, err = plan(ctx, conn, ents)
+		return err
+	})
+	return p, err
+}
+
+// underMigrationLock runs fn on one connection that holds the lock of the
+// database's migrations.
+func (s *Store) underMigrationLock(ctx context.Context, fn func(conn *sql.Conn) error) error {
+	conn, err := s.sql.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, redact(err, s.cfg))
+	}
+	defer conn.Close()
+	release, err := lockMigrations(ctx, conn, s.cfg.DBName)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(conn)
 }
 
 func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, error) {
@@ -303,34 +327,30 @@ func isNoTable(err error) bool {
 // *LossyChangeError of the new plan, if any, and ErrNotMigrated while
 // numbered migrations are pending (run Migrate first).
 func (s *Store) ApplyEntities(ctx context.Context, p *EntityPlan) (applied *EntityPlan, err error) {
-	conn, err := s.sql.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnavailable, redact(err, s.cfg))
-	}
-	defer conn.Close()
-	release, err := lockMigrations(ctx, conn, s.cfg.DBName)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	applied, err = plan(ctx, conn, p.Entities)
-	if err != nil {
-		return nil, err
-	}
-	if len(applied.Pending) > 0 {
-		return nil, fmt.Errorf("%w: migration %03d_%s is pending", ErrNotMigrated, applied.Pending[0].Version, applied.Pending[0].Name)
-	}
-	if len(applied.Statements) > 0 {
-		if err := execStrict(ctx, conn, applied.Statements); err != nil {
-			return nil, err
+	err = s.underMigrationLock(ctx, func(conn *sql.Conn) error {
+		applied, err = plan(ctx, conn, p.Entities)
+		switch {
+		case err != nil:
+			return err
+		case len(applied.Pending) > 0:
+			return fmt.Errorf("%w: migration %03d_%s is pending", ErrNotMigrated, applied.Pending[0].Version, applied.Pending[0].Name)
 		}
-	}
-	for _, r := range applied.record {
-		_, err := conn.ExecContext(ctx, `INSERT INTO erpsync_entities (name, table_name, definition, applied_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))
+		if len(applied.Statements) > 0 {
+			if err := execStrict(ctx, conn, applied.Statements); err != nil {
+				return err
+			}
+		}
+		for _, r := range applied.record {
+			_, err := conn.ExecContext(ctx, `INSERT INTO erpsync_entities (name, table_name, definition, applied_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))
  ON DUPLICATE KEY UPDATE table_name = VALUES(table_name), definition = VALUES(definition), applied_at = VALUES(applied_at)`, r.name, r.table, r.definition)
-		if err != nil {
-			return nil, fmt.Errorf("record entity %s: %w", r.name, err)
+			if err != nil {
+				return fmt.Errorf("record entity %s: %w", r.name, err)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return applied, nil
 }

@@ -114,6 +114,9 @@ func (s *Store) InsertRows(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	if s.t.events() {
+		return s.insertWithEvents(ctx, rows)
+	}
 	if err := s.t.insert(ctx, s.sql, "INSERT", rows, ""); err != nil {
 		if isDuplicate(err) {
 			return ErrDuplicate
@@ -167,6 +170,9 @@ func (s *Store) UpsertRows(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	if s.t.events() {
+		return s.upsertWithEvents(ctx, rows)
+	}
 	if err := s.t.insert(ctx, s.sql, "INSERT", rows, s.t.upsert); err != nil {
 		return fmt.Errorf("upsert %s: %w", s.t.name, err)
 	}
@@ -185,6 +191,10 @@ func (s *Store) Update(ctx context.Context, m Membership) (bool, error) {
 // restores a soft-deleted row starts the row's version guard again from
 // its own version.
 func (s *Store) UpdateRow(ctx context.Context, r Row) (bool, error) {
+	if s.t.events() {
+		done, err := s.updateWithEvents(ctx, "update", []Row{r})
+		return err == nil && done[0], err
+	}
 	l := newLiteral()
 	defer l.free()
 	if err := s.t.updateRow(l, r); err != nil {
@@ -210,6 +220,9 @@ func (s *Store) Restore(ctx context.Context, ms []Membership) ([]bool, error) {
 // copy restores, in one transaction (one commit), and reports which it
 // changed.
 func (s *Store) RestoreRows(ctx context.Context, rows []Row) ([]bool, error) {
+	if s.t.events() && len(rows) > 0 {
+		return s.updateWithEvents(ctx, "restore", rows)
+	}
 	return s.eachInTx(ctx, "restore", len(rows), func(tx *sql.Tx, i int) (sql.Result, error) {
 		l := newLiteral()
 		defer l.free()
@@ -306,6 +319,7 @@ type Tombstone struct {
 	ErpID   string
 	Version int64
 	Fence   int64
+	RunID   string // the run that deletes: its change event's run_id
 }
 
 // SoftDelete marks the rows of ts deleted (deleted_at = now), each under
@@ -314,6 +328,9 @@ type Tombstone struct {
 // lock) is left alone: the writer wins. A soft-deleted row keeps its data,
 // version and fencing token.
 func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) {
+	if s.t.events() && len(ts) > 0 {
+		return s.softDeleteWithEvents(ctx, ts)
+	}
 	return s.eachInTx(ctx, "soft delete", len(ts), func(tx *sql.Tx, i int) (sql.Result, error) {
 		t := ts[i]
 		l := newLiteral()

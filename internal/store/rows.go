@@ -76,16 +76,32 @@ type Stored struct {
 // Scoped), in no order. The
 // Stored passed is reused: fn copies what it keeps (its Vals too).
 func (s *Store) ScanRows(ctx context.Context, fn func(*Stored) error) error {
+	return s.scanRows(ctx, s.sql, nil, fn)
+}
+
+// scanRows is ScanRows on db, of the rows with the given keys when keys
+// is not nil (none when it is empty).
+func (s *Store) scanRows(ctx context.Context, db queryer, keys []string, fn func(*Stored) error) error {
 	t := s.t
-	q := "SELECT "
+	if keys != nil && len(keys) == 0 {
+		return nil
+	}
+	l := newLiteral()
+	l.sql("SELECT ")
 	for _, c := range t.ent.Columns {
-		q += quoteIdent(c.Name) + ", "
+		l.sql(quoteIdent(c.Name) + ", ")
 	}
-	q += "erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM " + quoteIdent(t.name)
-	if s.scope != "" {
-		q += " WHERE " + s.scope
+	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM " + quoteIdent(t.name))
+	switch {
+	case keys != nil:
+		l.sql(" WHERE ")
+		t.keyMatch(l, keys)
+	case s.scope != "":
+		l.sql(" WHERE " + s.scope)
 	}
-	rows, err := s.sql.QueryContext(ctx, q)
+	q := l.text()
+	l.free()
+	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)
 	}

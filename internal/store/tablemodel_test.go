@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -32,11 +35,26 @@ type modelRow struct {
 // token no older than the row's; a losing write changes nothing; every
 // value reads back exactly as written (decimals to the last digit, int64
 // past 2^53, dates, NULLs). ERPSYNC_PROPERTY_SEED replays one sequence.
+//
+// With events (entity.Events), every write that changes a row must record
+// exactly one change event in the outbox, in the same transaction: per
+// key, the model's changes in order (insert, update, restore, delete,
+// each at its version), none for a write that changed nothing.
 func TestTableWritesMatchAModel(t *testing.T) {
 	t.Parallel()
+	for _, events := range []bool{false, true} {
+		t.Run(fmt.Sprintf("events=%v", events), func(t *testing.T) {
+			t.Parallel()
+			tableModel(t, events)
+		})
+	}
+}
+
+func tableModel(t *testing.T, events bool) {
 	s := setup(t)
 	ctx := context.Background()
 	e := customers(t)
+	e.Events = events
 	migrateEntities(t, s, e)
 	tbl, err := store.Compile(e)
 	if err != nil {
@@ -93,7 +111,25 @@ func TestTableWritesMatchAModel(t *testing.T) {
 		}
 		return r.Version > m.version
 	}
+	// changes are the events the model expects, by key: "op@version", a
+	// change of one identity (key, version, op) once.
+	changes := map[string][]string{}
+	seen := map[string]bool{}
+	change := func(key, op string, version int64) {
+		id := fmt.Sprintf("%s %s@%d", key, op, version)
+		if !seen[id] {
+			seen[id] = true
+			changes[key] = append(changes[key], fmt.Sprintf("%s@%d", op, version))
+		}
+	}
 	apply := func(r store.Row) {
+		op := "insert"
+		if m := model[r.Key]; m != nil && m.deleted {
+			op = "restore"
+		} else if m != nil {
+			op = "update"
+		}
+		change(r.Key, op, r.Version)
 		model[r.Key] = &modelRow{vals: r.Vals, version: r.Version, fence: r.Fence, updated: store.Millis(r.UpdatedAt)}
 	}
 	for step := range 300 {
@@ -170,9 +206,50 @@ func TestTableWritesMatchAModel(t *testing.T) {
 			}
 			if done[0] {
 				m.deleted = true
+				change(k, "delete", m.version)
 			}
 		}
 		compareTable(t, step, st, model)
+		if events {
+			compareEvents(t, step, s, e.Name, changes)
+		}
+	}
+	if !events {
+		var n int64
+		if err := s.DB().Raw("SELECT COUNT(*) FROM erpsync_events").Scan(&n).Error; err != nil || n != 0 {
+			t.Fatalf("an entity without events recorded %d (%v)", n, err)
+		}
+	}
+}
+
+// compareEvents fails t unless the outbox holds, per key and in order,
+// exactly the changes the model expects.
+func compareEvents(t *testing.T, step int, s *store.Store, name string, want map[string][]string) {
+	t.Helper()
+	type ev struct {
+		Key, Op string
+		Version int64
+	}
+	var evs []ev
+	if err := s.DB().Raw("SELECT entity_key AS `key`, op, version FROM erpsync_events WHERE entity = ? ORDER BY id", name).Scan(&evs).Error; err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, e := range evs {
+		var k map[string]string
+		if err := json.Unmarshal([]byte(e.Key), &k); err != nil {
+			t.Fatalf("event key %s: %v", e.Key, err)
+		}
+		key := entity.KeyText([]string{k["company"], k["customer"]})
+		got[key] = append(got[key], fmt.Sprintf("%s@%d", e.Op, e.Version))
+	}
+	if !reflect.DeepEqual(got, want) {
+		for k := range want {
+			if !slices.Equal(got[k], want[k]) {
+				t.Fatalf("step %d: events of %q: %v, the model's changes %v", step, k, got[k], want[k])
+			}
+		}
+		t.Fatalf("step %d: events %v, the model's changes %v", step, got, want)
 	}
 }
 

@@ -293,13 +293,13 @@ func (r *run) writing(ctx context.Context, stmt func() error) error {
 // rowsOf returns the rows to write of hs, under their locks' fencing
 // tokens: a typed record's values as decoded, a membership's from its
 // fields (from one slab).
-func rowsOf(hs []held) []store.Row {
+func (r *run) rowsOf(hs []held) []store.Row {
 	rows := make([]store.Row, len(hs))
 	var slab []entity.Value
 	for i, h := range hs {
 		rec := h.rec
 		if rec.Vals != nil {
-			rows[i] = store.Row{Key: rec.ErpID, Vals: rec.Vals, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Fence: h.lock.Fence()}
+			rows[i] = store.Row{Key: rec.ErpID, Vals: rec.Vals, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Fence: h.lock.Fence(), RunID: r.rep.RunID}
 			continue
 		}
 		if slab == nil {
@@ -311,6 +311,7 @@ func rowsOf(hs []held) []store.Row {
 			StartsAt: rec.StartsAt, EndsAt: rec.EndsAt, Version: rec.Version, UpdatedAt: rec.UpdatedAt,
 			Fence: h.lock.Fence(),
 		}, slab[n*i:n*(i+1):n*(i+1)])
+		rows[i].RunID = r.rep.RunID
 	}
 	return rows
 }
@@ -349,7 +350,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	}
 	refused := false // the insert-first statement hit the UNIQUE index
 	if insertFirst && r.s.hooks.beforeInsert == nil {
-		ms := rowsOf(hs)
+		ms := r.rowsOf(hs)
 		err := r.writing(ctx, func() error { return r.s.store.InsertRows(ctx, ms) })
 		switch {
 		case err == nil:
@@ -393,7 +394,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		}
 	}
 	if len(ins) > 0 {
-		ms := rowsOf(ins)
+		ms := r.rowsOf(ins)
 		if f := r.s.hooks.beforeInsert; f != nil {
 			f(ctx, ms)
 		}
@@ -430,7 +431,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		// Restores are rare: one guarded UPDATE each, in one transaction,
 		// whose WHERE reads the row once (a restore may go to a lower
 		// version).
-		ms := rowsOf(rst)
+		ms := r.rowsOf(rst)
 		if err := r.writing(ctx, func() (err error) {
 			_, err = r.s.store.RestoreRows(ctx, ms)
 			return err
@@ -442,7 +443,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 	case len(upd) == 1 && len(rst) == 0:
 		var ok bool
 		err := r.writing(ctx, func() (err error) {
-			ok, err = r.s.store.UpdateRow(ctx, rowsOf(upd)[0])
+			ok, err = r.s.store.UpdateRow(ctx, r.rowsOf(upd)[0])
 			return err
 		})
 		if err != nil {
@@ -453,7 +454,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			return nil, current, nil
 		}
 	case len(upd) > 0:
-		ms := rowsOf(upd)
+		ms := r.rowsOf(upd)
 		if err := r.writing(ctx, func() error { return r.s.store.UpsertRows(ctx, ms) }); err != nil {
 			return nil, 0, err
 		}
