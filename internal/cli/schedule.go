@@ -99,20 +99,11 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}()
 	}
 
-	if httpAddr != "" {
-		ln, err := net.Listen("tcp", httpAddr)
-		if err != nil {
-			return usageError{fmt.Errorf("--http-addr %s: %w", httpAddr, err)}
-		}
-		srv := &http.Server{Handler: opsMux(m, d), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
-		slog.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+	stopOps, err := serveOps(ctx, httpAddr, m, d, slog)
+	if err != nil {
+		return err
 	}
+	defer stopOps()
 
 	slog.Info().Dur("every", every).Str("cron", cronExpr).Dur("reconcile_every", reconcileEvery).Int("jobs", len(d.targets)).Msg("schedule started")
 	// One loop per target: a slow or failing entity holds no other back.
@@ -229,6 +220,25 @@ func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.
 			log.Error().Err(err).Str("job", cfg.Job).Time("tick", tick).Msg("reconcile tick failed")
 		}
 	}
+}
+
+// serveOps serves opsMux at addr (nothing when addr is empty) until stop.
+func serveOps(ctx context.Context, addr string, m *metrics.Metrics, d *deps, log zerolog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--http-addr %s: %w", addr, err)}
+	}
+	srv := &http.Server{Handler: opsMux(m, d), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	log.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
 }
 
 // opsMux serves /metrics, /healthz (the process lives) and /readyz (MySQL
