@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/outbox"
@@ -71,11 +73,25 @@ func (e *eventSettings) fill(configFile string) error {
 			return usageError{fmt.Errorf("%s: the %s sink wants the server's URL", where, e.Sink)}
 		}
 	case "":
-		return usageError{errors.New("--events-sink: no sink (give --events-sink and --events-url, or --config with an events: block)")}
+		return usageError{errNoSink}
 	default:
 		return usageError{fmt.Errorf("--events-sink %q: want webhook, nats or rabbitmq", e.Sink)}
 	}
 	return nil
+}
+
+// errNoSink is fill's error when neither the flags nor the file name a
+// sink: schedule then runs no relay.
+var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --events-url, or --config with an events: block)")
+
+// newRelay is the relay of cfg over d's outbox and locks, publishing to
+// om.
+func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
+	db, err := d.store.DB().DB()
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	return relay.New(cfg, outbox.New(db), sink, d.locks, om, log), nil
 }
 
 func orString(a, b string) string {
@@ -151,11 +167,10 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopOps()
-	db, err := d.store.DB().DB()
+	r, err := newRelay(cfg, d, sink, om, log)
 	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
+		return err
 	}
-	r := relay.New(cfg, outbox.New(db), sink, d.locks, om, log)
 	log.Info().Bool("once", cfg.Once).Msg("relay started")
 	err = r.Run(ctx)
 	switch {

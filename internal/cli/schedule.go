@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/reconcile"
+	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/schedule"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
@@ -34,7 +36,19 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cronExpr, "cron", "", "run by a cron expression (5 fields or @hourly...; UTC) instead of --every")
 	fs.StringVar(&httpAddr, "http-addr", ":9090", "serve /metrics, /healthz and /readyz here (empty: off)")
 	intVar(fs, &ticks, "ticks", 0, 0, math.MaxInt, "stop after this many ticks (0: until SIGTERM/SIGINT)")
+	var ev eventSettings
+	var retention time.Duration
+	ev.flags(fs)
+	durationVar(fs, &retention, "events-retention", 7*24*time.Hour, time.Minute, "", "the relay's: delivered events older than this are pruned")
 	if err := s.parseEntities(fs, args); err != nil {
+		return err
+	}
+	// With a sink (the file's events: block or --events-sink), the relay
+	// runs beside the ticks.
+	runRelay := true
+	if err := ev.fill(s.ConfigFile); errors.Is(err, errNoSink) {
+		runRelay = false
+	} else if err != nil {
 		return err
 	}
 	log, err := newLogger(&s, stderr)
@@ -104,6 +118,31 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer stopOps()
+
+	if runRelay {
+		sink, err := ev.sink(ctx)
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		rlog := log.With().Str("component", "relay").Str("sink", ev.Sink).Logger()
+		r, err := newRelay(relay.Config{LockTTL: s.LockTTL, Grace: s.Grace, Retention: retention}, d, sink, metrics.NewOutbox(m), rlog)
+		if err != nil {
+			return err
+		}
+		rctx, stopRelay := context.WithCancel(ctx) // --ticks ends the schedule without a signal
+		relayDone := make(chan struct{})
+		go func() {
+			defer close(relayDone)
+			if err := r.Run(rctx); err != nil {
+				rlog.Error().Err(err).Msg("relay stopped; the runs go on, the events wait in the outbox")
+			}
+		}()
+		defer func() {
+			stopRelay()
+			<-relayDone
+		}()
+	}
 
 	slog.Info().Dur("every", every).Str("cron", cronExpr).Dur("reconcile_every", reconcileEvery).Int("jobs", len(d.targets)).Msg("schedule started")
 	// One loop per target: a slow or failing entity holds no other back.

@@ -231,3 +231,24 @@ func TestRelayProcesses(t *testing.T) {
 	}
 	t.Log(out.Stdout)
 }
+
+// TestScheduleRunsTheRelay: with a sink, schedule delivers the outbox
+// beside its ticks, and --ticks still ends it.
+func TestScheduleRunsTheRelay(t *testing.T) {
+	e, db := relayEnv(t, []string{"K1", "K2"}, 3)
+	got := &posts{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := got.add(body); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	r := e.Run(context.Background(), "schedule", "--every", "1s", "--ticks", "2", "--http-addr", "", "--events-sink", "webhook", "--events-url", srv.URL)
+	if r.Code != 0 {
+		t.Fatalf("schedule exit %d: %s", r.Code, r.Out())
+	}
+	if n := pendingEvents(t, db); n != 0 {
+		t.Fatalf("%d pending after the schedule", n)
+	}
+}
