@@ -87,6 +87,19 @@ func (p *posts) all() [][]string {
 	return slices.Clone(p.batch)
 }
 
+// recordingHook is a webhook that takes every POST and records it.
+func recordingHook(t *testing.T) (*posts, *httptest.Server) {
+	got := &posts{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := got.add(body); err != nil {
+			t.Error(err)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return got, srv
+}
+
 // TestRelayKilledBetweenDeliveryAndMark: a relay SIGKILLed after the
 // webhook took a batch and before the mark delivers that batch again, with
 // the same ids, and loses nothing.
@@ -178,14 +191,7 @@ func TestRelayRejectionExits1(t *testing.T) {
 // with exit 0; erpsync events lists the outbox.
 func TestRelayProcesses(t *testing.T) {
 	e, db := relayEnv(t, []string{"K1", "K2"}, 5)
-	got := &posts{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := got.add(body); err != nil {
-			t.Error(err)
-		}
-	}))
-	defer srv.Close()
+	got, srv := recordingHook(t)
 	addr := proctest.FreeAddr(t)
 	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--poll", "50ms"}
 	first := e.Start(append(args, "--http-addr", addr)...)
@@ -236,19 +242,16 @@ func TestRelayProcesses(t *testing.T) {
 // beside its ticks, and --ticks still ends it.
 func TestScheduleRunsTheRelay(t *testing.T) {
 	e, db := relayEnv(t, []string{"K1", "K2"}, 3)
-	got := &posts{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := got.add(body); err != nil {
-			t.Error(err)
-		}
-	}))
-	defer srv.Close()
+	got, srv := recordingHook(t)
 	r := e.Run(context.Background(), "schedule", "--every", "1s", "--ticks", "2", "--http-addr", "", "--events-sink", "webhook", "--events-url", srv.URL)
 	if r.Code != 0 {
 		t.Fatalf("schedule exit %d: %s", r.Code, r.Out())
 	}
-	if n := pendingEvents(t, db); n != 0 {
-		t.Fatalf("%d pending after the schedule", n)
+	n := 0
+	for _, b := range got.all() {
+		n += len(b)
+	}
+	if p := pendingEvents(t, db); p != 0 || n != 6 {
+		t.Fatalf("%d pending, %d delivered after the schedule; want 0 and 6", p, n)
 	}
 }
