@@ -37,6 +37,14 @@ func (e *eventSettings) flags(fs *flag.FlagSet) {
 	fs.StringVar(&e.Exchange, "events-exchange", "", "rabbitmq: the exchange, a durable topic exchange declared when missing; routing key: the entity (default: events.exchange, else erpsync)")
 }
 
+// redact tells the redactor of fs's output the secret, which may have
+// come from the file rather than a flag.
+func (e *eventSettings) redact(fs *flag.FlagSet) {
+	if w, ok := fs.Output().(*secret.Writer); ok && e.Secret != "" {
+		w.Redactor().Add(e.Secret)
+	}
+}
+
 // fill sets what the flags left unset from the config file's events
 // block, then the defaults, and checks the result.
 func (e *eventSettings) fill(configFile string) error {
@@ -149,6 +157,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := ev.fill(s.ConfigFile); err != nil {
 		return err
 	}
+	ev.redact(fs)
 	log = log.With().Str("component", "relay").Str("sink", ev.Sink).Logger()
 	ctx, d, done, err := openRelay(ctx, &s)
 	if err != nil {

@@ -51,6 +51,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	} else if err != nil {
 		return err
 	}
+	ev.redact(fs)
 	log, err := newLogger(&s, stderr)
 	if err != nil {
 		return err
