@@ -57,11 +57,12 @@ KNOWN_SETTINGS = {
 COUNTERS = {
     "erpsync_runs_total", "erpsync_records_total", "erpsync_lock_events_total",
     "erpsync_erp_requests_total", "erpsync_erp_retries_total",
-    "erpsync_reconcile_refused_total",
+    "erpsync_reconcile_refused_total", "erpsync_relay_skipped_total",
 }
 GAUGES = {
     "erpsync_last_success_timestamp_seconds", "erpsync_checkpoint_lag_seconds",
     "erpsync_quarantined_records", "erpsync_quarantined_rows", "erpsync_schedule_interval_seconds",
+    "erpsync_events_pending", "erpsync_events_oldest_pending_seconds",
 }
 HISTOGRAMS = {
     "erpsync_lock_acquire_seconds", "erpsync_erp_request_duration_seconds",
@@ -79,7 +80,7 @@ LABEL_VALUES = {
 REQUIRED_ALERTS = [
     "ErpsyncNoSuccessIn3Intervals", "ErpsyncSkipStreak", "ErpsyncQuarantineGrowing",
     "ErpsyncLockLost", "ErpsyncRunsFailing", "ErpsyncCheckpointLagHigh",
-    "ErpsyncReconcileRefused", "ErpsyncRowsQuarantined",
+    "ErpsyncReconcileRefused", "ErpsyncRowsQuarantined", "ErpsyncEventsStuck",
 ]
 REQUIRED_PANELS = [
     "Runs by status", "Records by outcome", "Skips vs successes", "Last success age",

@@ -60,6 +60,8 @@ Commands:
   reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
   config     check a config file (check --config FILE) or print its JSON Schema (schema)
+  relay      deliver the outbox's change events to a webhook, NATS or RabbitMQ, until SIGTERM (--once: one pass)
+  events     the outbox: pending and delivered events and the oldest pending age, per entity
   discover   print a config file for an OData service, from its $metadata (--erp-url, -o FILE)
   version    the module version and the VCS commit it was built from
 {{extra}}
@@ -140,6 +142,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdConfig(ctx, rest, stdout, stderr)
 	case "discover":
 		err = cmdDiscover(ctx, rest, stdout, stderr)
+	case "relay":
+		err = cmdRelay(ctx, rest, stdout, stderr)
+	case "events":
+		err = cmdEvents(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK

@@ -100,6 +100,20 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 // connection flags: every command that talks to MySQL, Redis or the ERP.
 func (s *settings) connFlags(fs *flag.FlagSet) {
 	s.mysqlFlags(fs)
+	s.redisFlags(fs)
+	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL (rest), or the entity set URL (odata)")
+	s.ERP.flags(fs)
+	s.erpRequestFlags(fs, 10*time.Second)
+	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
+	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
+	s.REST.flags(fs)
+	nameVar(fs, &s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
+	s.entityFlags(fs)
+	s.logFlags(fs)
+}
+
+// redisFlags: the Redis of the locks (and of the shared ERP rate).
+func (s *settings) redisFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address host:port (with --redis-cluster: seed nodes, comma-separated)")
 	fs.StringVar(&s.RedisAddrs, "redis-addrs", "", "Redlock: comma-separated addresses of N independent Redis masters (quorum N/2+1); overrides --redis-addr for locks")
 	fs.BoolVar(&s.RedisCluster, "redis-cluster", false, "--redis-addr is a Redis Cluster (lock keys are hash-tagged per record)")
@@ -111,15 +125,6 @@ func (s *settings) connFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.RedisTLSFiles.Cert, "redis-tls-cert", "", "PEM client certificate for Redis (with --redis-tls-key); turns TLS on")
 	fs.StringVar(&s.RedisTLSFiles.Key, "redis-tls-key", "", "PEM private key of --redis-tls-cert")
 	fs.StringVar(&s.LockPrefix, "lock-prefix", "erpsync:lock:", "prefix of every lock key in Redis (instances that write the same table must share it)")
-	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL (rest), or the entity set URL (odata)")
-	s.ERP.flags(fs)
-	s.erpRequestFlags(fs, 10*time.Second)
-	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
-	fs.StringVar(&s.ERPRateKey, "erp-rate-key", "", "Redis key of the shared rate (default: erpsync:rate:{<erp host>})")
-	s.REST.flags(fs)
-	nameVar(fs, &s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
-	s.entityFlags(fs)
-	s.logFlags(fs)
 }
 
 // erpRequestFlags: how each ERP request is sent (the token, the CA, the
@@ -224,6 +229,8 @@ var secretParts = map[string]func(string) []string{
 	"redis-addr":              urlPasswords,
 	"redis-addrs":             urlPasswords,
 	"erp-url":                 urlPasswords,
+	"events-secret":           whole,
+	"events-url":              urlPasswords,
 }
 
 func whole(v string) []string { return []string{v} }

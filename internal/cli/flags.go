@@ -283,6 +283,14 @@ Exit codes as for run.`,
 unknown, ahead rows); exit 1 on any difference.`,
 	"erpsync reconcile": `Soft-deletes the rows whose records the ERP no longer has, restores the ones
 that came back and repairs what verify finds, within the deletion guard.`,
+	"erpsync relay": `Delivers the outbox's change events (erpsync_events) to the sink of
+--events-sink or the --config file's events: block, in order, at least once,
+and marks what the sink acknowledged, under the relay lock. Runs until
+SIGTERM (the batch in hand finished within --grace, exit 0), or one pass
+with --once; a second relay skips while one holds the lock. A webhook's
+4xx other than 408 and 429 stops it with one line, exit 1, the events left
+pending. Serves /metrics, /healthz and /readyz.`,
+	"erpsync events":   "Prints the outbox per entity: pending and delivered events, and how long the\noldest pending one has waited.",
 	"erpsync runs":     "Prints the run history, newest first, skipped runs included.",
 	"erpsync discover": "Reads the $metadata of the OData service at --erp-url and prints a config file\nwith an entity per entity set: keys, typed columns, updated_at and version\nguessed (each guess with a comment to check). No credential goes in the file.",
 }

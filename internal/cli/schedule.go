@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/metrics"
 	"github.com/erpsync/erpsync/internal/reconcile"
+	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/schedule"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
@@ -34,9 +36,22 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cronExpr, "cron", "", "run by a cron expression (5 fields or @hourly...; UTC) instead of --every")
 	fs.StringVar(&httpAddr, "http-addr", ":9090", "serve /metrics, /healthz and /readyz here (empty: off)")
 	intVar(fs, &ticks, "ticks", 0, 0, math.MaxInt, "stop after this many ticks (0: until SIGTERM/SIGINT)")
+	var ev eventSettings
+	var retention time.Duration
+	ev.flags(fs)
+	durationVar(fs, &retention, "events-retention", 7*24*time.Hour, time.Minute, "", "the relay's: delivered events older than this are pruned")
 	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
+	// With a sink (the file's events: block or --events-sink), the relay
+	// runs beside the ticks.
+	runRelay := true
+	if err := ev.fill(s.ConfigFile); errors.Is(err, errNoSink) {
+		runRelay = false
+	} else if err != nil {
+		return err
+	}
+	ev.redact(fs)
 	log, err := newLogger(&s, stderr)
 	if err != nil {
 		return err
@@ -99,19 +114,35 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}()
 	}
 
-	if httpAddr != "" {
-		ln, err := net.Listen("tcp", httpAddr)
+	stopOps, err := serveOps(ctx, httpAddr, m, d, slog)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
+
+	if runRelay {
+		sink, err := ev.sink(ctx)
 		if err != nil {
-			return usageError{fmt.Errorf("--http-addr %s: %w", httpAddr, err)}
+			return err
 		}
-		srv := &http.Server{Handler: opsMux(m, d), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
+		defer sink.Close()
+		rlog := log.With().Str("component", "relay").Str("sink", ev.Sink).Logger()
+		r, err := newRelay(relay.Config{LockTTL: s.LockTTL, Grace: s.Grace, Retention: retention}, d, sink, metrics.NewOutbox(m), rlog)
+		if err != nil {
+			return err
+		}
+		rctx, stopRelay := context.WithCancel(ctx) // --ticks ends the schedule without a signal
+		relayDone := make(chan struct{})
+		go func() {
+			defer close(relayDone)
+			if err := r.Run(rctx); err != nil {
+				rlog.Error().Err(err).Msg("relay stopped; the runs go on, the events wait in the outbox")
+			}
 		}()
-		slog.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+		defer func() {
+			stopRelay()
+			<-relayDone
+		}()
 	}
 
 	slog.Info().Dur("every", every).Str("cron", cronExpr).Dur("reconcile_every", reconcileEvery).Int("jobs", len(d.targets)).Msg("schedule started")
@@ -229,6 +260,25 @@ func reconcileLoop(ctx context.Context, sched schedule.Schedule, rcfg reconcile.
 			log.Error().Err(err).Str("job", cfg.Job).Time("tick", tick).Msg("reconcile tick failed")
 		}
 	}
+}
+
+// serveOps serves opsMux at addr (nothing when addr is empty) until stop.
+func serveOps(ctx context.Context, addr string, m *metrics.Metrics, d *deps, log zerolog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--http-addr %s: %w", addr, err)}
+	}
+	srv := &http.Server{Handler: opsMux(m, d), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	log.Info().Str("http_addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
 }
 
 // opsMux serves /metrics, /healthz (the process lives) and /readyz (MySQL

@@ -106,6 +106,11 @@ const maxKeyText = 500
 // recorded already is dropped silently (INSERT IGNORE would also turn a
 // value that does not fit into a warning). Nothing is recorded for an
 // empty evs.
+//
+// Call it after the statements that write the rows: their row locks make
+// a second transaction that changes the same key wait for this one's
+// commit, so that the outbox's ids of one key follow the order its
+// versions were written in.
 func Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	if len(evs) == 0 {
 		return nil

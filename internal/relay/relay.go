@@ -99,6 +99,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// errLockLost says the relay lost its lock while delivering.
+var errLockLost = errors.New("relay: lock lost")
+
 // ErrSkipped is Run's answer with Once when another relay holds the lock.
 var ErrSkipped = errors.New("relay: skipped, another relay holds the lock")
 
@@ -145,10 +148,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			if r.cfg.Once {
 				return ErrSkipped
 			}
-		case err != nil:
+		case r.cfg.Once || err == nil:
 			return err
-		case r.cfg.Once:
-			return nil
+		case errors.Is(err, errLockLost), errors.Is(err, outbox.ErrFenced):
+			// A pause past the lease: another relay may hold the lock
+			// now. Take it again (or skip) like a relay that starts.
+			r.log.Warn().Err(err).Msg("relay lock lost; taking it again")
+		default:
+			return err
 		}
 		if !sleep(ctx, r.cfg.Poll) {
 			return nil
@@ -179,7 +186,7 @@ func (r *Relay) hold(ctx, work context.Context) error {
 	var lastPrune, lastObserve time.Time
 	for {
 		if held.Err() != nil {
-			return fmt.Errorf("relay lock lost: %w", context.Cause(held))
+			return fmt.Errorf("%w: %w", errLockLost, context.Cause(held))
 		}
 		if time.Since(lastPrune) > time.Minute {
 			r.prune(work)

@@ -416,3 +416,23 @@ func TestRetryAfterHonoured(t *testing.T) {
 		t.Fatalf("retried after %v, the answer asked for 1s", gap)
 	}
 }
+
+// TestStaleRelayCannotMark: a relay whose token is older than the one a
+// newer relay stored (its lease ran out while it paused) delivers, but
+// cannot mark: the events stay pending for the relay that holds the lock.
+func TestStaleRelayCannotMark(t *testing.T) {
+	b := setup(t)
+	rec := &received{}
+	srv := hook(t, nil, rec, nil)
+	b.recordMany(t, []string{"K1"}, 3)
+	if _, err := b.db.Exec("INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES ('relay', ?, UTC_TIMESTAMP(3))", int64(1)<<60); err != nil {
+		t.Fatal(err)
+	}
+	err := b.relay(relay.Config{Once: true}, relay.NewWebhook(srv.URL, nil)).Run(context.Background())
+	if !errors.Is(err, outbox.ErrFenced) {
+		t.Fatalf("run: %v, want ErrFenced", err)
+	}
+	if n := b.pending(t); n != 3 || len(rec.all()) != 3 {
+		t.Fatalf("%d pending, %d delivered; want 3 and 3 (delivered again by the holder)", n, len(rec.all()))
+	}
+}

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/outbox"
+	"github.com/erpsync/erpsync/internal/relay"
+	"github.com/erpsync/erpsync/internal/secret"
+	"github.com/erpsync/erpsync/lock"
+)
+
+// eventSettings are where the relay delivers: the flags, or the config
+// file's events block for what the flags leave unset.
+type eventSettings struct {
+	Sink, URL, Secret, Subject, Exchange string
+}
+
+func (e *eventSettings) flags(fs *flag.FlagSet) {
+	fs.StringVar(&e.Sink, "events-sink", "", "where the relay delivers change events: webhook, nats or rabbitmq (default: the --config file's events.sink)")
+	fs.StringVar(&e.URL, "events-url", "", "the webhook's URL, nats://host:4222 or amqp://user:pass@host:5672/ (default: events.url)")
+	secretVar(fs, &e.Secret, "events-secret", "", "webhook: HMAC-SHA256 secret of the X-Erpsync-Signature header (default: events.secret or events.secret_file; never logged)")
+	fs.StringVar(&e.Subject, "events-subject", "", "nats: the subject prefix; each event goes to <subject>.<entity> (default: events.subject, else erpsync.events)")
+	fs.StringVar(&e.Exchange, "events-exchange", "", "rabbitmq: the exchange, a durable topic exchange declared when missing; routing key: the entity (default: events.exchange, else erpsync)")
+}
+
+// redact tells the redactor of fs's output the secret, which may have
+// come from the file rather than a flag.
+func (e *eventSettings) redact(fs *flag.FlagSet) {
+	if w, ok := fs.Output().(*secret.Writer); ok && e.Secret != "" {
+		w.Redactor().Add(e.Secret)
+	}
+}
+
+// fill sets what the flags left unset from the config file's events
+// block, then the defaults, and checks the result.
+func (e *eventSettings) fill(configFile string) error {
+	if configFile != "" {
+		f, err := entity.Load(configFile)
+		if err != nil {
+			return usageError{err}
+		}
+		if ev := f.Events; ev != nil {
+			e.Sink = orString(e.Sink, ev.Sink)
+			e.URL = orString(e.URL, ev.URL)
+			e.Subject = orString(e.Subject, ev.Subject)
+			e.Exchange = orString(e.Exchange, ev.Exchange)
+			if e.Secret == "" && ev.SecretFile != "" {
+				s, err := secret.ReadFile(ev.SecretFile)
+				if err != nil {
+					return usageError{fmt.Errorf("%s:%d: events: secret_file: %w", f.Path, ev.Line, err)}
+				}
+				e.Secret = s
+			}
+			e.Secret = orString(e.Secret, ev.Secret)
+		}
+	}
+	e.Subject = orString(e.Subject, "erpsync.events")
+	e.Exchange = orString(e.Exchange, "erpsync")
+	where := "--events-url"
+	switch e.Sink {
+	case entity.SinkWebhook:
+		if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usageError{fmt.Errorf("%s %q: a webhook wants an http:// or https:// URL", where, erpHost(e.URL))}
+		}
+	case entity.SinkNATS, entity.SinkRabbitMQ:
+		if e.URL == "" {
+			return usageError{fmt.Errorf("%s: the %s sink wants the server's URL", where, e.Sink)}
+		}
+	case "":
+		return usageError{errNoSink}
+	default:
+		return usageError{fmt.Errorf("--events-sink %q: want webhook, nats or rabbitmq", e.Sink)}
+	}
+	return nil
+}
+
+// errNoSink is fill's error when neither the flags nor the file name a
+// sink: schedule then runs no relay.
+var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --events-url, or --config with an events: block)")
+
+// newRelay is the relay of cfg over d's outbox and locks, publishing to
+// om.
+func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
+	db, err := d.store.DB().DB()
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	return relay.New(cfg, outbox.New(db), sink, d.locks, om, log), nil
+}
+
+func orString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// sink connects to the sink; a failure is exit 2.
+func (e *eventSettings) sink(ctx context.Context) (relay.Sink, error) {
+	switch e.Sink {
+	case entity.SinkNATS:
+		s, err := relay.NewNATS(ctx, e.URL, e.Subject)
+		if err != nil {
+			return nil, depError{err}
+		}
+		return s, nil
+	case entity.SinkRabbitMQ:
+		s, err := relay.NewRabbitMQ(e.URL, e.Exchange)
+		if err != nil {
+			return nil, depError{err}
+		}
+		return s, nil
+	}
+	return relay.NewWebhook(e.URL, &relay.WebhookOptions{Secret: []byte(e.Secret)}), nil
+}
+
+func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	var ev eventSettings
+	var cfg relay.Config
+	var httpAddr string
+	fs := newFlagSet("erpsync relay", stderr)
+	s.mysqlFlags(fs)
+	s.redisFlags(fs)
+	ev.flags(fs)
+	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md); the flags win")
+	fs.BoolVar(&cfg.Once, "once", false, "one pass: deliver until nothing is pending, then exit (a failed delivery: exit 1, the events left pending)")
+	intVar(fs, &cfg.BatchSize, "batch-size", 100, 1, 10000, "events per delivery (one webhook POST)")
+	durationVar(fs, &cfg.Poll, "poll", time.Second, time.Millisecond, "", "wait between looks at an empty outbox")
+	durationVar(fs, &cfg.LockTTL, "lock-ttl", 30*time.Second, 10*time.Millisecond, "", "lease of the relay lock (renewed while held); its fencing token guards every mark")
+	durationVar(fs, &cfg.Grace, "grace", 10*time.Second, time.Millisecond, "", "after SIGTERM/SIGINT, how long the batch in hand may still be delivered and marked")
+	durationVar(fs, &cfg.Retention, "events-retention", 7*24*time.Hour, time.Minute, "", "delivered events older than this are pruned")
+	durationVar(fs, &cfg.MaxBackoff, "max-backoff", 30*time.Second, time.Millisecond, "", "longest wait before retrying a failed delivery (doubling from 200ms; a Retry-After within it is honoured)")
+	fs.StringVar(&httpAddr, "http-addr", ":9091", "serve /metrics, /healthz and /readyz here (empty: off)")
+	s.logFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(&s, stderr)
+	if err != nil {
+		return err
+	}
+	if err := ev.fill(s.ConfigFile); err != nil {
+		return err
+	}
+	ev.redact(fs)
+	log = log.With().Str("component", "relay").Str("sink", ev.Sink).Logger()
+	ctx, d, done, err := openRelay(ctx, &s)
+	if err != nil {
+		return err
+	}
+	defer done()
+	sink, err := ev.sink(ctx)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	m := metrics.New()
+	om := metrics.NewOutbox(m)
+	stopOps, err := serveOps(ctx, httpAddr, m, d, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
+	r, err := newRelay(cfg, d, sink, om, log)
+	if err != nil {
+		return err
+	}
+	log.Info().Bool("once", cfg.Once).Msg("relay started")
+	err = r.Run(ctx)
+	switch {
+	case errors.Is(err, relay.ErrSkipped):
+		return nil // logged and counted by the relay
+	case err != nil:
+		return err
+	}
+	log.Info().Msg("relay stopped")
+	return nil
+}
+
+// openRelay ties ctx to SIGTERM and SIGINT and connects MySQL and the
+// locks' Redis (see open): the relay needs no ERP.
+func openRelay(ctx context.Context, s *settings) (_ context.Context, _ *deps, done func(), _ error) {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	d := &deps{}
+	st, err := s.openStore(cctx)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	d.store = st
+	if d.rdb, d.locks, d.closers, err = connectRedis(cctx, s, &lock.Options{Prefix: s.LockPrefix}); err != nil {
+		d.Close()
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, d, func() { d.Close(); stop() }, nil
+}
+
+func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s settings
+	fs := newFlagSet("erpsync events", stderr)
+	s.mysqlFlags(fs)
+	s.logFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := s.openStore(cctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	db, err := st.DB().DB()
+	if err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	stats, err := outbox.New(db).Stats(cctx)
+	if err != nil {
+		return err
+	}
+	if len(stats.Entities) == 0 {
+		fmt.Fprintln(stdout, "the outbox is empty")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENTITY\tPENDING\tDELIVERED\tOLDEST PENDING")
+	var delivered int64
+	for _, e := range stats.Entities {
+		age := "-"
+		if !e.OldestPending.IsZero() {
+			age = max(stats.Now.Sub(e.OldestPending), 0).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", e.Entity, e.Pending, e.Delivered, age)
+		delivered += e.Delivered
+	}
+	age := "-"
+	if stats.Pending() > 0 {
+		age = stats.OldestPendingAge().Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(tw, "(all)\t%d\t%d\t%s\n", stats.Pending(), delivered, age)
+	return tw.Flush()
+}

@@ -1,0 +1,38 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/erpsync/erpsync/internal/outbox"
+)
+
+// Outbox holds the change-event relay's collectors: the outbox's pending
+// events, the age of the oldest, and the relays that skipped.
+type Outbox struct {
+	pending       prometheus.Gauge
+	oldestPending prometheus.Gauge
+	skipped       prometheus.Counter
+}
+
+// NewOutbox creates the relay's collectors in m's registry.
+func NewOutbox(m *Metrics) *Outbox {
+	o := &Outbox{
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "erpsync_events_pending",
+			Help: "Change events in the outbox not yet delivered, as the relay last counted them."}),
+		oldestPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "erpsync_events_oldest_pending_seconds",
+			Help: "How long the oldest undelivered change event has waited (0: none pending)."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "erpsync_relay_skipped_total",
+			Help: "Times a relay found the relay lock held by another and did not deliver."}),
+	}
+	m.reg.MustRegister(o.pending, o.oldestPending, o.skipped)
+	return o
+}
+
+// ObserveOutbox publishes the outbox's counts.
+func (o *Outbox) ObserveOutbox(st outbox.Stats) {
+	o.pending.Set(float64(st.Pending()))
+	o.oldestPending.Set(st.OldestPendingAge().Seconds())
+}
+
+// ObserveRelaySkipped counts a relay that found the lock held.
+func (o *Outbox) ObserveRelaySkipped() { o.skipped.Inc() }
