@@ -148,6 +148,16 @@ func (e *Env) Run(ctx context.Context, args ...string) Result {
 	return Result{Code: code, Stdout: out.String(), Stderr: errOut.String()}
 }
 
+// MustRun runs erpsync to completion and fails the test unless it exits 0.
+func (e *Env) MustRun(args ...string) Result {
+	e.T.Helper()
+	r := e.Run(context.Background(), args...)
+	if r.Code != 0 {
+		e.T.Fatalf("erpsync %v: exit %d: %s", args, r.Code, r.Out())
+	}
+	return r
+}
+
 // exitCode turns the error of Wait into an exit code; a process killed by a
 // signal gets -1. Only an error that is not about the exit is returned.
 func exitCode(err error) (int, error) {

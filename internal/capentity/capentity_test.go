@@ -1,0 +1,394 @@
+package capentity
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/captest"
+	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/testenv"
+)
+
+var bin string // path of the erpsync binary built for these tests
+
+func TestMain(m *testing.M) { testenv.MainWithBinary(m, "./cmd/erpsync", &bin) }
+
+// env is one test's database and lock prefix (proctest.Env, whose erpmock
+// stays unused) with a CAP server whose SalesService is the ERP, and the
+// config file the erpsync processes read.
+type env struct {
+	*proctest.Env
+	cap  *captest.Server
+	file *entity.File // the config file, once use has loaded it
+}
+
+// setup starts CAP with basic authentication and opt, and an Env whose
+// erpsync processes read its SalesService.
+func setup(t *testing.T, opt captest.Options) *env {
+	t.Helper()
+	opt.Auth = true
+	e := &env{Env: proctest.New(t, bin, erpmock.Options{}), cap: captest.Start(t, opt)}
+	e.ERPURL = e.cap.SalesURL
+	e.Extra = append(e.Extra, "ERPSYNC_ERP_USERNAME="+e.cap.User, "ERPSYNC_ERP_PASSWORD="+e.cap.Password)
+	return e
+}
+
+// discover writes the file `erpsync discover` makes of the SalesService
+// and returns its path.
+func (e *env) discover() string {
+	e.T.Helper()
+	path := filepath.Join(e.T.TempDir(), "sales.yaml")
+	e.MustRun("discover", "--erp-url", e.cap.SalesURL, "-o", path)
+	return path
+}
+
+// write writes a config file of text and returns its path.
+func (e *env) write(name, text string) string {
+	e.T.Helper()
+	path := filepath.Join(e.T.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		e.T.Fatal(err)
+	}
+	return path
+}
+
+// use loads the config file at path as the one the test compares with,
+// and migrates the database with it.
+func (e *env) use(path string) {
+	e.T.Helper()
+	f, err := entity.Load(path)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.file = f
+	e.MustRun("migrate", "--config", path)
+}
+
+// cfg returns args with --config and the loaded file's path.
+func (e *env) cfg(args ...string) []string { return append(args, "--config", e.file.Path) }
+
+// row is one table row as text (MySQL's CAST AS CHAR of each declared
+// column; NULL is !Valid), with erpsync's own columns.
+type row struct {
+	cols    []sql.NullString // the entity's columns, in declaration order
+	version int64
+	updated time.Time
+	deleted bool
+}
+
+// rows returns the entity's table, by key text (the key columns' text
+// joined by "|").
+func (e *env) rows(ent *entity.Entity) map[string]row {
+	e.T.Helper()
+	sel := make([]string, len(ent.Columns))
+	for i, c := range ent.Columns {
+		sel[i] = "CAST(`" + c.Name + "` AS CHAR)"
+	}
+	q := "SELECT " + strings.Join(sel, ", ") + ", erp_version, erp_updated_at, deleted_at IS NOT NULL FROM " + e.Table(ent.Table)
+	rs, err := e.DB.Query(q)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	defer rs.Close()
+	out := map[string]row{}
+	for rs.Next() {
+		r := row{cols: make([]sql.NullString, len(ent.Columns))}
+		dst := make([]any, 0, len(ent.Columns)+3)
+		for i := range r.cols {
+			dst = append(dst, &r.cols[i])
+		}
+		if err := rs.Scan(append(dst, &r.version, &r.updated, &r.deleted)...); err != nil {
+			e.T.Fatal(err)
+		}
+		k := keyOf(ent, func(i int) string { return r.cols[i].String })
+		if _, dup := out[k]; dup {
+			e.T.Errorf("%s: key %s twice", ent.Table, k)
+		}
+		out[k] = r
+	}
+	if err := rs.Err(); err != nil {
+		e.T.Fatal(err)
+	}
+	return out
+}
+
+// keyOf joins the text of ent's key columns; text returns the text of the
+// i-th column.
+func keyOf(ent *entity.Entity, text func(i int) string) string {
+	var parts []string
+	for _, k := range ent.Key {
+		for i, c := range ent.Columns {
+			if c.Name == k {
+				parts = append(parts, text(i))
+			}
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+// property returns the value of the source property at path in o (CAP
+// flattens a structured element, so a dotted path is read as Address_City
+// when the nested object is absent), and whether o has it.
+func property(o captest.Object, path []string) (any, bool) {
+	var v any = map[string]any(o)
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// want returns the text MySQL must hold for column c of CAP's record o:
+// numbers as CAP served them (exact strings), booleans as 1 or 0, a
+// date-time in UTC with milliseconds, a values map applied.
+func want(t testing.TB, c entity.Column, o captest.Object) sql.NullString {
+	t.Helper()
+	v, ok := property(o, c.From)
+	if !ok {
+		if flat, ok2 := o[strings.Join(c.From, "_")]; ok2 {
+			v, ok = flat, true
+		}
+	}
+	if !ok {
+		t.Fatalf("CAP record %v has no property %s", o, strings.Join(c.From, "."))
+	}
+	var s string
+	switch v := v.(type) {
+	case nil:
+		return sql.NullString{}
+	case bool:
+		s = map[bool]string{true: "1", false: "0"}[v]
+	case json.Number:
+		s = v.String()
+	case string:
+		s = v
+	default:
+		t.Fatalf("CAP property %s: a %T", strings.Join(c.From, "."), v)
+	}
+	if c.Type.Kind == entity.DateTime {
+		ts, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatalf("CAP property %s: %v", strings.Join(c.From, "."), err)
+		}
+		s = ts.UTC().Format("2006-01-02 15:04:05.000")
+	}
+	if c.Values != nil {
+		s = c.Values[s]
+	}
+	return sql.NullString{String: s, Valid: true}
+}
+
+// version returns the erp_version and erp_updated_at o must have in ent's
+// table: its version property, or updated_at in microseconds.
+func version(t testing.TB, ent *entity.Entity, o captest.Object) (int64, time.Time) {
+	t.Helper()
+	u, _ := property(o, ent.UpdatedAt)
+	us, _ := u.(string)
+	at, err := time.Parse(time.RFC3339Nano, us)
+	if err != nil {
+		t.Fatalf("CAP record %v: %s %q: %v", o, strings.Join(ent.UpdatedAt, "."), us, err)
+	}
+	if ent.Version == nil {
+		return at.UnixMicro(), at
+	}
+	v, _ := property(o, ent.Version)
+	n, err := json.Number(fmt.Sprint(v)).Int64()
+	if err != nil {
+		t.Fatalf("CAP record %v: version %v: %v", o, v, err)
+	}
+	return n, at
+}
+
+// assertTable checks that ent's table holds exactly objs as live rows,
+// column for column as text, each at its version, and that every other
+// row is soft-deleted. It returns the number of soft-deleted rows.
+func (e *env) assertTable(ent *entity.Entity, objs []captest.Object) int {
+	e.T.Helper()
+	rows := e.rows(ent)
+	bad := 0
+	fail := func(format string, args ...any) {
+		e.T.Helper()
+		e.T.Errorf(ent.Table+": "+format, args...)
+		if bad++; bad > 10 {
+			e.T.Fatal("too many differences")
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		wants := make([]sql.NullString, len(ent.Columns))
+		for i, c := range ent.Columns {
+			wants[i] = want(e.T, c, o)
+		}
+		k := keyOf(ent, func(i int) string { return wants[i].String })
+		seen[k] = true
+		r, ok := rows[k]
+		if !ok {
+			fail("%s missing", k)
+			continue
+		}
+		if r.deleted {
+			fail("%s soft-deleted, but CAP has it", k)
+		}
+		for i, c := range ent.Columns {
+			if r.cols[i] != wants[i] {
+				fail("%s.%s: %s, CAP %s", k, c.Name, text(r.cols[i]), text(wants[i]))
+			}
+		}
+		if v, at := version(e.T, ent, o); r.version != v || !r.updated.Equal(at) {
+			fail("%s: erp_version %d, erp_updated_at %v; want %d, %v", k, r.version, r.updated, v, at)
+		}
+	}
+	deleted := 0
+	for k, r := range rows {
+		switch {
+		case seen[k]:
+		case !r.deleted:
+			fail("%s live, but CAP has no such record", k)
+		default:
+			deleted++
+		}
+	}
+	return deleted
+}
+
+// text shows a column's value, NULL as NULL.
+func text(s sql.NullString) string {
+	if !s.Valid {
+		return "NULL"
+	}
+	return fmt.Sprintf("%q", s.String)
+}
+
+// all returns every record of set.
+func all(t testing.TB, set *captest.TypedSet) []captest.Object {
+	t.Helper()
+	objs, err := set.All(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// assertTruth checks both SalesService tables of the file against CAP
+// and that `erpsync verify --config` exits 0; it returns the number of
+// soft-deleted customers.
+func (e *env) assertTruth() int {
+	e.T.Helper()
+	deleted := e.assertTable(e.file.Entity("customers"), all(e.T, e.cap.Customers))
+	if so := e.file.Entity("sales_orders"); so != nil {
+		e.assertTable(so, all(e.T, e.cap.SalesOrders))
+	}
+	if r := e.Run(context.Background(), e.cfg("verify")...); r.Code != 0 {
+		e.T.Errorf("verify --config exit %d: %s", r.Code, r.Out())
+	}
+	return deleted
+}
+
+// readReports reads the JSON array of reports --report writes for a
+// command of several entities.
+func readReports(t testing.TB, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reps []map[string]any
+	if err := json.Unmarshal(b, &reps); err != nil {
+		t.Fatalf("report %s: %v", b, err)
+	}
+	return reps
+}
+
+// customer returns the fields of a new customer of company with number n
+// (Customer "N<company><n>"), every typed property set.
+func customer(company string, n int) map[string]any {
+	return map[string]any{
+		"CompanyCode":  company,
+		"Customer":     fmt.Sprintf("N%s%05d", company[:1], n),
+		"CustomerName": fmt.Sprintf("Kunde Nº %d – Ærø Straße 東京", n),
+		"CreditLimit":  fmt.Sprintf("%d.%02d", 1000000000000+n*7919, n%100),
+		"IsBlocked":    n%3 == 0,
+		"FoundedOn":    fmt.Sprintf("19%02d-%02d-%02d", n%100, n%12+1, n%28+1),
+		"Rating":       fmt.Sprint(int64(9007199254740993) + int64(n)*1_000_000_007),
+		"Status":       []string{"A", "B"}[n%2],
+		"Address_City": fmt.Sprintf("Zürich %d", n),
+	}
+}
+
+// post creates n customers of company, numbered from first, and fails the
+// test on an error.
+func (e *env) post(company string, first, n int) {
+	e.T.Helper()
+	for i := first; i < first+n; i++ {
+		if _, err := e.cap.Customers.Post(context.Background(), customer(company, i)); err != nil {
+			e.T.Fatalf("post customer %d: %v", i, err)
+		}
+	}
+}
+
+// TestDiscoverMigrateRunVerify syncs the SalesService with the file
+// `erpsync discover` writes, as it is: one run brings both entities in, and
+// each table equals CAP value for value (Int64 past 2^53 either way, a
+// decimal at the edge of Decimal(15,2), NULLs, non-ASCII names).
+func TestDiscoverMigrateRunVerify(t *testing.T) {
+	t.Parallel()
+	e := setup(t, captest.Options{})
+	ctx := context.Background()
+	c := customer("2000", 1)
+	c["CustomerName"], c["CreditLimit"], c["Rating"], c["FoundedOn"] = "Ça va? 😀 Ünïcödé ☕", "9999999999999.99", "9223372036854775807", nil
+	if _, err := e.cap.Customers.Post(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	c = customer("2000", 2)
+	c["Rating"], c["CreditLimit"], c["Address_City"] = "-9223372036854775808", "-0.01", nil
+	if _, err := e.cap.Customers.Post(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	path := e.discover()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "# - name: sales_order_items") {
+		t.Fatalf("discover did not comment out SalesOrderItems:\n%s", b)
+	}
+	e.use(path)
+	if n := len(e.file.Entities); n != 2 {
+		t.Fatalf("the discovered file has %d entities, want customers and sales_orders", n)
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	e.MustRun(e.cfg("run", "--report", report)...)
+	reps := readReports(t, report)
+	if len(reps) != 2 || reps[0]["entity"] != "customers" || reps[1]["entity"] != "sales_orders" {
+		t.Fatalf("one run of the file: reports %v, want customers' and sales_orders'", reps)
+	}
+	for _, rep := range reps {
+		if rep["status"] != "succeeded" || rep["invalid"] != float64(0) {
+			t.Errorf("report %v", rep)
+		}
+	}
+	if n := len(all(t, e.cap.Customers)); n != captest.SalesCustomerCount+2 {
+		t.Fatalf("CAP has %d customers, want %d", n, captest.SalesCustomerCount+2)
+	}
+	if deleted := e.assertTruth(); deleted != 0 {
+		t.Errorf("%d customers soft-deleted", deleted)
+	}
+	var rating string
+	if err := e.DB.QueryRow("SELECT CAST(rating AS CHAR) FROM "+e.Table("customers")+" WHERE company_code = '1000' AND customer = 'C0001'").Scan(&rating); err != nil || rating != captest.SalesBigRating {
+		t.Errorf("rating of 1000/C0001: %q, %v; want %s", rating, err, captest.SalesBigRating)
+	}
+}
