@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +32,8 @@ type env struct {
 	*proctest.Env
 	cap  *captest.Server
 	file *entity.File // the config file, once use has loaded it
+	// changes counts the changes the test has made to CAP so far.
+	changes atomic.Int64
 }
 
 // setup starts CAP with basic authentication and opt, and an Env whose
@@ -329,14 +334,26 @@ func customer(company string, n int) map[string]any {
 	}
 }
 
-// post creates n customers of company, numbered from first, and fails the
-// test on an error.
+// post creates n customers of company, numbered from first, four POSTs
+// at a time, and fails the test on an error.
 func (e *env) post(company string, first, n int) {
 	e.T.Helper()
-	for i := first; i < first+n; i++ {
-		if _, err := e.cap.Customers.Post(context.Background(), customer(company, i)); err != nil {
-			e.T.Fatalf("post customer %d: %v", i, err)
-		}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := first + w; i < first+n; i += 4 {
+				if _, err := e.cap.Customers.Post(context.Background(), customer(company, i)); err != nil {
+					errs <- fmt.Errorf("post customer %s/%d: %w", company, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		e.T.Fatal(err)
 	}
 }
 
@@ -391,4 +408,136 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 	if err := e.DB.QueryRow("SELECT CAST(rating AS CHAR) FROM "+e.Table("customers")+" WHERE company_code = '1000' AND customer = 'C0001'").Scan(&rating); err != nil || rating != captest.SalesBigRating {
 		t.Errorf("rating of 1000/C0001: %q, %v; want %s", rating, err, captest.SalesBigRating)
 	}
+}
+
+// TestOverlapWhileCustomersChange runs a run and a backfill of the whole
+// file and a run of customers alone at once, while the test PATCHes
+// customers (Int64 and Decimal values as strings, names, NULLs,
+// booleans), POSTs new ones and DELETEs some. A last run and a reconcile
+// leave both tables equal to CAP, the deleted customers soft-deleted.
+func TestOverlapWhileCustomersChange(t *testing.T) {
+	t.Parallel()
+	e := setup(t, captest.Options{PageLimit: 50})
+	e.post("1000", 0, 300)
+	e.use(e.discover())
+	e.MustRun(e.cfg("run")...)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ch changes
+	wg.Go(func() { ch = e.change(ctx, 300) })
+	proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 20 })
+	procs := []*proctest.Proc{
+		e.Start(e.cfg("run", "--page-size", "50")...),
+		e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "50", "--workers", "3")...),
+		e.Start(e.cfg("run", "--entity", "customers", "--page-size", "50", "--workers", "2", "--chunk-size", "10")...),
+	}
+	for i, p := range procs {
+		if r := p.Wait(); r.Code != 0 {
+			t.Errorf("process %d exit %d: %s", i, r.Code, r.Stdout)
+		}
+	}
+	stop()
+	wg.Wait()
+	if ch.patched == 0 || ch.posted == 0 || ch.deleted == 0 {
+		t.Fatalf("changes during the processes: %+v", ch)
+	}
+	t.Logf("changes while 3 processes ran: %+v", ch)
+	e.MustRun(e.cfg("run")...)
+	e.MustRun(e.cfg("reconcile", "--max-delete", "100")...)
+	if deleted := e.assertTruth(); deleted != ch.deleted {
+		t.Errorf("%d customers soft-deleted, %d deleted in CAP after the first run", deleted, ch.deleted)
+	}
+}
+
+// changes counts what change did to CAP's customers.
+type changes struct{ patched, posted, deleted int }
+
+// change PATCHes, POSTs and DELETEs customers of company 1000 until ctx
+// ends: the customers numbered 0 to n-1 exist at its start. Every change
+// is counted in e.changes as it is made.
+func (e *env) change(ctx context.Context, n int) changes {
+	var ch changes
+	live := make([]int, n)
+	for i := range live {
+		live[i] = i
+	}
+	next := n
+	for i := 0; ctx.Err() == nil; i++ {
+		var err error
+		switch {
+		case i%10 == 9:
+			_, err = e.cap.Customers.Post(context.Background(), customer("1000", next))
+			live = append(live, next)
+			next++
+			ch.posted++
+		case i%25 == 24 && len(live) > 1:
+			j := (i * 7) % len(live)
+			err = e.cap.Customers.Delete(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": customer("1000", live[j])["Customer"]})
+			live = append(live[:j], live[j+1:]...)
+			ch.deleted++
+		default:
+			_, err = e.cap.Customers.Patch(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": customer("1000", live[(i*13)%len(live)])["Customer"]}, patchOf(i))
+			ch.patched++
+		}
+		if err != nil {
+			e.T.Errorf("change %d: %v", i, err)
+			return ch
+		}
+		e.changes.Add(1)
+	}
+	return ch
+}
+
+// patchOf returns the i-th PATCH of a customer: Int64 and Decimal values
+// as strings (past 2^53, negative, at the edge of the scale), names with
+// non-ASCII letters, NULLs and booleans.
+func patchOf(i int) map[string]any {
+	switch i % 5 {
+	case 0:
+		return map[string]any{"Rating": fmt.Sprint(int64(9007199254740993) + int64(i)*2), "CreditLimit": fmt.Sprintf("%d.%02d", 9999999999990+i%9, i%100)}
+	case 1:
+		return map[string]any{"CustomerName": fmt.Sprintf("Łódź Ōsaka №%d ñ", i), "IsBlocked": i%2 == 0}
+	case 2:
+		return map[string]any{"CreditLimit": nil, "FoundedOn": nil, "Address_City": nil, "Rating": nil}
+	case 3:
+		return map[string]any{"Rating": fmt.Sprint(-int64(9007199254740993) - int64(i)), "CreditLimit": "-0.01", "FoundedOn": "2000-02-29", "Status": "B"}
+	}
+	return map[string]any{"Address_City": "São Paulo", "IsBlocked": false, "Status": "A"}
+}
+
+// TestKilledRunResumes kills a run of the file with SIGKILL mid-sync; once
+// its job lock has expired, the next runs continue from the checkpoint and
+// end with both tables equal to CAP.
+func TestKilledRunResumes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, captest.Options{PageLimit: 50})
+	e.post("1000", 0, 600)
+	e.use(e.discover())
+	p := e.Start(e.cfg("run", "--page-size", "50", "--workers", "1", "--chunk-size", "10", "--lock-ttl", "2s")...)
+	count := func() int64 { return e.Count("SELECT COUNT(*) FROM %s", "customers") }
+	if !proctest.Eventually(time.Minute, func() bool { return count() >= 100 }) {
+		t.Fatalf("%d rows a minute after the start", count())
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Wait(); r.Code != -1 {
+		t.Fatalf("killed run exit %d", r.Code)
+	}
+	total := int64(captest.SalesCustomerCount + 600)
+	if n := count(); n >= total {
+		t.Fatalf("the run had finished (%d rows) before it was killed", n)
+	}
+	// A record changed after the kill comes in too.
+	if _, err := e.cap.Customers.Patch(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": "C0001"}, map[string]any{"Rating": "9007199254740995"}); err != nil {
+		t.Fatal(err)
+	}
+	ok := proctest.Eventually(30*time.Second, func() bool {
+		e.MustRun(e.cfg("run", "--lock-ttl", "2s")...)
+		return count() == total && e.Count("SELECT COUNT(*) FROM %s", "sales_orders") == captest.SalesOrderCount
+	})
+	if !ok {
+		t.Fatalf("no run finished the sync after the kill: %d rows", count())
+	}
+	e.assertTruth()
 }
