@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -540,4 +541,135 @@ func TestKilledRunResumes(t *testing.T) {
 		t.Fatalf("no run finished the sync after the kill: %d rows", count())
 	}
 	e.assertTruth()
+}
+
+// companies is a file of customers read as two sources of one entity set,
+// one per company code; a values map turns Status into words.
+const companies = `erp:
+  kind: odata
+entities:
+  - name: customers
+    sources:
+      - {source: Customers, set: {company: "1000"}}
+      - {source: Customers, set: {company: "2000"}}
+    key: [company, customer]
+    updated_at: modifiedAt
+    version: ChangeCounter
+    columns:
+      - {name: company,      from: CompanyCode,  type: string(4)}
+      - {name: customer,     from: Customer,     type: string(10)}
+      - {name: name,         from: CustomerName, type: string(80)}
+      - {name: credit_limit, from: CreditLimit,  type: "decimal(15,2)", nullable: true}
+      - {name: blocked,      from: IsBlocked,    type: bool}
+      - {name: founded_on,   from: FoundedOn,    type: date, nullable: true}
+      - {name: rating,       from: Rating,       type: int64, nullable: true}
+      - {name: status,       from: Status,       type: string(16), values: {A: ACTIVE, B: BLOCKED}}
+      - {name: city,         from: Address_City, type: string(40), nullable: true}
+`
+
+// of returns the records of objs whose CompanyCode is one of codes.
+func of(objs []captest.Object, codes ...string) []captest.Object {
+	var out []captest.Object
+	for _, o := range objs {
+		if slices.Contains(codes, o["CompanyCode"].(string)) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// TestSourcePerCompany reads Customers as two sources, companies 1000 and
+// 2000, beside a company 3000 that neither reads: each source's job gets
+// its own company's rows only (erpsync filters the entity set on
+// CompanyCode, which $metadata declares), both jobs have a checkpoint and
+// a history, and the table equals CAP's two companies. A reconcile of the
+// file, and of a file that reads company 1000 alone, soft-deletes a
+// customer DELETEd in CAP and never a row of the other company.
+func TestSourcePerCompany(t *testing.T) {
+	t.Parallel()
+	e := setup(t, captest.Options{PageLimit: 20})
+	e.post("1000", 0, 40)
+	e.post("2000", 0, 30)
+	e.post("3000", 0, 10)
+	e.use(e.write("companies.yaml", companies))
+	ent := e.file.Entity("customers")
+	report := filepath.Join(t.TempDir(), "report.json")
+	e.MustRun(e.cfg("run", "--page-size", "20", "--report", report)...)
+	reps := readReports(t, report)
+	objs := all(t, e.cap.Customers)
+	wantFetched := map[string]float64{"customers/1000": float64(len(of(objs, "1000"))), "customers/2000": float64(len(of(objs, "2000")))}
+	if len(reps) != 2 {
+		t.Fatalf("%d reports, want one a source", len(reps))
+	}
+	for _, rep := range reps {
+		job, _ := rep["job"].(string)
+		if f, ok := wantFetched[job]; !ok || rep["fetched"] != f || rep["status"] != "succeeded" {
+			t.Errorf("report %v: want job customers/1000 or customers/2000, %v fetched", rep, f)
+		}
+	}
+	if d := e.assertTable(ent, of(objs, "1000", "2000")); d != 0 {
+		t.Errorf("%d rows soft-deleted", d)
+	}
+	for job := range wantFetched {
+		if n := e.Count("SELECT COUNT(*) FROM %s WHERE name = ?", "sync_checkpoints", job); n != 1 {
+			t.Errorf("%d checkpoints of job %s", n, job)
+		}
+		if n := e.Count("SELECT COUNT(*) FROM %s WHERE job = ? AND status = 'succeeded'", "sync_runs", job); n != 1 {
+			t.Errorf("%d succeeded runs of job %s", n, job)
+		}
+	}
+	if r := e.MustRun(e.cfg("runs")...); !strings.Contains(r.Stdout, "customers/1000") || !strings.Contains(r.Stdout, "customers/2000") {
+		t.Errorf("runs --config shows not both jobs:\n%s", r.Out())
+	}
+	if r := e.Run(context.Background(), e.cfg("verify")...); r.Code != 0 {
+		t.Errorf("verify --config exit %d: %s", r.Code, r.Out())
+	}
+
+	// One customer of each company DELETEd in CAP.
+	ctx := context.Background()
+	for _, k := range []captest.Key{{"CompanyCode": "1000", "Customer": "C0002"}, {"CompanyCode": "2000", "Customer": customer("2000", 3)["Customer"]}} {
+		if err := e.cap.Customers.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs = all(t, e.cap.Customers)
+	one := e.write("company-1000.yaml", strings.Replace(companies, `      - {source: Customers, set: {company: "2000"}}
+`, "", 1))
+	e.MustRun("reconcile", "--config", one, "--max-delete", "10")
+	// Company 1000 alone: its deleted customer is soft-deleted, company
+	// 2000's (the other still live in the table) is not.
+	if d := e.assertTable(ent, append(of(objs, "1000", "2000"), deletedOf(t, e, "2000", 3))); d != 1 {
+		t.Errorf("%d rows soft-deleted by a reconcile of company 1000, want 1", d)
+	}
+	e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
+	if d := e.assertTable(ent, of(objs, "1000", "2000")); d != 2 {
+		t.Errorf("%d rows soft-deleted by a reconcile of both companies, want 2", d)
+	}
+	if n := e.Count("SELECT COUNT(*) FROM %s WHERE deleted_at IS NULL AND company = '2000'", "customers"); n != int64(len(of(objs, "2000"))) {
+		t.Errorf("%d live rows of company 2000, CAP has %d", n, len(of(objs, "2000")))
+	}
+}
+
+// deletedOf returns customer n of company as the table holds it, for a
+// record CAP no longer has: its row, read back, stands for the record.
+func deletedOf(t testing.TB, e *env, company string, n int) captest.Object {
+	t.Helper()
+	// The record as POSTed, with the server's fields from the row.
+	o := captest.Object{}
+	for k, v := range customer(company, n) {
+		switch v := v.(type) {
+		case string:
+			o[k] = v
+		case bool:
+			o[k] = v
+		}
+	}
+	var version int64
+	var at time.Time
+	if err := e.DB.QueryRow("SELECT erp_version, erp_updated_at FROM "+e.Table("customers")+" WHERE company = ? AND customer = ?", company, o["Customer"]).Scan(&version, &at); err != nil {
+		t.Fatal(err)
+	}
+	o["ChangeCounter"] = json.Number(fmt.Sprint(version))
+	o["modifiedAt"] = at.UTC().Format(time.RFC3339Nano)
+	return o
 }
