@@ -673,3 +673,113 @@ func deletedOf(t testing.TB, e *env, company string, n int) captest.Object {
 	o["modifiedAt"] = at.UTC().Format(time.RFC3339Nano)
 	return o
 }
+
+// narrow is a file whose columns are narrower than some of CAP's values:
+// 1000/C0001's name is 24 characters, more than string(20).
+const narrow = `erp:
+  kind: odata
+entities:
+  - name: customers
+    source: Customers
+    key: [company, customer]
+    updated_at: modifiedAt
+    version: ChangeCounter
+    columns:
+      - {name: company,      from: CompanyCode,  type: string(4)}
+      - {name: customer,     from: Customer,     type: string(10)}
+      - {name: name,         from: CustomerName, type: string(20)}
+      - {name: credit_limit, from: CreditLimit,  type: "decimal(8,2)", nullable: true}
+`
+
+// TestBadInput runs the binary on input that must not be written: values
+// CAP serves that do not fit their column are quarantined with a reason
+// naming the column, never truncated, and the run fails past
+// --max-invalid; a file with an unknown key exits 2 with FILE:LINE; a
+// table narrowed behind erpsync's back stops the run, exit 2, with the one
+// line that says to migrate.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t, captest.Options{})
+	ctx := context.Background()
+	big := customer("2000", 1)
+	big["CustomerName"], big["CreditLimit"] = "Kurz", "1234567.89" // 7 digits before the point: decimal(8,2) holds 6
+	if _, err := e.cap.Customers.Post(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	e.use(e.write("narrow.yaml", narrow))
+	ent := e.file.Entity("customers")
+	r := e.Run(ctx, e.cfg("run", "--max-invalid", "1")...)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "--max-invalid") {
+		t.Errorf("run past --max-invalid: exit %d: %s; want 1 and a line about --max-invalid", r.Code, r.Out())
+	}
+	reasons := map[string]string{}
+	e.each(fmt.Sprintf("SELECT erp_id, reason FROM %s", e.Table("quarantined_records")), func(id, reason string) { reasons[id] = reason })
+	for id, col := range map[string]string{keyText("1000", "C0001"): "name", keyText("2000", big["Customer"].(string)): "credit_limit"} {
+		if !strings.Contains(reasons[id], col) {
+			t.Errorf("quarantined %s: reason %q, want one naming column %s (all: %v)", id, reasons[id], col, reasons)
+		}
+	}
+	if len(reasons) != 2 {
+		t.Errorf("%d records quarantined, want 2: %v", len(reasons), reasons)
+	}
+	t.Logf("quarantined: %v", reasons)
+	// The valid ones are written whole, the invalid ones not at all (no
+	// truncated name, no rounded limit).
+	e.MustRun(e.cfg("run", "--max-invalid", "5")...)
+	objs := all(t, e.cap.Customers)
+	var valid []captest.Object
+	for _, o := range objs {
+		if _, bad := reasons[keyText(o["CompanyCode"].(string), o["Customer"].(string))]; !bad {
+			valid = append(valid, o)
+		}
+	}
+	if len(valid) != len(objs)-2 {
+		t.Fatalf("%d valid records of %d", len(valid), len(objs))
+	}
+	e.assertTable(ent, valid)
+
+	// A key the file format does not have: exit 2, FILE:LINE, nothing run.
+	runs := e.Count("SELECT COUNT(*) FROM %s", "sync_runs")
+	bad := e.write("bad.yaml", strings.Replace(narrow, "    columns:", "    colums:", 1))
+	r = e.Run(ctx, "run", "--config", bad)
+	want := "erpsync: " + bad + ":9: unknown key \"colums\" (did you mean \"columns\"?)"
+	if lines := proctest.Lines(r.Stderr); r.Code != 2 || len(lines) != 1 || lines[0] != want {
+		t.Errorf("bad file: exit %d, stderr %q; want 2 and the one line %q", r.Code, r.Stderr, want)
+	}
+
+	// A column narrowed behind erpsync's back: exit 2, one line, nothing run.
+	if _, err := e.DB.Exec("ALTER TABLE " + e.Table("customers") + " MODIFY credit_limit DECIMAL(7,2) NULL"); err != nil {
+		t.Fatal(err)
+	}
+	r = e.Run(ctx, e.cfg("run")...)
+	want = "erpsync: table customers: column credit_limit is decimal(8,2) in the config file, decimal(7,2) in the database; run erpsync migrate"
+	if lines := proctest.Lines(r.Stderr); r.Code != 2 || len(lines) != 1 || !strings.HasPrefix(lines[0], "erpsync: ") || !strings.Contains(lines[0], want[len("erpsync: "):]) {
+		t.Errorf("narrowed table: exit %d, stderr %q; want 2 and the one line %q", r.Code, r.Stderr, want)
+	}
+	if n := e.Count("SELECT COUNT(*) FROM %s", "sync_runs"); n != runs {
+		t.Errorf("%d runs recorded after the bad file and the narrowed table, %d before", n, runs)
+	}
+}
+
+// keyText is the erp_id of a customers record with a composite key.
+func keyText(company, customer string) string { return entity.KeyText([]string{company, customer}) }
+
+// each calls fn with the two text columns of every row of query.
+func (e *env) each(query string, fn func(a, b string)) {
+	e.T.Helper()
+	rs, err := e.DB.Query(query)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var a, b string
+		if err := rs.Scan(&a, &b); err != nil {
+			e.T.Fatal(err)
+		}
+		fn(a, b)
+	}
+	if err := rs.Err(); err != nil {
+		e.T.Fatal(err)
+	}
+}
