@@ -543,22 +543,29 @@ func TestKilledRunResumes(t *testing.T) {
 	e.assertTruth()
 }
 
-// companies is a file of customers read as two sources of one entity set,
-// one per company code; a values map turns Status into words.
-const companies = `erp:
+// customersHead and customersKey are the parts of the files below that
+// declare the customers entity (its sources in between) and its key.
+const (
+	customersHead = `erp:
   kind: odata
 entities:
   - name: customers
-    sources:
-      - {source: Customers, set: {company: "1000"}}
-      - {source: Customers, set: {company: "2000"}}
-    key: [company, customer]
+`
+	customersKey = `    key: [company, customer]
     updated_at: modifiedAt
     version: ChangeCounter
     columns:
       - {name: company,      from: CompanyCode,  type: string(4)}
       - {name: customer,     from: Customer,     type: string(10)}
-      - {name: name,         from: CustomerName, type: string(80)}
+`
+)
+
+// companies is a file of customers read as two sources of one entity set,
+// one per company code; a values map turns Status into words.
+const companies = customersHead + `    sources:
+      - {source: Customers, set: {company: "1000"}}
+      - {source: Customers, set: {company: "2000"}}
+` + customersKey + `      - {name: name,         from: CustomerName, type: string(80)}
       - {name: credit_limit, from: CreditLimit,  type: "decimal(15,2)", nullable: true}
       - {name: blocked,      from: IsBlocked,    type: bool}
       - {name: founded_on,   from: FoundedOn,    type: date, nullable: true}
@@ -676,18 +683,7 @@ func deletedOf(t testing.TB, e *env, company string, n int) captest.Object {
 
 // narrow is a file whose columns are narrower than some of CAP's values:
 // 1000/C0001's name is 24 characters, more than string(20).
-const narrow = `erp:
-  kind: odata
-entities:
-  - name: customers
-    source: Customers
-    key: [company, customer]
-    updated_at: modifiedAt
-    version: ChangeCounter
-    columns:
-      - {name: company,      from: CompanyCode,  type: string(4)}
-      - {name: customer,     from: Customer,     type: string(10)}
-      - {name: name,         from: CustomerName, type: string(20)}
+const narrow = customersHead + "    source: Customers\n" + customersKey + `      - {name: name,         from: CustomerName, type: string(20)}
       - {name: credit_limit, from: CreditLimit,  type: "decimal(8,2)", nullable: true}
 `
 
