@@ -414,14 +414,16 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 // TestOverlapWhileCustomersChange runs a run and a backfill of the whole
 // file and a run of customers alone at once, while the test PATCHes
 // customers (Int64 and Decimal values as strings, names, NULLs,
-// booleans), POSTs new ones and DELETEs some. A last run and a reconcile
-// leave both tables equal to CAP, the deleted customers soft-deleted.
+// booleans), POSTs new ones and DELETEs some. No row's version goes down
+// meanwhile, and a last run and a reconcile leave both tables equal to
+// CAP, the deleted customers soft-deleted.
 func TestOverlapWhileCustomersChange(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{PageLimit: 50})
 	e.post("1000", 0, 300)
 	e.use(e.discover())
 	e.MustRun(e.cfg("run")...)
+	watch := e.WatchTable("customers", "CONCAT(company_code, '/', customer)")
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var ch changes
@@ -445,6 +447,9 @@ func TestOverlapWhileCustomersChange(t *testing.T) {
 	t.Logf("changes while 3 processes ran: %+v", ch)
 	e.MustRun(e.cfg("run")...)
 	e.MustRun(e.cfg("reconcile", "--max-delete", "100")...)
+	if polls, downs := watch.Stop(); len(downs) > 0 {
+		t.Errorf("erp_version went down (%d polls): %v", polls, downs)
+	}
 	if deleted := e.assertTruth(); deleted != ch.deleted {
 		t.Errorf("%d customers soft-deleted, %d deleted in CAP after the first run", deleted, ch.deleted)
 	}
