@@ -604,7 +604,8 @@ func of(objs []captest.Object, codes ...string) []captest.Object {
 // CompanyCode, which $metadata declares), both jobs have a checkpoint and
 // a history, and the table equals CAP's two companies. A reconcile of the
 // file, and of a file that reads company 1000 alone, soft-deletes a
-// customer DELETEd in CAP and never a row of the other company.
+// customer DELETEd in CAP and never a row of the other company, and a
+// verify of company 1000 alone counts none of company 2000's rows.
 func TestSourcePerCompany(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{PageLimit: 20})
@@ -656,6 +657,9 @@ func TestSourcePerCompany(t *testing.T) {
 	one := e.write("company-1000.yaml", strings.Replace(companies, `      - {source: Customers, set: {company: "2000"}}
 `, "", 1))
 	e.MustRun("reconcile", "--config", one, "--max-delete", "10")
+	if r := e.Run(ctx, "verify", "--config", one); r.Code != 0 {
+		t.Errorf("verify of company 1000 alone: exit %d: %s", r.Code, r.Out())
+	}
 	// Company 1000 alone: its deleted customer is soft-deleted, company
 	// 2000's (the other still live in the table) is not.
 	if d := e.assertTable(ent, append(of(objs, "1000", "2000"), deletedOf(t, e, "2000", 3))); d != 1 {
