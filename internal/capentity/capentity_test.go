@@ -410,7 +410,7 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 		t.Errorf("%d customers soft-deleted", deleted)
 	}
 	var rating string
-	if err := e.DB.QueryRow("SELECT CAST(rating AS CHAR) FROM "+e.Table("customers")+" WHERE company_code = '1000' AND customer = 'C0001'").Scan(&rating); err != nil || rating != captest.SalesBigRating {
+	if err := e.DB.QueryRow("SELECT CAST(rating AS CHAR) FROM " + e.Table("customers") + " WHERE company_code = '1000' AND customer = 'C0001'").Scan(&rating); err != nil || rating != captest.SalesBigRating {
 		t.Errorf("rating of 1000/C0001: %q, %v; want %s", rating, err, captest.SalesBigRating)
 	}
 }
