@@ -706,8 +706,8 @@ const narrow = customersHead + "    source: Customers\n" + customersKey + `     
 
 // TestBadInput runs the binary on input that must not be written: values
 // CAP serves that do not fit their column are quarantined with a reason
-// naming the column, never truncated, and the run fails past
-// --max-invalid; a file with an unknown key exits 2 with FILE:LINE; a
+// naming the column, never truncated (a synced row keeps its last valid
+// data), and the run fails past --max-invalid; a file with an unknown key exits 2 with FILE:LINE; a
 // table narrowed behind erpsync's back stops the run, exit 2, with the one
 // line that says to migrate.
 func TestBadInput(t *testing.T) {
@@ -750,6 +750,19 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("%d valid records of %d", len(valid), len(objs))
 	}
 	e.assertTable(ent, valid)
+
+	// A synced record whose newest copy does not fit: the row keeps its
+	// last valid data, marked quarantined, and nothing is truncated.
+	dupont := captest.Key{"CompanyCode": "1000", "Customer": "C0002"}
+	if _, err := e.cap.Customers.Patch(ctx, dupont, map[string]any{"CustomerName": "Dupont & Fils Société Anonyme"}); err != nil {
+		t.Fatal(err)
+	}
+	e.MustRun(e.cfg("run", "--max-invalid", "5")...)
+	var name string
+	var quarantined bool
+	if err := e.DB.QueryRow("SELECT name, quarantined_at IS NOT NULL FROM "+e.Table("customers")+" WHERE company = '1000' AND customer = 'C0002'").Scan(&name, &quarantined); err != nil || name != "Dupont & Fils SARL" || !quarantined {
+		t.Errorf("1000/C0002 after a name too long: name %q, quarantined %v, %v; want the last valid name, quarantined", name, quarantined, err)
+	}
 
 	// A key the file format does not have: exit 2, FILE:LINE, nothing run.
 	runs := e.Count("SELECT COUNT(*) FROM %s", "sync_runs")
