@@ -602,7 +602,9 @@ func of(objs []captest.Object, codes ...string) []captest.Object {
 // 2000, beside a company 3000 that neither reads: each source's job gets
 // its own company's rows only (erpsync filters the entity set on
 // CompanyCode, which $metadata declares), both jobs have a checkpoint and
-// a history, and the table equals CAP's two companies. A reconcile of the
+// a history, and the table equals CAP's two companies, also after both
+// sources' runs and backfills overlapped while customers changed. A
+// reconcile of the
 // file, and of a file that reads company 1000 alone, soft-deletes a
 // customer DELETEd in CAP and never a row of the other company, and a
 // verify of company 1000 alone counts none of company 2000's rows.
@@ -646,8 +648,31 @@ func TestSourcePerCompany(t *testing.T) {
 		t.Errorf("verify --config exit %d: %s", r.Code, r.Out())
 	}
 
-	// One customer of each company DELETEd in CAP.
+	// Both sources' runs and backfills at once, while customers of both
+	// companies change.
 	ctx := context.Background()
+	procs := []*proctest.Proc{
+		e.Start(e.cfg("run", "--page-size", "20")...),
+		e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "20", "--workers", "2")...),
+	}
+	for i, company := range []string{"1000", "2000", "3000"} {
+		k := captest.Key{"CompanyCode": company, "Customer": customer(company, i)["Customer"]}
+		if _, err := e.cap.Customers.Patch(ctx, k, patchOf(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range procs {
+		if r := p.Wait(); r.Code != 0 {
+			t.Errorf("process %d exit %d: %s", i, r.Code, r.Stdout)
+		}
+	}
+	e.MustRun(e.cfg("run")...)
+	objs = all(t, e.cap.Customers)
+	if d := e.assertTable(ent, of(objs, "1000", "2000")); d != 0 {
+		t.Errorf("%d rows soft-deleted", d)
+	}
+
+	// One customer of each company DELETEd in CAP.
 	for _, k := range []captest.Key{{"CompanyCode": "1000", "Customer": "C0002"}, {"CompanyCode": "2000", "Customer": customer("2000", 3)["Customer"]}} {
 		if err := e.cap.Customers.Delete(ctx, k); err != nil {
 			t.Fatal(err)
