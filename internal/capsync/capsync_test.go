@@ -57,16 +57,6 @@ func setup(t *testing.T, opt captest.Options) *env {
 	return e
 }
 
-// run runs erpsync to completion and fails the test unless it exits 0.
-func (e *env) run(args ...string) proctest.Result {
-	e.T.Helper()
-	r := e.Run(context.Background(), args...)
-	if r.Code != 0 {
-		e.T.Fatalf("erpsync %v: exit %d: %s", args, r.Code, r.Out())
-	}
-	return r
-}
-
 // row is a memberships row as the test compares it.
 type row struct {
 	member, product, status string
@@ -191,7 +181,7 @@ func TestBackfill20000(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{Records: 20000, Seed: 1})
 	report := filepath.Join(t.TempDir(), "report.json")
-	e.run("backfill", "--since", "2024-01-01T00:00:00Z", "--page-size", "1000", "--report", report)
+	e.MustRun("backfill", "--since", "2024-01-01T00:00:00Z", "--page-size", "1000", "--report", report)
 	rep, err := proctest.ReadReport(report)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +230,7 @@ func TestRunWhileRecordsChange(t *testing.T) {
 		t.Fatalf("%d rows after a run during which %d records changed, want all 3000", n, patched)
 	}
 	t.Logf("%d records changed during the run", patched)
-	e.run("run")
+	e.MustRun("run")
 	e.settle(watch)
 }
 
@@ -313,7 +303,7 @@ func TestOverlappingRunsAndBackfill(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
-	e.run("run", "--overlap", "1h")
+	e.MustRun("run", "--overlap", "1h")
 	e.settle(watch)
 }
 
@@ -336,7 +326,7 @@ func TestKilledRunResumes(t *testing.T) {
 	}
 	// The next run skips while the dead run's lock lives, then runs.
 	ok := proctest.Eventually(20*time.Second, func() bool {
-		e.run("run", "--lock-ttl", "2s")
+		e.MustRun("run", "--lock-ttl", "2s")
 		return len(e.rows()) == 5000
 	})
 	if !ok {

@@ -85,7 +85,7 @@ func TestReconcileSoftDeletesAndRestores(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{Records: 400, Seed: 11, PageLimit: 100})
 	recs := captest.Seed(400, 11)
-	e.run("run", "--page-size", "100")
+	e.MustRun("run", "--page-size", "100")
 	e.assertTruth()
 	before := e.rows()
 
@@ -136,7 +136,7 @@ func TestReconcileSoftDeletesAndRestores(t *testing.T) {
 				t.Errorf("reconcile after recreating %s: report %v; want 1 restored", c.MembershipID, rep)
 			}
 		} else {
-			e.run("run", "--page-size", "100")
+			e.MustRun("run", "--page-size", "100")
 		}
 		r := e.rows()[c.MembershipID]
 		if r.deleted || r.version != c.LastChangeDateTime.UnixMicro() || r.version <= before[c.MembershipID].version {
@@ -153,7 +153,7 @@ func TestReconcileGuard(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{Records: 400, Seed: 12, PageLimit: 100})
 	recs := captest.Seed(400, 12)
-	e.run("run", "--page-size", "100")
+	e.MustRun("run", "--page-size", "100")
 	gone := every(recs, 2, 10) // 40 records: 10%
 	e.remove(gone)
 	before := e.rows()
@@ -216,7 +216,7 @@ func TestRunRacingReconcile(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{Records: 3000, Seed: 13, PageLimit: 100})
 	recs := captest.Seed(3000, 13)
-	e.run("run", "--page-size", "100", "--workers", "2")
+	e.MustRun("run", "--page-size", "100", "--workers", "2")
 	watch := e.Watch()
 	var gone []captest.Record
 	for i := 4; i < len(recs); i += 33 {
@@ -297,6 +297,6 @@ func TestRunRacingReconcile(t *testing.T) {
 	// The records changed after the last racing run began; a run brings
 	// them in. With a 1ms overlap it reads no row it wrote before again,
 	// so a row the reconcile wrongly deleted stays so and settle sees it.
-	e.run("run", "--page-size", "100", "--overlap", "1ms")
+	e.MustRun("run", "--page-size", "100", "--overlap", "1ms")
 	e.settle(watch)
 }

@@ -486,10 +486,10 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 		targets = []*target{{ent: ent, src: ent.Sources[0], job: s.Job, table: store.Memberships()}}
 	}
 	for _, t := range targets {
-		t.st = d.store.For(t.table)
-		if len(t.ent.Sources) > 1 {
-			t.st = t.st.Scoped(t.src.Set) // verify and reconcile compare a source with its own rows
-		}
+		// verify and reconcile compare a source with its own rows: those
+		// holding the constants it sets, a lone source's too (a file that
+		// reads one company of a table that holds several).
+		t.st = d.store.For(t.table).Scoped(t.src.Set)
 		if s.ConfigFile == "" {
 			t.erp, err = s.ERP.source(ecfg)
 		} else {

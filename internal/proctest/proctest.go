@@ -148,6 +148,16 @@ func (e *Env) Run(ctx context.Context, args ...string) Result {
 	return Result{Code: code, Stdout: out.String(), Stderr: errOut.String()}
 }
 
+// MustRun runs erpsync to completion and fails the test unless it exits 0.
+func (e *Env) MustRun(args ...string) Result {
+	e.T.Helper()
+	r := e.Run(context.Background(), args...)
+	if r.Code != 0 {
+		e.T.Fatalf("erpsync %v: exit %d: %s", args, r.Code, r.Out())
+	}
+	return r
+}
+
 // exitCode turns the error of Wait into an exit code; a process killed by a
 // signal gets -1. Only an error that is not about the exit is returned.
 func exitCode(err error) (int, error) {
@@ -260,8 +270,8 @@ func (e *Env) WaitRows(n int64) {
 	}
 }
 
-// Watcher polls memberships and remembers every time a row's erp_version
-// went down between two polls.
+// Watcher polls a table (memberships unless WatchTable says otherwise) and
+// remembers every time a row's erp_version went down between two polls.
 type Watcher struct {
 	stop  chan struct{}
 	done  chan struct{}
@@ -269,10 +279,15 @@ type Watcher struct {
 	downs []string
 }
 
-// Watch starts a Watcher; Stop ends it.
-func (e *Env) Watch() *Watcher {
+// Watch starts a Watcher of memberships; Stop ends it.
+func (e *Env) Watch() *Watcher { return e.WatchTable("memberships", "erp_id") }
+
+// WatchTable starts a Watcher of table, whose rows id (an SQL expression,
+// like CONCAT(company, '/', customer) for a composite key) tells apart;
+// Stop ends it.
+func (e *Env) WatchTable(table, id string) *Watcher {
 	w := &Watcher{stop: make(chan struct{}), done: make(chan struct{})}
-	query := "SELECT erp_id, erp_version FROM " + e.Table("memberships")
+	query := "SELECT " + id + ", erp_version FROM " + e.Table(table)
 	go func() {
 		defer close(w.done)
 		seen := map[string]int64{}
