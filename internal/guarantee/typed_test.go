@@ -36,6 +36,11 @@ const membershipJob = "membership-sync"
 // (contracts.yaml), or those and the memberships at once (both.yaml).
 type typedSpec struct {
 	Both bool
+	// LockLoss: while a wave runs, the feed's Redis keeps losing its record
+	// locks (as a failover to a replica that had not received them does),
+	// so that writers of one record overlap and only the fencing tokens and
+	// the version guard keep the rows right.
+	LockLoss bool
 }
 
 func (ty *typedSpec) config() string {
@@ -48,10 +53,14 @@ func (ty *typedSpec) config() string {
 }
 
 func (ty *typedSpec) String() string {
+	s := "entity: contracts of testdata/contracts.yaml (the typed face), every execution a process"
 	if ty.Both {
-		return "entities: contracts (the typed face) and memberships (examples/memberships.yaml) of testdata/both.yaml, processes of both at once"
+		s = "entities: contracts (the typed face) and memberships (examples/memberships.yaml) of testdata/both.yaml, processes of both at once"
 	}
-	return "entity: contracts of testdata/contracts.yaml (the typed face), every execution a process"
+	if ty.LockLoss {
+		s += "; Redis loses the record locks while the waves run"
+	}
+	return s
 }
 
 // table is one entity's table as the model reads it: its name, the SQL
@@ -188,10 +197,43 @@ func typedScenario(seed uint64, ty *typedSpec) *scenario {
 			}
 		}
 	}
-	if ty.Both {
+	if ty.Both || seed%2 == 1 {
 		sc.Locks = lockRedis
 	}
+	if !ty.Both && seed%2 == 1 {
+		t := *ty
+		t.LockLoss = true
+		sc.Typed = &t
+	}
 	return sc
+}
+
+// loseLocks deletes the feed's record locks from its Redis every
+// millisecond or so until stop is closed, in a feed with LockLoss; and
+// holds InnoDB row locks on the rows of contracts for 300 ms of every
+// 400, so that writes queue up behind them, and writers whose record locks
+// were lost write in whatever order the row locks let them.
+func (f *feed) loseLocks(stop <-chan struct{}) {
+	if f.sc.Typed == nil || !f.sc.Typed.LockLoss {
+		return
+	}
+	ctx := context.Background()
+	go f.stallWrites(stop)
+	for {
+		var keys []string
+		iter := f.w.rdb.Scan(ctx, 0, f.prefix+"{rec:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			f.w.rdb.Unlink(ctx, keys...)
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // TestTypedGuaranteeSweep runs the memberships model's feeds against the
@@ -214,9 +256,37 @@ func sweepTyped(t *testing.T, ty *typedSpec) {
 	sweep(t, newTypedPool(t, parallelism()), *flagTypedFeeds, func(seed uint64) *scenario { return typedScenario(seed, ty) })
 }
 
+// stallWrites holds row locks on every row of contracts for 300 ms of
+// every 400 until stop is closed.
+func (f *feed) stallWrites(stop <-chan struct{}) {
+	db, err := f.w.st.DB().DB()
+	if err != nil {
+		return
+	}
+	for {
+		if tx, err := db.Begin(); err == nil {
+			var n int
+			_ = tx.QueryRow("SELECT COUNT(*) FROM contracts FOR UPDATE").Scan(&n)
+			select {
+			case <-stop:
+			case <-time.After(300 * time.Millisecond):
+			}
+			_ = tx.Rollback()
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // executeTyped runs one execution of a wave on each entity of the feed's
 // config file, at once.
 func (f *feed) executeTyped(x execSpec) {
+	stop := make(chan struct{})
+	defer close(stop)
+	go f.loseLocks(stop)
 	var wg sync.WaitGroup
 	for _, tab := range f.tabs {
 		wg.Add(1)
