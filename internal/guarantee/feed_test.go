@@ -147,6 +147,8 @@ type feed struct {
 	// deletions are the start and the rows soft-deleted of each reconcile
 	// without Force.
 	deletions []deletion
+	// running are the processes of the feed that run now (mu).
+	running map[*proctest.Proc]bool
 }
 
 type deletion struct {
@@ -470,7 +472,7 @@ func (f *feed) process(x execSpec, tab *table) {
 		p := env.Start(append(processArgs(x, report), f.procFlags(tab)...)...)
 		proc.Store(p)
 		close(started)
-		res := p.Wait()
+		res := f.wait(p)
 		f.t.Logf("process %s (%s): exit %d after %s", id, x, res.Code, time.Since(began).Round(time.Millisecond))
 		if res.Code == -1 {
 			continue // killed: run it again
@@ -491,6 +493,22 @@ func (f *feed) process(x execSpec, tab *table) {
 			return // failed: the guarantee promises nothing of it
 		}
 	}
+}
+
+// wait waits for p, one of the running processes meanwhile.
+func (f *feed) wait(p *proctest.Proc) proctest.Result {
+	f.mu.Lock()
+	if f.running == nil {
+		f.running = map[*proctest.Proc]bool{}
+	}
+	f.running[p] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.running, p)
+		f.mu.Unlock()
+	}()
+	return p.Wait()
 }
 
 // checkServed checks that every valid version execution id was served is

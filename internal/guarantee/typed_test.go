@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,8 +39,9 @@ type typedSpec struct {
 	Both bool
 	// LockLoss: while a wave runs, the feed's Redis keeps losing its record
 	// locks (as a failover to a replica that had not received them does),
-	// so that writers of one record overlap and only the fencing tokens and
-	// the version guard keep the rows right.
+	// and its processes are paused now and then past their lock TTL, so
+	// that writers of one record overlap and write late: only the fencing
+	// tokens and the version guard keep the rows right.
 	LockLoss bool
 }
 
@@ -209,16 +211,14 @@ func typedScenario(seed uint64, ty *typedSpec) *scenario {
 }
 
 // loseLocks deletes the feed's record locks from its Redis every
-// millisecond or so until stop is closed, in a feed with LockLoss; and
-// holds InnoDB row locks on the rows of contracts for 300 ms of every
-// 400, so that writes queue up behind them, and writers whose record locks
-// were lost write in whatever order the row locks let them.
+// millisecond or so until stop is closed, in a feed with LockLoss, while
+// pauseWriters pauses its processes now and then.
 func (f *feed) loseLocks(stop <-chan struct{}) {
 	if f.sc.Typed == nil || !f.sc.Typed.LockLoss {
 		return
 	}
 	ctx := context.Background()
-	go f.stallWrites(stop)
+	go f.pauseWriters(stop)
 	for {
 		var keys []string
 		iter := f.w.rdb.Scan(ctx, 0, f.prefix+"{rec:*", 1000).Iterator()
@@ -256,28 +256,30 @@ func sweepTyped(t *testing.T, ty *typedSpec) {
 	sweep(t, newTypedPool(t, parallelism()), *flagTypedFeeds, func(seed uint64) *scenario { return typedScenario(seed, ty) })
 }
 
-// stallWrites holds row locks on every row of contracts for 300 ms of
-// every 400 until stop is closed.
-func (f *feed) stallWrites(stop <-chan struct{}) {
-	db, err := f.w.st.DB().DB()
-	if err != nil {
-		return
-	}
+// pauseWriters stops one of the feed's running processes with SIGSTOP
+// for 1.5 s (past its 1 s lock TTL: others take its locks) and lets it go
+// on with SIGCONT, every 200 ms, until stop is closed: a writer paused
+// between reading a row and writing it, whose write lands late with an
+// older fencing token.
+func (f *feed) pauseWriters(stop <-chan struct{}) {
 	for {
-		if tx, err := db.Begin(); err == nil {
-			var n int
-			_ = tx.QueryRow("SELECT COUNT(*) FROM contracts FOR UPDATE").Scan(&n)
-			select {
-			case <-stop:
-			case <-time.After(300 * time.Millisecond):
-			}
-			_ = tx.Rollback()
-		}
 		select {
 		case <-stop:
 			return
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		}
+		f.mu.Lock()
+		var p *proctest.Proc
+		for q := range f.running {
+			p = q
+			break
+		}
+		f.mu.Unlock()
+		if p == nil || p.Signal(syscall.SIGSTOP) != nil {
+			continue
+		}
+		time.Sleep(1500 * time.Millisecond)
+		_ = p.Signal(syscall.SIGCONT)
 	}
 }
 
@@ -312,7 +314,7 @@ func (f *feed) runProcess(id string, x execSpec, tab *table) (string, error) {
 // reads its report.
 func (f *feed) runReport(id string, x execSpec, tab *table) (*reconcile.Report, error) {
 	report := filepath.Join(f.t.TempDir(), id+".json")
-	res := f.env(id).Start(append(processArgs(x, report), f.procFlags(tab)...)...).Wait()
+	res := f.wait(f.env(id).Start(append(processArgs(x, report), f.procFlags(tab)...)...))
 	b, err := os.ReadFile(report)
 	if err != nil {
 		return nil, fmt.Errorf("process %s (%s) exit %d, no report: %v\n%s", id, x, res.Code, err, res.Stdout)
