@@ -19,6 +19,14 @@
 // optionally without a version), the test bed of a REST source configured
 // without code.
 //
+// Beside the spec's endpoints, GET /v1/typed/contracts (and its /count)
+// serves the same records as contracts, a typed entity (ContractOf): a
+// composite key split from the erp_id, a status code, a decimal(12,2)
+// amount, a decimal balance and an int64 serial past 2^53 (as JSON numbers
+// on some records and strings on others), a date, a nullable date-time and
+// a nested object; paging, cursors and faults are those of the spec's
+// endpoint, and every flaw of an invalid record stays a flaw.
+//
 // Faults are switches that make the mock misbehave the way the real ERP is
 // allowed to: latency, 5xx answers, 429 with Retry-After, a global request
 // rate, truncated bodies, hung responses, a record twice in one page, an

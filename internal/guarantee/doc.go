@@ -68,6 +68,19 @@
 // Force must stay within its MaxDeleteTotal. A watcher polls the table for
 // versions that go down, but through a record recreated at a lower version.
 //
+// The same feeds run against entities of a config file
+// (TestTypedGuaranteeSweep, TestTwoEntitiesGuarantee): the simulated ERP
+// also serves every item as a contract of erpmock's typed face
+// (erpmock.ContractOf: a key (region, no) split from the erp_id, a status
+// code, exact decimals and an int64 past 2^53, a date, a nullable
+// date-time, a nested object), every execution is a `bin/erpsync --config`
+// process, some killed, and the contracts table must equal the model row by
+// row, each typed column read back from MySQL. With testdata/both.yaml the
+// contracts and memberships entities share the database, a process of each
+// at once for every execution; both tables must equal the model, and the
+// keys the processes send to Redis (read with MONITOR) and the checkpoints
+// they leave must stay in each entity's namespace.
+//
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
 // ./internal/guarantee/` to search further. A failure names the seed (and

@@ -12,7 +12,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/erpsync/erpsync/erpmock"
 )
+
+// typedLog follows the id of an execution in the id its requests of the
+// typed face are logged under: an execution of both entities is two logs.
+const typedLog = "#contracts"
 
 // tsLayout is how the simulated ERP writes a date-time: RFC 3339 with
 // milliseconds, "Z" for UTC.
@@ -694,6 +700,13 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := e.now()
 	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
 	w.Header().Set("Content-Type", "application/json")
+	// The typed face serves every item as a contract (erpmock.ContractOf),
+	// and logs what it served under the execution's id with typedLog.
+	typed := strings.HasPrefix("/"+rest, erpmock.ContractsPath)
+	if typed {
+		rest = strings.Replace("/"+rest, erpmock.ContractsPath, "api/v1/memberships", 1)
+		x += typedLog
+	}
 	switch rest {
 	case "api/v1/memberships/count":
 		n := 0
@@ -754,7 +767,15 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			body.WriteByte(',')
 		}
-		body.Write(it.raw)
+		if !typed {
+			body.Write(it.raw)
+			continue
+		}
+		c, err := erpmock.ContractOf(it.raw)
+		if err != nil {
+			c = it.raw // not an object: no contract either
+		}
+		body.Write(c)
 	}
 	body.WriteString(`],"next_cursor":`)
 	if more {

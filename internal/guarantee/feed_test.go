@@ -35,6 +35,8 @@ type world struct {
 	st  *store.Store
 	dsn string
 	rdb *redis.Client
+	// entities are the tables of entities a config file added (typed_test.go).
+	entities []string
 }
 
 // pool hands out worlds to parallel feeds.
@@ -51,21 +53,22 @@ func newPool(t testing.TB, n int) pool {
 }
 
 func (w *world) reset(t testing.TB) {
-	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"} {
+	for _, table := range append([]string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"}, w.entities...) {
 		if err := w.st.DB().Exec("DELETE FROM " + table).Error; err != nil {
 			t.Fatalf("empty %s: %v", table, err)
 		}
 	}
 }
 
-// versions reads erp_id -> erp_version of every row.
-func (w *world) versions(ctx context.Context) (map[string]int64, error) {
-	return w.versionsWhere(ctx, "TRUE")
+// versions reads erp_id -> erp_version of every row of tab.
+func (w *world) versions(ctx context.Context, tab *table) (map[string]int64, error) {
+	return w.versionsWhere(ctx, tab, "TRUE")
 }
 
-// versionsWhere reads erp_id -> erp_version of the rows where cond holds.
-func (w *world) versionsWhere(ctx context.Context, cond string) (map[string]int64, error) {
-	return rowsWhere(ctx, w, "erp_version", cond, func(v *int64) []any { return []any{v} })
+// versionsWhere reads erp_id -> erp_version of the rows of tab where cond
+// holds.
+func (w *world) versionsWhere(ctx context.Context, tab *table, cond string) (map[string]int64, error) {
+	return rowsWhere(ctx, w, tab, "erp_version", cond, func(v *int64) []any { return []any{v} })
 }
 
 // stamp is a row's erp_version and erp_updated_at.
@@ -74,21 +77,22 @@ type stamp struct {
 	at time.Time
 }
 
-// stamps reads erp_id -> (erp_version, erp_updated_at) of every row.
-func (w *world) stamps(ctx context.Context) (map[string]stamp, error) {
-	return rowsWhere(ctx, w, "erp_version, erp_updated_at", "TRUE", func(s *stamp) []any { return []any{&s.v, &s.at} })
+// stamps reads erp_id -> (erp_version, erp_updated_at) of every row of
+// tab.
+func (w *world) stamps(ctx context.Context, tab *table) (map[string]stamp, error) {
+	return rowsWhere(ctx, w, tab, "erp_version, erp_updated_at", "TRUE", func(s *stamp) []any { return []any{&s.v, &s.at} })
 }
 
-// marks reads erp_id -> quarantined_version of the rows marked
+// marks reads erp_id -> quarantined_version of the rows of tab marked
 // quarantined.
-func (w *world) marks(ctx context.Context) (map[string]sql.NullInt64, error) {
-	return rowsWhere(ctx, w, "quarantined_version", "quarantined_at IS NOT NULL", func(v *sql.NullInt64) []any { return []any{v} })
+func (w *world) marks(ctx context.Context, tab *table) (map[string]sql.NullInt64, error) {
+	return rowsWhere(ctx, w, tab, "quarantined_version", "quarantined_at IS NOT NULL", func(v *sql.NullInt64) []any { return []any{v} })
 }
 
-// rowsWhere reads erp_id -> T of the rows where cond holds: cols are the
-// columns after erp_id, scanned into what dest returns.
-func rowsWhere[T any](ctx context.Context, w *world, cols, cond string, dest func(*T) []any) (map[string]T, error) {
-	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT erp_id, " + cols + " FROM memberships WHERE " + cond).Rows()
+// rowsWhere reads erp_id -> T of the rows of tab where cond holds: cols
+// are the columns after the erp_id, scanned into what dest returns.
+func rowsWhere[T any](ctx context.Context, w *world, tab *table, cols, cond string, dest func(*T) []any) (map[string]T, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw("SELECT " + tab.erpID + ", " + cols + " FROM " + tab.name + " WHERE " + cond).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -133,13 +137,18 @@ type feed struct {
 	prefix string
 	locks  locker
 	odata  *odata.Source // the in-process executions' OData source; nil: the REST API
-	execs  atomic.Int64
-	stop   chan struct{} // ends the watcher
-	downs  chan []string // the watcher's findings
-	mu     sync.Mutex
+	// tabs are the tables the feed writes, one per entity: memberships,
+	// or those of the scenario's config file (typed_test.go).
+	tabs  []*table
+	execs atomic.Int64
+	stop  chan struct{} // ends the watcher
+	downs chan []string // the watcher's findings
+	mu    sync.Mutex
 	// deletions are the start and the rows soft-deleted of each reconcile
 	// without Force.
 	deletions []deletion
+	// running are the processes of the feed that run now (mu).
+	running map[*proctest.Proc]bool
 }
 
 type deletion struct {
@@ -164,6 +173,13 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		stop: make(chan struct{}), downs: make(chan []string, 1),
 	}
 	f.locks, f.odata = f.newLocks(), f.newODataSource()
+	f.tabs = sc.tables()
+	if sc.Typed != nil && sc.Typed.Both {
+		f.job = membershipJob // examples/memberships.yaml's entity keeps the built-in job
+	}
+	if mon := f.monitorLocks(); mon != nil {
+		defer mon.check()
+	}
 	defer func() {
 		f.dropLocks(t)
 		if t.Failed() {
@@ -185,7 +201,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		e.freeze()
 		var reborn []string
 		if sc.Rebirth > 0 {
-			live, _ := w.versionsWhere(context.Background(), "deleted_at IS NULL")
+			live, _ := w.versionsWhere(context.Background(), f.tabs[0], "deleted_at IS NULL")
 			reborn = e.deleteOf(sortedKeys(live), sc.Rebirth)
 		}
 		f.settle(fmt.Sprintf("after wave %d", i))
@@ -211,7 +227,7 @@ func (f *feed) between(reborn []string) bool {
 	f.erp.rebirth(reborn)
 	changed := len(reborn) > 0
 	if f.sc.Spoil > 0 {
-		rows, _ := f.w.versions(context.Background())
+		rows, _ := f.w.versions(context.Background(), f.tabs[0])
 		changed = f.erp.spoilOf(sortedKeys(rows), f.sc.Spoil) > 0 || changed
 	}
 	return changed
@@ -226,14 +242,17 @@ func (f *feed) watch() {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		vs, err := f.w.stamps(context.Background())
-		if err == nil {
+		for _, tab := range f.tabs {
+			vs, err := f.w.stamps(context.Background(), tab)
+			if err != nil {
+				continue
+			}
 			for id, s := range vs {
-				prev, ok := seen[id]
+				prev, ok := seen[tab.name+"/"+id]
 				if ok && s.v < prev.v && !(s.at.After(prev.at) && f.erp.wasReborn(id)) && len(downs) < 10 {
-					downs = append(downs, fmt.Sprintf("%s v%d -> v%d", id, prev.v, s.v))
+					downs = append(downs, fmt.Sprintf("%s %s v%d -> v%d", tab.name, id, prev.v, s.v))
 				}
-				seen[id] = s
+				seen[tab.name+"/"+id] = s
 			}
 		}
 		select {
@@ -249,22 +268,31 @@ func (f *feed) newExec() string { return "e" + strconv.FormatInt(f.execs.Add(1),
 
 // execute runs one execution of a wave.
 func (f *feed) execute(x execSpec) {
+	if f.sc.Typed != nil {
+		f.executeTyped(x)
+		return
+	}
+	f.executeOn(x, f.tabs[0])
+}
+
+// executeOn runs one execution of a wave on the entity of tab.
+func (f *feed) executeOn(x execSpec, tab *table) {
 	if x.Creep > 0 {
-		f.creep(x)
+		f.creep(x, tab)
 		return
 	}
 	if x.Proc {
-		f.process(x)
+		f.process(x, tab)
 		return
 	}
 	id := f.newExec()
 	if x.Mode == "reconcile" {
-		f.reconcile(context.Background(), id, x)
+		f.reconcile(context.Background(), id, x, tab)
 		return
 	}
 	rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
 	if err == nil && rep.Status == store.StatusSucceeded {
-		f.checkServed(id, x, "in-process "+x.String())
+		f.checkServed(id, x, "in-process "+x.String(), tab)
 	}
 }
 
@@ -307,17 +335,17 @@ func (f *feed) inProcess(ctx context.Context, id string, x execSpec, ttl time.Du
 // creep runs a run, then x.Creep reconciles one after the other, each
 // after the ERP deleted x.CreepDelete records, as long as it keeps at least
 // half as many as the feed began with, and one.
-func (f *feed) creep(x execSpec) {
+func (f *feed) creep(x execSpec, tab *table) {
 	ctx := context.Background()
 	rx := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
-	if _, err := f.inProcess(ctx, f.newExec(), rx, 2*time.Second); err != nil {
+	if _, err := f.runOnce(ctx, f.newExec(), rx, tab); err != nil {
 		f.t.Logf("the run before the creeping deletions: %v", err)
 	}
 	for range x.Creep {
 		if len(f.erp.truth())-x.CreepDelete >= max(1, (len(f.sc.Records)+1)/2) { // the rest of the feed needs records
 			f.erp.deleteSome(x.CreepDelete)
 		}
-		f.reconcile(ctx, f.newExec(), x)
+		f.reconcile(ctx, f.newExec(), x, tab)
 	}
 }
 
@@ -336,7 +364,7 @@ func (f *feed) limit(s string) *reconcile.Limit {
 // unchanged, from the end of its first pass to its end; one without Force
 // must keep the deletions of the feed's reconciles without Force within
 // its MaxDeleteTotal.
-func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile.Report, error) {
+func (f *feed) reconcile(ctx context.Context, id string, x execSpec, tab *table) (*reconcile.Report, error) {
 	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
 	if x.MaxDelete != "" {
 		cfg.MaxDelete = f.limit(x.MaxDelete)
@@ -346,10 +374,13 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 	}
 	var hide []string
 	if x.Hide {
-		live, _ := f.w.versionsWhere(ctx, "deleted_at IS NULL")
+		live, _ := f.w.versionsWhere(ctx, tab, "deleted_at IS NULL")
 		hide = sortedKeys(live)
 	}
-	f.erp.reconciling(id, hide)
+	f.erp.reconciling(tab.log(id), hide)
+	if f.sc.Typed != nil {
+		return f.reconcileChecked(ctx, id, x, tab, func() (*reconcile.Report, error) { return f.reconcileProcess(id, x, tab) })
+	}
 	s, c := f.syncer(id, x, 2*time.Second)
 	if x.Race {
 		// The reconcile's first record locks come after its comparison.
@@ -370,11 +401,16 @@ func (f *feed) reconcile(ctx context.Context, id string, x execSpec) (*reconcile
 	if err != nil {
 		f.t.Fatalf("reconciler: %v", err)
 	}
-	before, berr := f.w.versionsWhere(ctx, "deleted_at IS NOT NULL")
-	rep, err := rc.Run(ctx)
-	held, hidden := f.erp.endHold(id)
+	return f.reconcileChecked(ctx, id, x, tab, func() (*reconcile.Report, error) { return rc.Run(ctx) })
+}
+
+// reconcileChecked runs the reconcile id (run) and checks what it did.
+func (f *feed) reconcileChecked(ctx context.Context, id string, x execSpec, tab *table, run func() (*reconcile.Report, error)) (*reconcile.Report, error) {
+	before, berr := f.w.versionsWhere(ctx, tab, "deleted_at IS NOT NULL")
+	rep, err := run()
+	held, hidden := f.erp.endHold(tab.log(id))
 	if berr == nil {
-		f.checkDeleted(id, x, before, held, hidden, err == nil && rep.Status == store.StatusSucceeded)
+		f.checkDeleted(id, x, before, held, hidden, err == nil && rep.Status == store.StatusSucceeded, tab)
 	}
 	if rep != nil && !x.Force {
 		f.checkWindow(id, x, rep)
@@ -395,8 +431,11 @@ func processArgs(x execSpec, report string) []string {
 	args := []string{x.Mode, "--page-size", strconv.Itoa(x.PageSize), "--chunk-size", strconv.Itoa(x.ChunkSize),
 		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report,
 		"--max-invalid", "100%"} // the model serves invalid items freely
-	if x.Mode == "run" {
+	switch x.Mode {
+	case "run":
 		return append(args, "--overlap", x.Overlap.String())
+	case "reconcile":
+		return append(args, reconcileArgs(x)...)
 	}
 	args = append(args, "--since", x.Since.Format(time.RFC3339Nano))
 	if !x.Until.IsZero() {
@@ -411,7 +450,7 @@ func processArgs(x execSpec, report string) []string {
 // process runs x as a bin/erpsync process, killed with SIGKILL before its
 // KillAt-th page when KillAt is set and then run again until it is not
 // skipped.
-func (f *feed) process(x execSpec) {
+func (f *feed) process(x execSpec, tab *table) {
 	dir := f.t.TempDir()
 	for attempt := 0; attempt < 30; attempt++ {
 		id := f.newExec()
@@ -421,7 +460,7 @@ func (f *feed) process(x execSpec) {
 		started := make(chan struct{})
 		kill := attempt == 0 && x.KillAt > 0
 		if kill {
-			f.erp.onPage(id, func(n int) {
+			f.erp.onPage(tab.log(id), func(n int) {
 				if n == x.KillAt {
 					<-started
 					proc.Load().Signal(syscall.SIGKILL)
@@ -430,10 +469,10 @@ func (f *feed) process(x execSpec) {
 			})
 		}
 		began := time.Now()
-		p := env.Start(append(processArgs(x, report), f.procFlags()...)...)
+		p := env.Start(append(processArgs(x, report), f.procFlags(tab)...)...)
 		proc.Store(p)
 		close(started)
-		res := p.Wait()
+		res := f.wait(p)
 		f.t.Logf("process %s (%s): exit %d after %s", id, x, res.Code, time.Since(began).Round(time.Millisecond))
 		if res.Code == -1 {
 			continue // killed: run it again
@@ -445,7 +484,7 @@ func (f *feed) process(x execSpec) {
 		}
 		switch rep["status"] {
 		case store.StatusSucceeded:
-			f.checkServed(id, x, "process "+x.String())
+			f.checkServed(id, x, "process "+x.String(), tab)
 			return
 		case store.StatusSkipped:
 			time.Sleep(200 * time.Millisecond)
@@ -456,18 +495,34 @@ func (f *feed) process(x execSpec) {
 	}
 }
 
+// wait waits for p, one of the running processes meanwhile.
+func (f *feed) wait(p *proctest.Proc) proctest.Result {
+	f.mu.Lock()
+	if f.running == nil {
+		f.running = map[*proctest.Proc]bool{}
+	}
+	f.running[p] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.running, p)
+		f.mu.Unlock()
+	}()
+	return p.Wait()
+}
+
 // checkServed checks that every valid version execution id was served is
 // in the table at that version or higher, now that it succeeded.
-func (f *feed) checkServed(id string, x execSpec, what string) {
-	served, requests := f.erp.served(id)
-	vs, err := f.w.versions(context.Background())
+func (f *feed) checkServed(id string, x execSpec, what string, tab *table) {
+	served, requests := f.erp.served(tab.log(id))
+	vs, err := f.w.versions(context.Background(), tab)
 	if err != nil {
 		f.t.Errorf("read versions: %v", err)
 		return
 	}
 	var lost []string
 	for _, erpID := range sortedKeys(served) {
-		if x.Shards > 1 && syncer.ShardOf(erpID, x.Shards) != x.Shard {
+		if x.Shards > 1 && syncer.ShardOf(tab.keyText(erpID), x.Shards) != x.Shard {
 			continue
 		}
 		if v := served[erpID]; vs[erpID] < v {
@@ -475,8 +530,8 @@ func (f *feed) checkServed(id string, x execSpec, what string) {
 		}
 	}
 	if len(lost) > 0 {
-		f.t.Errorf("%s %s reported succeeded after %d pages, yet the table is behind what it was served: %s",
-			id, what, requests, strings.Join(lost, "; "))
+		f.t.Errorf("%s %s reported succeeded after %d pages, yet %s is behind what it was served: %s",
+			id, what, requests, tab.name, strings.Join(lost, "; "))
 	}
 }
 
@@ -498,8 +553,8 @@ func (h *hookLocks) ObtainMany(ctx context.Context, keys []string, ttl time.Dura
 // row was written after the comparison read it, and the writer must win.
 // before holds the rows soft-deleted before it started; reconciles of a job
 // run one at a time.
-func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held map[string]bool, hidden string, succeeded bool) {
-	after, err := f.w.versionsWhere(context.Background(), "deleted_at IS NOT NULL")
+func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held map[string]bool, hidden string, succeeded bool, tab *table) {
+	after, err := f.w.versionsWhere(context.Background(), tab, "deleted_at IS NOT NULL")
 	if err != nil {
 		f.t.Errorf("read soft-deleted rows: %v", err)
 		return
@@ -510,7 +565,7 @@ func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held
 		if _, was := before[erpID]; was {
 			continue
 		}
-		if succeeded && f.erp.bornAfter(erpID, v, id) {
+		if succeeded && f.erp.bornAfter(erpID, v, tab.log(id)) {
 			bad = append(bad, fmt.Sprintf("%s v%d", erpID, v))
 		}
 		switch {
@@ -521,12 +576,12 @@ func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held
 		}
 	}
 	if len(bad) > 0 {
-		f.t.Errorf("%s reconcile %s soft-deleted versions the ERP made after its scan began (written after its comparison): %s",
-			id, x, strings.Join(bad, "; "))
+		f.t.Errorf("%s reconcile %s soft-deleted versions the ERP made after its scan began (written after its comparison) in %s: %s",
+			id, x, tab.name, strings.Join(bad, "; "))
 	}
 	if len(heldGone) > 0 {
-		f.t.Errorf("%s reconcile %s soft-deleted records the ERP held, unchanged, from the end of its first pass to its end: %s",
-			id, x, strings.Join(heldGone, "; "))
+		f.t.Errorf("%s reconcile %s soft-deleted records the ERP held, unchanged, from the end of its first pass to its end, in %s: %s",
+			id, x, tab.name, strings.Join(heldGone, "; "))
 	}
 }
 
@@ -555,27 +610,37 @@ func (f *feed) checkWindow(id string, x execSpec, rep *reconcile.Report) {
 // settle runs `run` on the frozen ERP until one succeeds, then a forced
 // reconcile until one succeeds, then compares the table with the model.
 func (f *feed) settle(when string) {
+	var wg sync.WaitGroup
+	for _, tab := range f.tabs { // the entities of a config file at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.settleOn(when, tab)
+		}()
+	}
+	wg.Wait()
+}
+
+// settleOn is settle on the entity of tab.
+func (f *feed) settleOn(when string, tab *table) {
 	x := execSpec{Mode: "run", PageSize: 50, ChunkSize: 10, Workers: 4, Overlap: 3 * time.Second}
-	rows, rerr := f.w.versions(context.Background())
+	rows, rerr := f.w.versions(context.Background(), tab)
 	ok := f.untilSucceeded(when, "run", func(id string) (string, error) {
-		rep, err := f.inProcess(context.Background(), id, x, 2*time.Second)
-		if err == nil && rep.Status == store.StatusSucceeded {
-			f.checkServed(id, x, "the run "+when)
+		status, err := f.runOnce(context.Background(), id, x, tab)
+		if err == nil && status == store.StatusSucceeded {
+			f.checkServed(id, x, "the run "+when, tab)
 			if rerr == nil {
-				f.checkMarked(id, when, rows)
+				f.checkMarked(id, when, rows, tab)
 			}
 		}
-		if rep == nil {
-			return "", err
-		}
-		return rep.Status, err
+		return status, err
 	})
 	if !ok {
 		return
 	}
 	rx := execSpec{Mode: "reconcile", PageSize: 50, ChunkSize: 10, Workers: 4, Force: true}
 	if f.sc.Reconcile && !f.untilSucceeded(when, "reconcile", func(id string) (string, error) {
-		rep, err := f.reconcile(context.Background(), id, rx)
+		rep, err := f.reconcile(context.Background(), id, rx, tab)
 		if rep == nil {
 			return "", err
 		}
@@ -583,16 +648,30 @@ func (f *feed) settle(when string) {
 	}) {
 		return
 	}
-	f.compare(when, f.sc.Reconcile)
+	f.compare(when, f.sc.Reconcile, tab)
+}
+
+// runOnce runs x once as execution id on the entity of tab: the syncer of
+// this process, or, in a feed of a config file, a bin/erpsync process. It
+// returns the run's status.
+func (f *feed) runOnce(ctx context.Context, id string, x execSpec, tab *table) (string, error) {
+	if f.sc.Typed != nil {
+		return f.runProcess(id, x, tab)
+	}
+	rep, err := f.inProcess(ctx, id, x, 2*time.Second)
+	if rep == nil {
+		return "", err
+	}
+	return rep.Status, err
 }
 
 // checkMarked checks, after the run id of a settling succeeded, that each
 // row it found (rows: erp_id -> erp_version, read before it began) below
 // the version of the invalid current copy of its record it was served is
 // marked quarantined, at that version when it is readable.
-func (f *feed) checkMarked(id, when string, rows map[string]int64) {
-	served, spoilt := f.erp.servedSpoilt(id), f.erp.spoilt()
-	marks, err := f.w.marks(context.Background())
+func (f *feed) checkMarked(id, when string, rows map[string]int64, tab *table) {
+	served, spoilt := f.erp.servedSpoilt(tab.log(id)), f.erp.spoilt()
+	marks, err := f.w.marks(context.Background(), tab)
 	if err != nil {
 		f.t.Errorf("read marks: %v", err)
 		return
@@ -609,8 +688,8 @@ func (f *feed) checkMarked(id, when string, rows map[string]int64) {
 		}
 	}
 	if len(missed) > 0 {
-		f.t.Errorf("%s: the run %s succeeded, yet rows it was served the invalid current copy of are not marked quarantined at its version: %s",
-			when, id, strings.Join(missed, "; "))
+		f.t.Errorf("%s: the run %s succeeded, yet rows of %s it was served the invalid current copy of are not marked quarantined at its version: %s",
+			when, id, tab.name, strings.Join(missed, "; "))
 	}
 }
 
@@ -660,26 +739,24 @@ func (f *feed) untilSucceeded(when, what string, exec func(id string) (string, e
 // last change; a soft-deleted row for each record the ERP deleted that has
 // a row, with the data of a version the ERP had, no newer than its last;
 // nothing else.
-func (f *feed) compare(when string, reconciled bool) {
-	rows, err := f.w.st.DB().Raw("SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL, quarantined_version FROM memberships").Rows()
+func (f *feed) compare(when string, reconciled bool, tab *table) {
+	got, err := tab.read(context.Background(), f.w)
 	if err != nil {
-		f.t.Fatalf("read memberships: %v", err)
+		f.t.Errorf("%s: read %s: %v", when, tab.name, err)
+		return
 	}
-	defer rows.Close()
 	truth, gone, spoilt := f.erp.truth(), f.erp.deleted(), f.erp.spoilt()
 	var diffs []string
 	seen := map[string]bool{}
-	for rows.Next() {
-		var g record
-		var deleted, marked bool
-		var mark sql.NullInt64
-		if err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &deleted, &marked, &mark); err != nil {
-			f.t.Fatalf("scan memberships: %v", err)
-		}
+	for _, r := range got {
+		g, deleted, marked, mark := r.rec, r.deleted, r.marked, r.mark
 		if seen[g.ID] {
 			diffs = append(diffs, "two rows for "+g.ID)
 		}
 		seen[g.ID] = true
+		if r.flaw != "" {
+			diffs = append(diffs, fmt.Sprintf("%s at %s: %s", g.ID, g, r.flaw))
+		}
 		w, ok := truth[g.ID]
 		d, isGone := gone[g.ID]
 		inv, isBad := spoilt[g.ID]
@@ -708,19 +785,54 @@ func (f *feed) compare(when string, reconciled bool) {
 			diffs = append(diffs, fmt.Sprintf("a row for %s, which is no valid record", g.ID))
 		}
 	}
-	if err := rows.Err(); err != nil {
-		f.t.Fatalf("read memberships: %v", err)
-	}
 	for _, id := range sortedKeys(truth) {
 		if !seen[id] {
 			diffs = append(diffs, fmt.Sprintf("no row for %s (the ERP has %s)", id, truth[id]))
 		}
 	}
 	if len(diffs) > 0 {
-		cp, _, _ := f.w.st.Checkpoint(context.Background(), f.job)
-		f.t.Errorf("%s: memberships differs from the ERP's latest records in %d ways (job checkpoint %s, ERP clock %s): %s",
-			when, len(diffs), cp.Position.Format(tsLayout), f.erp.clock().Format(tsLayout), strings.Join(diffs[:min(len(diffs), 8)], "; "))
+		cp, _, _ := f.w.st.Checkpoint(context.Background(), tab.jobOf(f))
+		f.t.Errorf("%s: %s differs from the ERP's latest records in %d ways (job checkpoint %s, ERP clock %s): %s",
+			when, tab.name, len(diffs), cp.Position.Format(tsLayout), f.erp.clock().Format(tsLayout), strings.Join(diffs[:min(len(diffs), 8)], "; "))
 	}
+}
+
+// row is one row of an entity's table as the model reads it: the record
+// it holds, its marks, and what is wrong with it on its own ("": nothing).
+type row struct {
+	rec             record
+	deleted, marked bool
+	mark            sql.NullInt64
+	flaw            string
+}
+
+// readMemberships reads every row of memberships.
+func readMemberships(ctx context.Context, w *world) ([]row, error) {
+	return scanRows(ctx, w, "SELECT erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL, quarantined_version FROM memberships",
+		func(rows *sql.Rows) (row, error) {
+			var r row
+			g := &r.rec
+			err := rows.Scan(&g.ID, &g.Member, &g.Product, &g.Status, &g.Starts, &g.Ends, &g.Version, &g.Updated, &r.deleted, &r.marked, &r.mark)
+			return r, err
+		})
+}
+
+// scanRows runs query and reads each of its rows with scan.
+func scanRows(ctx context.Context, w *world, query string, scan func(*sql.Rows) (row, error)) ([]row, error) {
+	rows, err := w.st.DB().WithContext(ctx).Raw(query).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 func sameRecord(a, b record) bool {

@@ -145,6 +145,9 @@ type scenario struct {
 	// the ERP as an OData v4 entity set (odata_face_test.go).
 	Locks string
 	OData *odataSpec
+	// Typed, when set, syncs the entities of a config file instead of the
+	// built-in one, every execution a bin/erpsync process (typed_test.go).
+	Typed *typedSpec
 }
 
 func (sc *scenario) String() string {
@@ -166,6 +169,9 @@ func (sc *scenario) String() string {
 		b.WriteString("\n  then: SIGTERM a run that still writes, lock TTL < grace, a second run")
 	}
 	b.WriteString("\n  " + sc.services())
+	if sc.Typed != nil {
+		b.WriteString("\n  " + sc.Typed.String())
+	}
 	return b.String()
 }
 
@@ -176,6 +182,7 @@ type opts struct {
 	MaxExecs   int  // executions per wave at most
 	Procs      bool // some executions are processes
 	Sigterm    bool // add the SIGTERM scenario
+	Typed      *typedSpec
 }
 
 func newRecord(id string, r interface{ IntN(int) int }) record {
@@ -269,7 +276,7 @@ func generate(s *source, o opts) *scenario {
 		}
 		sc.Advance = append(sc.Advance, adv)
 	}
-	sc.Sigterm = o.Sigterm
+	sc.Sigterm, sc.Typed = o.Sigterm, o.Typed
 	genSources(s, sc)
 	later(s, sc)
 	return sc

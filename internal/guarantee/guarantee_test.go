@@ -55,6 +55,12 @@ func TestGuaranteeSweep(t *testing.T) {
 	if testing.Short() {
 		feeds = min(feeds, 30)
 	}
+	sweep(t, p, feeds, func(seed uint64) *scenario { return generate(newSource(seed, nil), sweepOpts(seed)) })
+}
+
+// sweep runs the feeds that gen makes of seeds 0 to feeds - 1 (only
+// -guarantee.seed when given), in parallel, each in a world of p.
+func sweep(t *testing.T, p pool, feeds int, gen func(seed uint64) *scenario) {
 	for seed := range feeds {
 		if *flagSeed >= 0 && seed != *flagSeed {
 			continue
@@ -63,7 +69,7 @@ func TestGuaranteeSweep(t *testing.T) {
 			t.Parallel()
 			w := <-p
 			defer func() { p <- w }()
-			runFeed(t, w, generate(newSource(uint64(seed), nil), sweepOpts(uint64(seed))))
+			runFeed(t, w, gen(uint64(seed)))
 		})
 	}
 }
@@ -123,7 +129,7 @@ func (f *feed) sigterm() {
 	id := f.newExec()
 	report := filepath.Join(f.t.TempDir(), id+".json")
 	first := f.env(id).Start(append([]string{"run", "--lock-ttl", "1s", "--grace", "20s", "--page-size", "7", "--chunk-size", "5",
-		"--overlap", "3s", "--report", report}, f.procFlags()...)...)
+		"--overlap", "3s", "--report", report}, f.procFlags(f.tabs[0])...)...)
 	if !proctest.Eventually(30*time.Second, func() bool { return f.erp.done(id) }) {
 		f.t.Fatalf("the first run never read the feed to its end")
 	}

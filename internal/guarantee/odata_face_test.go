@@ -103,7 +103,7 @@ func (o *odataSpec) selected() []string {
 // scenario stays as it was.
 func genSources(s *source, sc *scenario) {
 	sc.Locks = genLocks(s)
-	if !s.pct(35) {
+	if !s.pct(35) || sc.Typed != nil { // a config file's entities read the REST API
 		return
 	}
 	o := &odataSpec{GUID: s.pct(50), Derived: s.pct(50)}
@@ -585,12 +585,16 @@ func (f *feed) erpURL(id string) string {
 	return f.url + "/x/" + id
 }
 
-// procFlags are the flags of an erpsync process of the feed beyond its
-// execution's: the lock service, and the OData source.
-func (f *feed) procFlags() []string {
+// procFlags are the flags of an erpsync process of the feed on the entity
+// of tab beyond its execution's: the lock service, and the OData source or
+// the config file and the entity.
+func (f *feed) procFlags(tab *table) []string {
 	flags := f.lockFlags()
 	if o := f.sc.OData; o != nil {
 		flags = append(flags, "--erp-kind", "odata", "--erp-map", o.erpMap(), "--erp-status-map", odataStatusMap)
+	}
+	if ty := f.sc.Typed; ty != nil {
+		flags = append(flags, "--config", ty.config(), "--entity", tab.entity)
 	}
 	return flags
 }
