@@ -251,10 +251,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				if err != nil {
 					return res, err
 				}
-				res.Ceiling = best(res.Ceiling, r)
 				if literal {
-					res.CeilingLiteral = best(res.CeilingLiteral, r)
+					c := *r // best keeps the rounds in the result it returns
+					res.CeilingLiteral = best(res.CeilingLiteral, &c)
 				}
+				res.Ceiling = best(res.Ceiling, r)
 			}
 		}
 		// A re-run alone first fills the table.

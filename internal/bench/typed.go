@@ -143,6 +143,7 @@ var (
 	typedCurrencies = [2]string{"EUR", "USD"}
 )
 
+// typedAt returns the content of record i.
 func typedAt(i int) typedRec {
 	n := int64(i)
 	r := typedRec{
@@ -393,14 +394,13 @@ func (t *typed) close() {
 	os.RemoveAll(t.dir)
 }
 
-// feed is what a child backfill reads and writes: the feed at url (and,
-// for a typed entity, the flags that name it), the table it fills and the
-// job that owns that table.
+// target is the typed backfill's: the feed, the config file and entity
+// that name it, the entity's table, owned by the entity's job.
 func (t *typed) target() target {
 	return target{url: t.url, args: []string{"--config", t.config, "--entity", TypedEntity}, table: t.table.Name(), owner: TypedEntity}
 }
 
-// raw writes the feed's rows into an empty table with multi-row INSERT
+// typedRaw writes the feed's rows into an empty table with multi-row INSERT
 // IGNORE statements of 1,000 rows on 4 connections, without locks, their
 // values written in (st.For(table).InsertIgnoreRows): as fast as the
 // database takes these rows from erpsync's own writer. The rows are made
