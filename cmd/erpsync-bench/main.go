@@ -1,12 +1,14 @@
 // Command erpsync-bench measures erpsync's backfill against the ceiling of
 // the database and the naive seed pipeline, the same backfill with its
 // locks on a Redlock of five masters and on a Redis Cluster of three (each
-// started by the bench), its re-run and its memory, and prints markdown
-// tables (see package internal/bench). `make bench` runs it.
+// started by the bench), its re-run and its memory, and the backfill of a
+// 12-column entity of a config file against the raw insert of its rows,
+// and prints markdown tables (see package internal/bench). `make bench`
+// runs it.
 //
 //	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun]
 //	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
-//	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster]] [--stages]
+//	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster] [--profile-entity memberships|typed]] [--stages]
 package main
 
 import (
@@ -33,7 +35,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	var cfg bench.Config
 	var quick, rerun, stages bool
-	var only, childArgs, jsonOut, cpuProfile, profileLocks string
+	var only, childArgs, jsonOut, cpuProfile, profileLocks, profileEntity string
 	var workers, chunk, page int
 	fs := flag.NewFlagSet("erpsync-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -46,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Big, "big", bench.DefaultBig, "records of the big backfill of the memory comparison (0: skip it)")
 	fs.BoolVar(&quick, "quick", false, "a small smoke run: 5,000 records, memory 2,000 vs 20,000, one round")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "rounds of the ceiling, backfill and re-run, interleaved; each keeps its best (a machine shared with other work varies by 2-3x from run to run)")
-	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, redlock, cluster, rerun, memory (default all; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
+	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, redlock, cluster, rerun, memory (default all; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
 	fs.IntVar(&workers, "workers", 0, "--workers of the backfills (0: erpsync's default)")
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")
@@ -54,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here")
 	fs.StringVar(&profileLocks, "profile-locks", "redis", "with --cpuprofile: where the record locks live: redis (--redis-addr), redlock (5 redis-servers of its own) or cluster (a 3-master Redis Cluster of its own)")
+	fs.StringVar(&profileEntity, "profile-entity", "memberships", "with --cpuprofile: the entity of the backfill: memberships (erpmock's feed) or typed (the 12-column "+bench.TypedEntity+" of the typed row)")
 	fs.BoolVar(&rerun, "rerun", false, "with --cpuprofile: profile the re-run over unchanged rows instead")
 	fs.BoolVar(&stages, "stages", false, "instead: time each stage of the write path alone, in this process, with --workers, --chunk-size and --page-size")
 	if err := fs.Parse(args); err != nil {
@@ -109,7 +112,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if cpuProfile != "" {
-		r, err := bench.Profile(ctx, cfg, syncer.Config{Workers: workers, ChunkSize: chunk, PageSize: page}, rerun, cpuProfile, profileLocks)
+		sc := syncer.Config{Workers: workers, ChunkSize: chunk, PageSize: page}
+		switch profileEntity {
+		case "memberships":
+		case "typed":
+			sc.Entity = bench.TypedEntity
+		default:
+			fmt.Fprintf(stderr, "erpsync-bench: --profile-entity %q: want memberships or typed\n", profileEntity)
+			return 2
+		}
+		r, err := bench.Profile(ctx, cfg, sc, rerun, cpuProfile, profileLocks)
 		if err != nil {
 			fmt.Fprintf(stderr, "erpsync-bench: %v\n", err)
 			return 1

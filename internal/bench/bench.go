@@ -53,6 +53,10 @@ const (
 	// started by the bench (redis-server and redis-cli in PATH).
 	Redlock = "redlock"
 	Cluster = "cluster"
+	// Typed is the backfill of a 12-column entity of a config file
+	// (TypedEntity) and the raw insert of its rows, in the same rounds as
+	// Backfill.
+	Typed = "typed"
 )
 
 // The lock topologies of the Redlock and Cluster measurements.
@@ -127,12 +131,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, m := range c.Only {
 		switch m {
-		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster:
+		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed:
 		default:
-			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster))
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed))
 		}
 	}
-	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster)) {
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed)) {
 		errs = append(errs, errors.New("no erpsync binary for the backfills"))
 	}
 	return c, errors.Join(errs...)
@@ -178,16 +182,23 @@ type Results struct {
 		ChildArgs   []string `json:"child_args,omitempty"`
 		Database    string   `json:"database"`
 	} `json:"config"`
-	Ceiling  *Result `json:"ceiling,omitempty"`
-	Seed     *Result `json:"seed16,omitempty"`
-	Backfill *Result `json:"backfill,omitempty"`
+	Ceiling *Result `json:"ceiling,omitempty"`
+	// CeilingLiteral is the ceiling's best round with its values written
+	// in, as TypedRaw writes its rows.
+	CeilingLiteral *Result `json:"ceiling_literal,omitempty"`
+	Seed           *Result `json:"seed16,omitempty"`
+	Backfill       *Result `json:"backfill,omitempty"`
 	// Redlock and Cluster are the backfill on the other lock topologies,
 	// measured in the same rounds as Backfill.
 	Redlock *Result `json:"backfill_redlock,omitempty"`
 	Cluster *Result `json:"backfill_cluster,omitempty"`
-	Rerun   *Result `json:"rerun,omitempty"`
-	Small   *Result `json:"memory_small,omitempty"`
-	Big     *Result `json:"memory_big,omitempty"`
+	// Typed is the backfill of TypedEntity, TypedRaw the raw insert of
+	// its rows, measured in the same rounds as Backfill.
+	Typed    *Result `json:"backfill_typed,omitempty"`
+	TypedRaw *Result `json:"raw_insert_typed,omitempty"`
+	Rerun    *Result `json:"rerun,omitempty"`
+	Small    *Result `json:"memory_small,omitempty"`
+	Big      *Result `json:"memory_big,omitempty"`
 	// Stages are the stages of the write path timed alone (see Stages).
 	Stages []*Result `json:"stages,omitempty"`
 }
@@ -218,6 +229,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		defer srv.Close()
 	}
+	var ty *typed
+	if cfg.wants(Typed) {
+		if ty, err = b.startTyped(ctx, cfg.Records); err != nil {
+			return res, err
+		}
+		defer ty.close()
+	}
 	topologies, stop, err := startTopologies(cfg, res)
 	if err != nil {
 		return res, err
@@ -233,12 +251,16 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				if err != nil {
 					return res, err
 				}
+				if literal {
+					c := *r // best keeps the rounds in the result it returns
+					res.CeilingLiteral = best(res.CeilingLiteral, &c)
+				}
 				res.Ceiling = best(res.Ceiling, r)
 			}
 		}
 		// A re-run alone first fills the table.
 		if cfg.wants(Backfill) || cfg.wants(Rerun) && b.rows(ctx) != int64(cfg.Records) {
-			r, err := b.backfill(ctx, "backfill, one Redis", url, true)
+			r, err := b.backfill(ctx, "backfill, one Redis", b.memberships(url), true)
 			if err != nil {
 				return res, err
 			}
@@ -246,11 +268,22 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				res.Backfill = best(res.Backfill, r)
 			}
 		}
+		if ty != nil {
+			r, err := b.backfill(ctx, fmt.Sprintf("typed backfill (%d columns)", TypedColumns), ty.target(), true)
+			if err != nil {
+				return res, err
+			}
+			res.Typed = best(res.Typed, r)
+			if r, err = b.typedRaw(ctx, ty); err != nil {
+				return res, err
+			}
+			res.TypedRaw = best(res.TypedRaw, r)
+		}
 		for _, t := range topologies {
 			// A round that fails on one topology (on a loaded machine, a
 			// Redlock's nodes may all answer late) leaves the others'
 			// rounds standing; Run still returns the first failure.
-			r, err := b.backfillOn(ctx, t.name, url, true, t.locks)
+			r, err := b.backfillOn(ctx, t.name, b.memberships(url), true, t.locks)
 			if err != nil {
 				b.logf("%v", err)
 				failed = cmp.Or(failed, err)
@@ -259,7 +292,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			*t.out = best(*t.out, r)
 		}
 		if cfg.wants(Rerun) {
-			r, err := b.backfill(ctx, "re-run, unchanged", url, false)
+			r, err := b.backfill(ctx, "re-run, unchanged", b.memberships(url), false)
 			if err != nil {
 				return res, err
 			}
@@ -283,7 +316,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			if err != nil {
 				return res, err
 			}
-			r, err := b.backfill(ctx, fmt.Sprintf("backfill %d (memory)", m.n), url, true)
+			r, err := b.backfill(ctx, fmt.Sprintf("backfill %d (memory)", m.n), b.memberships(url), true)
 			srv.Close()
 			if err != nil {
 				return res, err
@@ -390,17 +423,33 @@ func (b *bench) close() {
 	b.st.Close()
 }
 
-// empty empties memberships and forgets the checkpoints: a backfill of the
+// target is what a backfill reads and writes: the feed at url (with the
+// flags that name a typed entity's, args), the table it fills and the job
+// that owns that table.
+type target struct {
+	url   string
+	args  []string
+	table string
+	owner string
+}
+
+// memberships is the target of the built-in entity's backfills: the feed
+// of the erpmock at url, memberships, this bench's job.
+func (b *bench) memberships(url string) target {
+	return target{url: url, table: store.MembershipsTable, owner: b.job}
+}
+
+// empty empties t's table and forgets the checkpoints: a backfill of the
 // same window whose earlier round failed would otherwise resume from its
 // checkpoint, past the rows this truncation took away. The emptied table
-// is this bench's job's: an earlier bench's job owned it.
-func (b *bench) empty(ctx context.Context) error {
-	for _, table := range []string{"memberships", "sync_checkpoints"} {
-		if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE "+table); err != nil {
+// is t's owner's: an earlier bench's job owned it.
+func (b *bench) empty(ctx context.Context, t target) error {
+	for _, table := range []string{t.table, "sync_checkpoints"} {
+		if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE `"+table+"`"); err != nil {
 			return fmt.Errorf("empty %s: %w", table, err)
 		}
 	}
-	_, _, err := b.st.TakeTable(ctx, store.MembershipsTable, b.job)
+	_, _, err := b.st.TakeTable(ctx, t.table, t.owner)
 	return err
 }
 
@@ -436,7 +485,7 @@ const rowPlaceholders = "(?,?,?,?,?,?,?,?,?,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))"
 // placeholders that the driver interpolates. Run keeps the faster.
 func (b *bench) ceiling(ctx context.Context, recs []erpmock.Record, literal bool) (*Result, error) {
 	const batch, conns = 1000, 4
-	if err := b.empty(ctx); err != nil {
+	if err := b.empty(ctx, b.memberships("")); err != nil {
 		return nil, err
 	}
 	how := "placeholders"
@@ -444,42 +493,61 @@ func (b *bench) ceiling(ctx context.Context, recs []erpmock.Record, literal bool
 		how = "literal values"
 	}
 	b.logf("ceiling: %d rows, INSERT IGNORE of %d rows, %d connections, %s", len(recs), batch, conns, how)
-	work := make(chan []erpmock.Record)
+	r, err := b.parallel(ctx, len(recs), batch, conns, func() func(from, to int) error {
+		var sb strings.Builder
+		args := make([]any, 0, batch*9)
+		ms := make([]store.Membership, 0, batch)
+		return func(from, to int) error {
+			if literal {
+				ms = ms[:0]
+				for _, r := range recs[from:to] {
+					ms = append(ms, membershipOf(r))
+				}
+				if err := b.st.InsertIgnore(ctx, ms); err != nil {
+					return fmt.Errorf("ceiling insert: %w", err)
+				}
+				return nil
+			}
+			sb.Reset()
+			sb.WriteString("INSERT IGNORE INTO memberships (" + insertColumns + ") VALUES ")
+			args = args[:0]
+			for i, r := range recs[from:to] {
+				if i > 0 {
+					sb.WriteByte(',')
+				}
+				sb.WriteString(rowPlaceholders)
+				args = rowArgs(args, r)
+			}
+			if _, err := b.db.ExecContext(ctx, sb.String(), args...); err != nil {
+				return fmt.Errorf("ceiling insert: %w", err)
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.Name = "ceiling: INSERT IGNORE, 1,000 rows a statement, 4 connections, no locks, " + how
+	return r, nil
+}
+
+// parallel writes the ranges [from, to) of n items, batch items each, on
+// conns goroutines, each with the writer that newWriter returns it, and
+// returns the time and CPU they took; it stops at the first error.
+func (b *bench) parallel(ctx context.Context, n, batch, conns int, newWriter func() func(from, to int) error) (*Result, error) {
+	work := make(chan int)
 	errc := make(chan error, conns)
 	var wg sync.WaitGroup
 	meter := startCPU(b.ports)
 	start := time.Now()
 	for range conns {
 		wg.Add(1)
+		write := newWriter()
 		go func() {
 			defer wg.Done()
-			var sb strings.Builder
-			args := make([]any, 0, batch*9)
-			ms := make([]store.Membership, 0, batch)
-			for rs := range work {
-				if literal {
-					ms = ms[:0]
-					for _, r := range rs {
-						ms = append(ms, membershipOf(r))
-					}
-					if err := b.st.InsertIgnore(ctx, ms); err != nil {
-						errc <- fmt.Errorf("ceiling insert: %w", err)
-						return
-					}
-					continue
-				}
-				sb.Reset()
-				sb.WriteString("INSERT IGNORE INTO memberships (" + insertColumns + ") VALUES ")
-				args = args[:0]
-				for i, r := range rs {
-					if i > 0 {
-						sb.WriteByte(',')
-					}
-					sb.WriteString(rowPlaceholders)
-					args = rowArgs(args, r)
-				}
-				if _, err := b.db.ExecContext(ctx, sb.String(), args...); err != nil {
-					errc <- fmt.Errorf("ceiling insert: %w", err)
+			for from := range work {
+				if err := write(from, min(from+batch, n)); err != nil {
+					errc <- err
 					return
 				}
 			}
@@ -487,9 +555,9 @@ func (b *bench) ceiling(ctx context.Context, recs []erpmock.Record, literal bool
 	}
 	var err error
 feed:
-	for i := 0; i < len(recs); i += batch {
+	for i := 0; i < n; i += batch {
 		select {
-		case work <- recs[i:min(i+batch, len(recs))]:
+		case work <- i:
 		case err = <-errc:
 			break feed
 		}
@@ -507,7 +575,7 @@ feed:
 	if err != nil {
 		return nil, err
 	}
-	r := result("ceiling: INSERT IGNORE, 1,000 rows a statement, 4 connections, no locks, "+how, int64(len(recs)), el)
+	r := result("", int64(n), el)
 	r.CPU = cpu
 	return r, nil
 }
@@ -517,7 +585,7 @@ feed:
 // DEL the lock; with 16 goroutines.
 func (b *bench) seed(ctx context.Context, recs []erpmock.Record) (*Result, error) {
 	const goroutines = 16
-	if err := b.empty(ctx); err != nil {
+	if err := b.empty(ctx, b.memberships("")); err != nil {
 		return nil, err
 	}
 	b.logf("seed pipeline: %d records, %d goroutines", len(recs), goroutines)
@@ -582,11 +650,11 @@ func (b *bench) seed(ctx context.Context, recs []erpmock.Record) (*Result, error
 	return r, nil
 }
 
-// backfill runs `erpsync backfill` over the whole feed at url as a child
+// backfill runs `erpsync backfill` over the whole feed of t as a child
 // process, into an emptied table when empty is set, with its locks on the
 // bench's Redis.
-func (b *bench) backfill(ctx context.Context, name, url string, empty bool) (*Result, error) {
-	return b.backfillOn(ctx, name, url, empty, locks{args: []string{"--redis-addr", b.cfg.RedisAddr}, ports: b.ports.redis})
+func (b *bench) backfill(ctx context.Context, name string, t target, empty bool) (*Result, error) {
+	return b.backfillOn(ctx, name, t, empty, locks{args: []string{"--redis-addr", b.cfg.RedisAddr}, ports: b.ports.redis})
 }
 
 // locks are where a backfill takes its locks: the erpsync flags that say
@@ -597,9 +665,9 @@ type locks struct {
 }
 
 // backfillOn is backfill with its locks where l says.
-func (b *bench) backfillOn(ctx context.Context, name, url string, empty bool, l locks) (*Result, error) {
+func (b *bench) backfillOn(ctx context.Context, name string, t target, empty bool, l locks) (*Result, error) {
 	if empty {
-		if err := b.empty(ctx); err != nil {
+		if err := b.empty(ctx, t); err != nil {
 			return nil, err
 		}
 	}
@@ -610,8 +678,8 @@ func (b *bench) backfillOn(ctx context.Context, name, url string, empty bool, l 
 	defer os.RemoveAll(dir)
 	report := filepath.Join(dir, "report.json")
 	args := append(append([]string{"backfill", "--since", "2000-01-01T00:00:00Z"}, l.args...),
-		"--erp-url", url, "--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn")
-	args = append(args, b.cfg.ChildArgs...)
+		"--erp-url", t.url, "--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn")
+	args = append(append(args, t.args...), b.cfg.ChildArgs...)
 	b.logf("%s: %s %s", name, b.cfg.Bin, strings.Join(args[:3], " ")+" ... "+strings.Join(b.cfg.ChildArgs, " "))
 	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
 	// The DSN in the environment: a command line is public on the machine.

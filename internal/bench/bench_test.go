@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/bench"
+	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
@@ -106,20 +108,21 @@ func TestQuick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, log.String())
 	}
-	for name, r := range map[string]*bench.Result{"ceiling": res.Ceiling, "seed": res.Seed, "backfill": res.Backfill, "rerun": res.Rerun, "small": res.Small, "big": res.Big, "redlock": res.Redlock, "cluster": res.Cluster} {
+	for name, r := range map[string]*bench.Result{"ceiling": res.Ceiling, "seed": res.Seed, "backfill": res.Backfill, "rerun": res.Rerun, "small": res.Small, "big": res.Big, "redlock": res.Redlock, "cluster": res.Cluster,
+		"typed": res.Typed, "typed raw": res.TypedRaw} {
 		if r == nil || r.PerSecond <= 0 {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}
-	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 {
-		t.Errorf("backfill %+v, re-run %+v, big %+v", res.Backfill.Report, res.Rerun.Report, res.Big)
+	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 || res.Typed.Report.Inserted != 3000 {
+		t.Errorf("backfill %+v, re-run %+v, big %+v, typed %+v", res.Backfill.Report, res.Rerun.Report, res.Big, res.Typed.Report)
 	}
-	if got := len(res.Goals()); got != 7 {
-		t.Errorf("%d goals, want 7", got)
+	if got := len(res.Goals()); got != 8 {
+		t.Errorf("%d goals, want 8", got)
 	}
 	var md bytes.Buffer
 	res.Markdown(&md)
-	if !strings.Contains(md.String(), "| backfill / ceiling |") {
+	if !strings.Contains(md.String(), "| backfill / ceiling |") || !strings.Contains(md.String(), "| typed backfill (12 columns) |") {
 		t.Errorf("markdown:\n%s", md.String())
 	}
 }
@@ -160,5 +163,59 @@ func TestBounds(t *testing.T) {
 	r.Markdown(&md)
 	if !strings.Contains(md.String(), "| Redlock 5 masters | 0.40 | 0.40 | 7.50 | 1.50 | 0.56 |") {
 		t.Errorf("markdown lacks the bound row:\n%s", md.String())
+	}
+}
+
+// The typed feed serves, page by page, exactly the rows the raw insert
+// writes: erpsync's REST source decodes every record to the same key,
+// values, version and updated_at, and an updated_since window starts at
+// the first record it holds.
+func TestTypedFeed(t *testing.T) {
+	const n = 2503
+	feed := bench.NewTypedFeed(n)
+	srv := httptest.NewServer(feed)
+	defer srv.Close()
+	sch, err := bench.TypedSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := erp.New(erp.Config{BaseURL: srv.URL, Schema: sch, Shape: bench.TypedShape()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got []erp.Record
+	q := erp.Query{Limit: 500}
+	for {
+		p, err := c.Page(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Invalid) > 0 {
+			t.Fatalf("invalid items: %+v", p.Invalid[0])
+		}
+		got = append(got, p.Records...)
+		if p.NextCursor == "" {
+			break
+		}
+		q.Cursor = p.NextCursor
+	}
+	want := feed.Rows(0, n)
+	if len(got) != n {
+		t.Fatalf("%d records, want %d", len(got), n)
+	}
+	for i, r := range got {
+		w := want[i]
+		if r.ErpID != w.Key || r.Version != w.Version || !r.UpdatedAt.Equal(w.UpdatedAt) || len(r.Vals) != bench.TypedColumns {
+			t.Fatalf("record %d: %q v%d %v, want %q v%d %v", i, r.ErpID, r.Version, r.UpdatedAt, w.Key, w.Version, w.UpdatedAt)
+		}
+		for j, v := range r.Vals {
+			if wv := w.Vals[j]; v.Null != wv.Null || v.S != wv.S || v.I != wv.I || !v.T.Equal(wv.T) {
+				t.Fatalf("record %d column %d: %+v, want %+v", i, j, v, wv)
+			}
+		}
+	}
+	if n, err := c.Count(ctx, got[1000].UpdatedAt, time.Time{}); err != nil || n != 1504 {
+		t.Errorf("count from record 1000's updated_at = %d, %v; want 1504 (records 999 to 1001 share a millisecond)", n, err)
 	}
 }

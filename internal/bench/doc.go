@@ -13,6 +13,12 @@
 //   - the same backfill with its locks on a Redlock of five masters and on
 //     a Redis Cluster of three, redis-servers the bench starts, in the
 //     same rounds, compared with the one-Redis backfill;
+//   - the backfill of a 12-column entity of a config file (TypedEntity:
+//     a composite key, decimals, a date, a date-time, int64s, a bool and a
+//     values map) from a REST feed this process serves (TypedFeed), and
+//     the raw multi-row INSERT IGNORE of the same rows through the
+//     entity's table (store.Table), in the same rounds as the memberships
+//     backfill and compared with it;
 //   - a re-run of it over the same, unchanged records;
 //   - the peak RSS of a backfill of a big feed against a small one.
 //
@@ -20,7 +26,8 @@
 // of the issue (backfill at least half the ceiling and ten times the seed
 // pipeline, a re-run at least as fast, memory under 150 MiB and flat in
 // the number of records, a Redlock backfill at least half and a Cluster
-// one at least 0.8 of the one-Redis backfill).
+// one at least 0.8 of the one-Redis backfill, the typed backfill at least
+// 0.9 of the memberships backfill).
 //
 // The numbers are for one machine at one time: the mock, this process and
 // the database share its CPUs. They are not assertions; nothing here fails

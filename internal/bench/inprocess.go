@@ -30,14 +30,34 @@ import (
 // locks is where the record locks live: "redis" (or "") the Redis of cfg,
 // "redlock" RedlockNodes redis-servers of its own, "cluster" a Redis
 // Cluster of ClusterMasters of its own, as the backfill rows have them.
+// With sc.Entity TypedEntity, the backfill is the typed one's: the
+// TypedFeed of cfg.Records records, served from this process too, into
+// the entity's table.
 func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile, locks string) (*Result, error) {
 	ip, err := startInProcess(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer ip.close()
-	b, st, rdb, e := ip.bench, ip.store, ip.rdb, ip.erp
-	if err := b.empty(ctx); err != nil {
+	b, st, rdb := ip.bench, ip.store, ip.rdb
+	var e syncer.Source = ip.erp
+	tg := b.memberships("")
+	if sc.Entity == TypedEntity {
+		ty, err := b.startTyped(ctx, cfg.Records)
+		if err != nil {
+			return nil, err
+		}
+		defer ty.close()
+		sch, err := TypedSchema()
+		if err != nil {
+			return nil, err
+		}
+		if e, err = erp.New(erp.Config{BaseURL: ty.url, Schema: sch, Shape: TypedShape()}); err != nil {
+			return nil, err
+		}
+		st, tg = ty.st, ty.target()
+	}
+	if err := b.empty(ctx, tg); err != nil {
 		return nil, err
 	}
 	lk, stop, err := profileLocker(ctx, rdb, locks)
@@ -45,7 +65,7 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 		return nil, err
 	}
 	defer stop()
-	sc.Job, sc.Mode, sc.Since = b.job, syncer.ModeBackfill, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	sc.Job, sc.Mode, sc.Since = tg.owner, syncer.ModeBackfill, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	sy, err := syncer.New(sc, e, st, lk, zerolog.Nop())
 	if err != nil {
 		return nil, err
@@ -74,6 +94,9 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 		return nil, err
 	}
 	name := "in-process backfill"
+	if sc.Entity == TypedEntity {
+		name = "in-process typed backfill"
+	}
 	if rerun {
 		name = "in-process re-run, unchanged"
 	}

@@ -151,7 +151,7 @@ func Stages(ctx context.Context, cfg Config, workers, chunk, page int) ([]*Resul
 		}
 		return held, nil
 	}
-	empty := func() error { return b.empty(ctx) }
+	empty := func() error { return b.empty(ctx, b.memberships("")) }
 	steps := []struct {
 		name    string
 		prepare func() error

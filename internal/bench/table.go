@@ -15,6 +15,7 @@ const (
 	GoalFlatRatio    = 1.25  // peak RSS big / small
 	GoalRedlockRatio = 0.5   // backfill on a Redlock / on one Redis
 	GoalClusterRatio = 0.8   // backfill on a Redis Cluster / on one Redis
+	GoalTypedRatio   = 0.9   // typed backfill / memberships backfill, same run
 )
 
 // Goal is one goal and whether the measurements meet it.
@@ -54,6 +55,10 @@ func (r *Results) Goals() []Goal {
 			gs = append(gs, Goal{t.name, v, fmt.Sprintf(">= %.1f", t.goal), v >= t.goal})
 		}
 	}
+	if r.Typed != nil && r.Backfill != nil && r.Backfill.PerSecond > 0 {
+		v := r.Typed.PerSecond / r.Backfill.PerSecond
+		gs = append(gs, Goal{fmt.Sprintf("typed backfill (%d columns) / memberships backfill", TypedColumns), v, fmt.Sprintf(">= %.1f", GoalTypedRatio), v >= GoalTypedRatio})
+	}
 	if r.Big != nil {
 		v := mib(r.Big.PeakRSSKiB)
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS, %d-record backfill (MiB)", r.Config.Big), v, fmt.Sprintf("< %.0f", GoalPeakMiB), v < GoalPeakMiB})
@@ -63,6 +68,41 @@ func (r *Results) Goals() []Goal {
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS %d / %d records (flat in N)", r.Config.Big, r.Config.Small), v, fmt.Sprintf("<= %.2f", GoalFlatRatio), v <= GoalFlatRatio})
 	}
 	return gs
+}
+
+// TypedRatio is a backfill against the raw insert of its own rows and
+// against the memberships backfill of the same run.
+type TypedRatio struct {
+	Name      string  `json:"name"`
+	PerSecond float64 `json:"records_per_second"`
+	// Raw is the raw insert's records/s: the literal ceiling for
+	// memberships, TypedRaw for the typed entity.
+	Raw           float64 `json:"raw_records_per_second"`
+	ToRaw         float64 `json:"to_raw"`
+	ToMemberships float64 `json:"to_memberships"`
+	// Rounds are the typed backfill's records/s over the memberships
+	// backfill's, round by round ("" for memberships itself).
+	Rounds string `json:"rounds,omitempty"`
+}
+
+// TypedRatios returns the memberships and the typed backfill against their
+// raw inserts, when both were measured.
+func (r *Results) TypedRatios() []TypedRatio {
+	m, raw := r.Backfill, r.CeilingLiteral
+	if r.Typed == nil || r.TypedRaw == nil || m == nil || raw == nil || m.PerSecond == 0 || raw.PerSecond == 0 || r.TypedRaw.PerSecond == 0 {
+		return nil
+	}
+	var rounds []string
+	if len(m.Rounds) == len(r.Typed.Rounds) {
+		for i, v := range r.Typed.Rounds {
+			rounds = append(rounds, fmt.Sprintf("%.2f", v/m.Rounds[i]))
+		}
+	}
+	return []TypedRatio{
+		{Name: m.Name, PerSecond: m.PerSecond, Raw: raw.PerSecond, ToRaw: m.PerSecond / raw.PerSecond, ToMemberships: 1},
+		{Name: r.Typed.Name, PerSecond: r.Typed.PerSecond, Raw: r.TypedRaw.PerSecond, ToRaw: r.Typed.PerSecond / r.TypedRaw.PerSecond,
+			ToMemberships: r.Typed.PerSecond / m.PerSecond, Rounds: strings.Join(rounds, ", ")},
+	}
 }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
@@ -125,7 +165,7 @@ func (r *Results) Bounds() []Bound {
 func (r *Results) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-	for _, m := range append([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Stages...) {
+	for _, m := range append([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Stages...) {
 		if m == nil {
 			continue
 		}
@@ -156,6 +196,13 @@ func (r *Results) Markdown(w io.Writer) {
 				met = "yes"
 			}
 			fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", g.Name, g.Value, g.Goal, met)
+		}
+	}
+	if ts := r.TypedRatios(); len(ts) > 0 {
+		tableHead(w, "| backfill | records/s | raw insert of its rows (literal values), records/s | backfill / raw insert | / memberships backfill | typed / memberships in each round |",
+			"| --- | ---: | ---: | ---: | ---: | --- |")
+		for _, t := range ts {
+			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.2f | %.2f | %s |\n", t.Name, t.PerSecond, t.Raw, t.ToRaw, t.ToMemberships, t.Rounds)
 		}
 	}
 	if bs := r.Bounds(); len(bs) > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -184,10 +185,14 @@ func (d *decoder) items(p *Page) error {
 		d.i++
 		return nil
 	}
-	// A valid item takes 190 bytes or more with its member names: this
-	// capacity seldom has to grow.
-	p.Records = make([]Record, 0, len(d.b)/160+1)
-	for {
+	// A valid membership takes 190 bytes or more with its member names:
+	// this capacity seldom has to grow. A typed item's size depends on its
+	// entity: the capacity is set from the first item's, once it is read.
+	if d.s == nil {
+		p.Records = make([]Record, 0, len(d.b)/160+1)
+	}
+	for first := d.s != nil; ; first = false {
+		start := d.i
 		var err error
 		if d.s != nil {
 			err = d.typedItem(p)
@@ -196,6 +201,12 @@ func (d *decoder) items(p *Page) error {
 		}
 		if err != nil {
 			return err
+		}
+		if first {
+			// Items of one page are about the same size; a tenth more
+			// for those that are longer.
+			n := (len(d.b)-d.i)/max(d.i-start, 1) + 1
+			p.Records = slices.Grow(p.Records, n+n/10)
 		}
 		switch d.next() {
 		case ',':

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"sync"
@@ -42,32 +41,39 @@ func (l *literal) text() string { return string(l.b) }
 
 func (l *literal) sql(s string) { l.b = append(l.b, s...) }
 
+// str writes s as a string literal: quoted when it is printable ASCII
+// without a backslash, else in hex.
 func (l *literal) str(s string) {
-	if plain(s) {
-		l.b = append(l.b, '\'')
+	quotes := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e || c == '\\':
+			l.b = append(l.b, "_utf8mb4 X'"...)
+			for i := 0; i < len(s); i++ { // hex.AppendEncode, without copying s into a []byte
+				l.b = append(l.b, hexDigits[s[i]>>4], hexDigits[s[i]&15])
+			}
+			l.b = append(l.b, '\'')
+			return
+		case c == '\'':
+			quotes = true
+		}
+	}
+	l.b = append(l.b, '\'')
+	if !quotes {
+		// The common case in one copy, not a byte at a time.
+		l.b = append(l.b, s...)
+	} else {
 		for i := 0; i < len(s); i++ {
 			if s[i] == '\'' {
 				l.b = append(l.b, '\'')
 			}
 			l.b = append(l.b, s[i])
 		}
-		l.b = append(l.b, '\'')
-		return
 	}
-	l.b = append(l.b, "_utf8mb4 X'"...)
-	l.b = hex.AppendEncode(l.b, []byte(s))
 	l.b = append(l.b, '\'')
 }
 
-// plain reports whether s is printable ASCII without a backslash.
-func plain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
+const hexDigits = "0123456789abcdef"
 
 func (l *literal) int(n int64) { l.b = strconv.AppendInt(l.b, n, 10) }
 
