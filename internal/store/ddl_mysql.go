@@ -140,8 +140,9 @@ const (
 	restoreSessionSQL = "SET SESSION sql_mode = ?"
 )
 
-// querier is what the schema reads and the migration run on: the pool, or
-// one connection of it (which holds the migration lock).
+// querier is what a statement runs on: the pool, one connection of it
+// (which holds the migration lock), or the transaction of a write that
+// records its change events.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

@@ -100,18 +100,6 @@ func changeOp(prior Current, ok bool) string {
 	return outbox.OpUpdate
 }
 
-// execOne runs the statement l holds in tx, frees l, and reports whether
-// it changed one row.
-func execOne(ctx context.Context, tx *sql.Tx, l *literal) (bool, error) {
-	res, err := tx.ExecContext(ctx, l.text())
-	l.free()
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
 // insertWithEvents is InsertRows of an entity with events.
 func (s *Store) insertWithEvents(ctx context.Context, rows []Row) error {
 	err := s.inTx(ctx, "insert "+s.t.name, func(tx *sql.Tx) ([]outbox.Event, error) {
@@ -160,66 +148,58 @@ func (s *Store) upsertWithEvents(ctx context.Context, rows []Row) error {
 	})
 }
 
-// updateWithEvents runs the guarded UPDATE of each of rows in one
-// transaction, records the event of each it changed, and reports which.
-func (s *Store) updateWithEvents(ctx context.Context, what string, rows []Row) ([]bool, error) {
-	done := make([]bool, len(rows))
-	err := s.inTx(ctx, what+" "+s.t.name, func(tx *sql.Tx) ([]outbox.Event, error) {
-		prior, err := s.t.readVersionsLocking(ctx, tx, keysOf(rows), true)
-		if err != nil {
-			return nil, err
-		}
-		var evs []outbox.Event
-		for i, r := range rows {
-			l := newLiteral()
-			if err := s.t.updateRow(l, r); err != nil {
-				l.free()
-				return nil, err
-			}
-			if done[i], err = execOne(ctx, tx, l); err != nil {
-				return nil, err
-			}
-			if done[i] {
-				p, had := prior[r.Key]
-				evs = append(evs, s.t.event(r, changeOp(p, had)))
-			}
-		}
-		return evs, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", what, s.t.name, err)
-	}
-	return done, nil
+// changes records the change events of the rows that the statements of
+// one transaction changed (eachRecording): before runs before them (nil:
+// nothing to do), after gets which statements changed a row.
+type changes struct {
+	before func(tx *sql.Tx) error
+	after  func(tx *sql.Tx, done []bool) ([]outbox.Event, error)
 }
 
-// softDeleteWithEvents is SoftDelete of an entity with events: the event
-// of a row it deletes carries the row's data as it was.
-func (s *Store) softDeleteWithEvents(ctx context.Context, ts []Tombstone) ([]bool, error) {
-	done := make([]bool, len(ts))
-	err := s.inTx(ctx, "soft delete "+s.t.name, func(tx *sql.Tx) ([]outbox.Event, error) {
-		var deleted []string
-		for i, t := range ts {
-			l := newLiteral()
-			l.sql("UPDATE " + quoteIdent(s.t.name) + " SET deleted_at = UTC_TIMESTAMP(3)")
-			s.t.liveKey(l, t.ErpID, t.Fence)
-			l.sql(" AND erp_version = ")
-			l.int(t.Version)
-			var err error
-			if done[i], err = execOne(ctx, tx, l); err != nil {
-				return nil, err
+// rowChanges records the events of guarded updates of rows (nil when the
+// entity has no events): each row changed is an update, or a restore of
+// a row that was soft-deleted, as its guards read under a lock before
+// the updates tell.
+func (s *Store) rowChanges(ctx context.Context, rows []Row) *changes {
+	if !s.t.events() {
+		return nil
+	}
+	var prior map[string]Current
+	return &changes{
+		before: func(tx *sql.Tx) (err error) {
+			prior, err = s.t.readVersionsLocking(ctx, tx, keysOf(rows), true)
+			return err
+		},
+		after: func(_ *sql.Tx, done []bool) ([]outbox.Event, error) {
+			var evs []outbox.Event
+			for i, r := range rows {
+				if done[i] {
+					p, had := prior[r.Key]
+					evs = append(evs, s.t.event(r, changeOp(p, had)))
+				}
 			}
+			return evs, nil
+		},
+	}
+}
+
+// deleteChanges records the events of soft deletes of ts (nil when the
+// entity has no events): the event of a row deleted carries the row's
+// data as it was.
+func (s *Store) deleteChanges(ctx context.Context, ts []Tombstone) *changes {
+	if !s.t.events() {
+		return nil
+	}
+	return &changes{after: func(tx *sql.Tx, done []bool) ([]outbox.Event, error) {
+		deleted := []string{}
+		runs := make(map[string]string, len(ts))
+		for i, t := range ts {
 			if done[i] {
 				deleted = append(deleted, t.ErpID)
+				runs[t.ErpID] = t.RunID
 			}
 		}
-		runs := make(map[string]string, len(ts))
-		for _, t := range ts {
-			runs[t.ErpID] = t.RunID
-		}
 		var evs []outbox.Event
-		if deleted == nil {
-			return nil, nil
-		}
 		err := s.scanRows(ctx, tx, deleted, func(st *Stored) error {
 			r := st.Row
 			r.Vals = append([]entity.Value(nil), st.Vals...)
@@ -228,9 +208,5 @@ func (s *Store) softDeleteWithEvents(ctx context.Context, ts []Tombstone) ([]boo
 			return nil
 		})
 		return evs, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return done, nil
+	}}
 }

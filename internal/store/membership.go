@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/outbox"
 )
 
 // Membership is one row of memberships as erpsync writes it.
@@ -192,7 +193,8 @@ func (s *Store) Update(ctx context.Context, m Membership) (bool, error) {
 // its own version.
 func (s *Store) UpdateRow(ctx context.Context, r Row) (bool, error) {
 	if s.t.events() {
-		done, err := s.updateWithEvents(ctx, "update", []Row{r})
+		rows := []Row{r}
+		done, err := s.eachRecording(ctx, "update "+s.t.name, 1, s.updates(ctx, rows), s.rowChanges(ctx, rows))
 		return err == nil && done[0], err
 	}
 	l := newLiteral()
@@ -220,44 +222,59 @@ func (s *Store) Restore(ctx context.Context, ms []Membership) ([]bool, error) {
 // copy restores, in one transaction (one commit), and reports which it
 // changed.
 func (s *Store) RestoreRows(ctx context.Context, rows []Row) ([]bool, error) {
-	if s.t.events() && len(rows) > 0 {
-		return s.updateWithEvents(ctx, "restore", rows)
-	}
-	return s.eachInTx(ctx, "restore", len(rows), func(tx *sql.Tx, i int) (sql.Result, error) {
+	return s.eachRecording(ctx, "restore", len(rows), s.updates(ctx, rows), s.rowChanges(ctx, rows))
+}
+
+// updates is the statement of eachInTx that runs the guarded UPDATE of
+// each of rows.
+func (s *Store) updates(ctx context.Context, rows []Row) func(tx *sql.Tx, i int) (sql.Result, error) {
+	return func(tx *sql.Tx, i int) (sql.Result, error) {
 		l := newLiteral()
 		defer l.free()
 		if err := s.t.updateRow(l, rows[i]); err != nil {
 			return nil, err
 		}
 		return tx.ExecContext(ctx, l.text())
-	})
+	}
 }
 
 // eachInTx runs stmt for i in 0..n-1 in one transaction and reports which
 // changed a row. what names the statements in errors.
 func (s *Store) eachInTx(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error)) ([]bool, error) {
+	return s.eachRecording(ctx, what, n, stmt, nil)
+}
+
+// eachRecording is eachInTx that, with ch, also records in the
+// transaction the change events of the rows the statements changed.
+func (s *Store) eachRecording(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error), ch *changes) ([]bool, error) {
 	done := make([]bool, n)
 	if n == 0 {
 		return done, nil
 	}
-	tx, err := s.sql.BeginTx(ctx, nil)
+	err := s.inTx(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) {
+		if ch != nil && ch.before != nil {
+			if err := ch.before(tx); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+		}
+		for i := range n {
+			res, err := stmt(tx, i)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+			done[i] = k == 1
+		}
+		if ch == nil {
+			return nil, nil
+		}
+		return ch.after(tx, done)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer tx.Rollback()
-	for i := range n {
-		res, err := stmt(tx, i)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		done[i] = k == 1
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("%s: commit: %w", what, err)
+		return nil, err
 	}
 	return done, nil
 }
@@ -328,10 +345,7 @@ type Tombstone struct {
 // lock) is left alone: the writer wins. A soft-deleted row keeps its data,
 // version and fencing token.
 func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) {
-	if s.t.events() && len(ts) > 0 {
-		return s.softDeleteWithEvents(ctx, ts)
-	}
-	return s.eachInTx(ctx, "soft delete", len(ts), func(tx *sql.Tx, i int) (sql.Result, error) {
+	return s.eachRecording(ctx, "soft delete", len(ts), func(tx *sql.Tx, i int) (sql.Result, error) {
 		t := ts[i]
 		l := newLiteral()
 		defer l.free()
@@ -340,7 +354,7 @@ func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) 
 		l.sql(" AND erp_version = ")
 		l.int(t.Version)
 		return tx.ExecContext(ctx, l.text())
-	})
+	}, s.deleteChanges(ctx, ts))
 }
 
 // Now is the database's clock (UTC, milliseconds): the clock of the rows'

@@ -81,7 +81,7 @@ func (s *Store) ScanRows(ctx context.Context, fn func(*Stored) error) error {
 
 // scanRows is ScanRows on db, of the rows with the given keys when keys
 // is not nil (none when it is empty).
-func (s *Store) scanRows(ctx context.Context, db queryer, keys []string, fn func(*Stored) error) error {
+func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func(*Stored) error) error {
 	t := s.t
 	if keys != nil && len(keys) == 0 {
 		return nil

@@ -2,23 +2,12 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
 )
-
-// execer and queryer are what a statement runs on: the pool, or the
-// transaction of a write that records its change events.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
 
 // Row is one row of an entity's table as erpsync writes it: the record's
 // values in the order of the entity's columns, and erpsync's own columns.
@@ -196,13 +185,13 @@ func (t *Table) oneKey(l *literal, key string) {
 }
 
 // readVersions reads the guards of the rows with the given keys.
-func (t *Table) readVersions(ctx context.Context, db queryer, keys []string) (map[string]Current, error) {
+func (t *Table) readVersions(ctx context.Context, db querier, keys []string) (map[string]Current, error) {
 	return t.readVersionsLocking(ctx, db, keys, false)
 }
 
 // readVersionsLocking is readVersions; with lock, in a transaction, it
 // also locks the rows (and the gaps of the absent ones) until it ends.
-func (t *Table) readVersionsLocking(ctx context.Context, db queryer, keys []string, lock bool) (map[string]Current, error) {
+func (t *Table) readVersionsLocking(ctx context.Context, db querier, keys []string, lock bool) (map[string]Current, error) {
 	out := make(map[string]Current, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -268,7 +257,7 @@ func (t *Table) values(l *literal, rows []Row) error {
 }
 
 // insert runs verb (INSERT or INSERT IGNORE) of rows, followed by tail.
-func (t *Table) insert(ctx context.Context, db execer, verb string, rows []Row, tail string) error {
+func (t *Table) insert(ctx context.Context, db querier, verb string, rows []Row, tail string) error {
 	l := newLiteral()
 	defer l.free()
 	l.sql(verb)
