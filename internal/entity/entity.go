@@ -213,6 +213,12 @@ type Child struct {
 	Line int
 }
 
+// Lines are the lines of one child collection of a record (a document's
+// lines), in the order the source served them: each line the values of the
+// child's Columns, in order. The parent's key columns are not among them:
+// a line's row takes them from its parent.
+type Lines [][]Value
+
 // Column returns the declared column name, or nil.
 func (e *Entity) Column(name string) *Column {
 	for i := range e.Columns {

@@ -61,6 +61,11 @@ type Record struct {
 	// (entity.KeyText) and the membership fields are empty. Nil for a
 	// membership.
 	Vals []entity.Value
+	// Children are the lines of a document, one entity.Lines per child of
+	// the entity (entity.Entity.Children), in that order; nil for an
+	// entity without children. A record is read whole or not at all: a
+	// record whose lines could not all be read is not a Record.
+	Children []entity.Lines
 }
 
 // Invalid is an item of a page that breaks the schema.

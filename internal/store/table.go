@@ -21,6 +21,11 @@ type Row struct {
 	Fence     int64     // fencing token of the lock the write is made under
 	// RunID is the run that writes the row: its change event's run_id.
 	RunID string
+	// Children are the row's lines, one entity.Lines per child of the
+	// entity, in order (nil for an entity without children): a write of
+	// the row that lands makes the child tables hold exactly these lines
+	// for its key, in the same transaction.
+	Children []entity.Lines
 }
 
 // Table is an entity's table compiled once: the statements of every write

@@ -299,7 +299,7 @@ func (r *run) rowsOf(hs []held) []store.Row {
 	for i, h := range hs {
 		rec := h.rec
 		if rec.Vals != nil {
-			rows[i] = store.Row{Key: rec.ErpID, Vals: rec.Vals, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Fence: h.lock.Fence(), RunID: r.rep.RunID}
+			rows[i] = store.Row{Key: rec.ErpID, Vals: rec.Vals, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Fence: h.lock.Fence(), RunID: r.rep.RunID, Children: rec.Children}
 			continue
 		}
 		if slab == nil {
