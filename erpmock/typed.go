@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // The typed face: the same records served as contracts, a typed entity
@@ -206,32 +205,4 @@ func (m *Mock) serveContracts(r *http.Request, f Faults) (int, []byte) {
 // ContractsPage renders a page of the spec's memberships endpoint,
 // {"data":[items],"next_cursor":...}, as the page of the typed face: each
 // item through ContractOf, the cursor as it is.
-func ContractsPage(page []byte) ([]byte, error) {
-	var p struct {
-		Data       []json.RawMessage `json:"data"`
-		NextCursor json.RawMessage   `json:"next_cursor"`
-	}
-	if err := json.Unmarshal(page, &p); err != nil {
-		return nil, fmt.Errorf("erpmock: a page of the spec: %w", err)
-	}
-	var b strings.Builder
-	b.WriteString(`{"data":[`)
-	for i, it := range p.Data {
-		c, err := ContractOf(it)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(c)
-	}
-	b.WriteString(`],"next_cursor":`)
-	if len(p.NextCursor) == 0 {
-		b.WriteString("null")
-	} else {
-		b.Write(p.NextCursor)
-	}
-	b.WriteString("}\n")
-	return []byte(b.String()), nil
-}
+func ContractsPage(page []byte) ([]byte, error) { return renderPage(page, ContractOf) }
