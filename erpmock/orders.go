@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"net/http"
 	"strconv"
 	"strings"
 )
@@ -105,17 +104,6 @@ func OrderOf(item []byte) ([]byte, error) {
 	return append(b, "]}"...), nil
 }
 
-func (m *Mock) serveOrders(r *http.Request, f Faults) (int, []byte) {
-	code, body := m.servePage(r, f)
-	if code != http.StatusOK {
-		return code, body
-	}
-	b, err := OrdersPage(body)
-	if err != nil {
-		return http.StatusInternalServerError, errorBody(err.Error())
-	}
-	return http.StatusOK, b
-}
 
 // OrdersPage renders a page of the spec's memberships endpoint as the
 // page of the documents face: each item through OrderOf, the cursor as it

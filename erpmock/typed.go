@@ -190,16 +190,20 @@ func appendMember(b []byte, name string, m map[string]json.RawMessage, from stri
 	return append(append(b, `,"`+name+`":`...), raw...)
 }
 
-func (m *Mock) serveContracts(r *http.Request, f Faults) (int, []byte) {
-	code, body := m.servePage(r, f)
-	if code != http.StatusOK {
-		return code, body
+// servePageAs serves the spec's page of r rendered by render (a face's
+// page), its faults and errors as the spec's endpoint answers them.
+func (m *Mock) servePageAs(render func(page []byte) ([]byte, error)) endpoint {
+	return func(r *http.Request, f Faults) (int, []byte) {
+		code, body := m.servePage(r, f)
+		if code != http.StatusOK {
+			return code, body
+		}
+		b, err := render(body)
+		if err != nil {
+			return http.StatusInternalServerError, errorBody(err.Error())
+		}
+		return http.StatusOK, b
 	}
-	b, err := ContractsPage(body)
-	if err != nil {
-		return http.StatusInternalServerError, errorBody(err.Error())
-	}
-	return http.StatusOK, b
 }
 
 // ContractsPage renders a page of the spec's memberships endpoint,
