@@ -104,7 +104,6 @@ func OrderOf(item []byte) ([]byte, error) {
 	return append(b, "]}"...), nil
 }
 
-
 // OrdersPage renders a page of the spec's memberships endpoint as the
 // page of the documents face: each item through OrderOf, the cursor as it
 // is.
