@@ -22,6 +22,17 @@
 // the table. ApplyEntities plans again under Migrate's named lock, so
 // instances migrating at once change each table once.
 //
+// An entity with children is a document: its row and its lines, one table
+// per child with the parent's key columns and erp_version, the parent
+// version the lines came with. The statements of a parent write that
+// lands and those of its lines run in one transaction, so a reader sees a
+// document's row and lines of one version; a write that loses changes no
+// line. The store does not keep the order the source served lines in (a
+// table holds them by line key), nor check that a document's line keys
+// are distinct: two lines of one key are one row, the later one's values.
+// Lines are written only with their parent: a parent row removed by hand
+// leaves its lines, which an insert of the same key later does not clear.
+//
 // The store works with MariaDB 10.5+ and MySQL 8: it avoids the row alias
 // (MySQL only) and RETURNING (MariaDB only) and uses VALUES() in ON DUPLICATE
 // KEY UPDATE, which both accept.

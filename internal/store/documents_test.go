@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -606,5 +608,74 @@ func TestVersionsOfLargeIntegerKeys(t *testing.T) {
 	}
 	if len(got) != 2 || got[rows[0].Key].Version != 1 || got[rows[2].Key].Version != 3 {
 		t.Fatalf("versions of %q and %q: %+v", rows[0].Key, rows[2].Key, got)
+	}
+}
+
+// Writers of interleaved documents at once (each its own keys, as the
+// sync's record locks make them, in chunks whose keys interleave in the
+// child tables' index) all succeed, and every document ends at its last
+// version with that version's lines: a deadlock between them is retried,
+// not returned.
+func TestConcurrentDocumentWriters(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	st := entityStore(t, s, orders(t))
+	ctx := context.Background()
+	const writers, keys, versions = 6, 40, 40
+	row := func(no, version int64) store.Row {
+		var items entity.Lines
+		for n := range (version + no/writers) % 5 {
+			items = append(items, []entity.Value{{I: version + n}, {S: "M"}, {S: "1.000"}, {Null: true}})
+		}
+		return store.Row{Key: "1000" + entity.KeySeparator + strconv.FormatInt(no, 10), Vals: []entity.Value{{S: "1000"}, {I: no}, {S: "OPEN"}, {Null: true}},
+			Version: version, Fence: 1, UpdatedAt: time.Now(), Children: []entity.Lines{items, {}}}
+	}
+	errs := make(chan error, writers*versions)
+	var wg sync.WaitGroup
+	for w := range int64(writers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := int64(1); v <= versions; v++ {
+				var rows []store.Row
+				for i := range int64(keys) {
+					rows = append(rows, row(w+writers*i, v))
+				}
+				var err error
+				switch {
+				case v == 1:
+					err = st.InsertRows(ctx, rows)
+				case v%3 == 0:
+					err = st.UpsertRows(ctx, rows)
+				default:
+					_, err = st.RestoreRows(ctx, rows)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writer %d, version %d: %w", w, v, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	want := map[string]string{}
+	for no := range int64(writers * keys) {
+		if r := row(no, versions); len(r.Children[0]) > 0 {
+			want[r.Key] = linesText(r.Children[0], true)
+		}
+	}
+	got := map[string]string{}
+	err := st.ScanLines(ctx, 0, nil, func(parent string, lines entity.Lines) error {
+		got[parent] = linesText(lines, true)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("lines after the writers: %d documents, want %d", len(got), len(want))
 	}
 }

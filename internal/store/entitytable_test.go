@@ -186,11 +186,7 @@ func TestAdditiveChanges(t *testing.T) {
 		!strings.HasSuffix(p.Statements[0], "UNIQUE KEY `uq_customers_company_customer` (`company`, `customer`), INDEX `ix_customers_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci") {
 		t.Fatalf("create: %q", p.Statements)
 	}
-	steps := []struct {
-		name   string
-		change func(e *entity.Entity)
-		want   []string
-	}{
+	steps := []migrateStep{
 		{"new nullable column", func(e *entity.Entity) {
 			e.Columns = append(e.Columns, entity.Column{Name: "city", Type: typ(t, "string(40)"), Nullable: true})
 		}, []string{"ALTER TABLE `customers` ADD COLUMN `city` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL"}},
@@ -210,6 +206,27 @@ func TestAdditiveChanges(t *testing.T) {
 			e.Columns = append(e.Columns, entity.Column{Name: "zip", Type: typ(t, "string(10)"), Nullable: true})
 		}, []string{"ALTER TABLE `customers` MODIFY COLUMN `name` VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, ADD COLUMN `zip` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL"}},
 	}
+	migrateSteps(t, s, e, clone, steps)
+	var def string
+	s.DB().Raw("SELECT definition FROM erpsync_entities WHERE name = 'customers'").Scan(&def)
+	if !strings.Contains(def, `{"name":"zip","type":"string(10)","nullable":true}`) || !strings.Contains(def, `"decimal(18,4)"`) {
+		t.Fatalf("recorded definition is not the last one: %s", def)
+	}
+}
+
+// migrateStep is a change to an entity and the statements migrate must
+// run for it.
+type migrateStep struct {
+	name   string
+	change func(e *entity.Entity)
+	want   []string
+}
+
+// migrateSteps applies each step's change to a copy of the last entity
+// (made by clone) and migrates it, and fails t unless migrate ran the
+// step's statements.
+func migrateSteps(t *testing.T, s *store.Store, e *entity.Entity, clone func(*entity.Entity) *entity.Entity, steps []migrateStep) {
+	t.Helper()
 	for _, st := range steps {
 		e = clone(e)
 		st.change(e)
@@ -217,11 +234,6 @@ func TestAdditiveChanges(t *testing.T) {
 		if !slices.Equal(p.Statements, st.want) {
 			t.Fatalf("%s: ran %q, want %q", st.name, p.Statements, st.want)
 		}
-	}
-	var def string
-	s.DB().Raw("SELECT definition FROM erpsync_entities WHERE name = 'customers'").Scan(&def)
-	if !strings.Contains(def, `{"name":"zip","type":"string(10)","nullable":true}`) || !strings.Contains(def, `"decimal(18,4)"`) {
-		t.Fatalf("recorded definition is not the last one: %s", def)
 	}
 }
 

@@ -77,8 +77,16 @@ func (t *Table) event(r Row, op string) outbox.Event {
 }
 
 // inTx runs write in a transaction and records the events it returns
-// there, then commits.
+// there, then commits. A deadlock or a lock wait timeout rolls the
+// transaction back and runs it again (retrying): write reads what it
+// decides on inside the transaction. Writers of adjacent documents meet
+// in the gaps of the child tables' index.
 func (s *Store) inTx(ctx context.Context, what string, write func(tx *sql.Tx) ([]outbox.Event, error)) error {
+	return retrying(func() error { return s.tx(ctx, what, write) })
+}
+
+// tx is one attempt of inTx.
+func (s *Store) tx(ctx context.Context, what string, write func(tx *sql.Tx) ([]outbox.Event, error)) error {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

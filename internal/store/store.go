@@ -299,13 +299,23 @@ func isTransient(err error) bool {
 }
 
 // execRetrying runs a statement, and runs it again after a deadlock or a
-// lock wait timeout, five times at most.
+// lock wait timeout (retrying).
 func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = retrying(func() (err error) {
+		res, err = s.sql.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+// retrying runs fn, and runs it again after a deadlock or a lock wait
+// timeout, five times at most.
+func retrying(fn func() error) (err error) {
 	for attempt := 0; attempt < 5; attempt++ {
-		if res, err = s.sql.ExecContext(ctx, query, args...); err == nil || !isTransient(err) {
+		if err = fn(); err == nil || !isTransient(err) {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
 	}
-	return res, err
+	return err
 }

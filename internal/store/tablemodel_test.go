@@ -217,7 +217,7 @@ func (m *modelRow) lands(r store.Row, update bool) bool {
 
 // entityStore migrates e's tables on s and returns a Store that writes
 // them.
-func entityStore(t *testing.T, s *store.Store, e *entity.Entity) *store.Store {
+func entityStore(t testing.TB, s *store.Store, e *entity.Entity) *store.Store {
 	t.Helper()
 	migrateEntities(t, s, e)
 	tbl, err := store.Compile(e)
