@@ -437,6 +437,9 @@ func (d *decoder) children(n *yaml.Node, e *Entity) []*Child {
 		if first, dup := names[c.Name]; dup && d.ok() {
 			d.fail(v.value, "child %q declared twice in entity %s (first on line %d)", c.Name, e.Name, first)
 		}
+		if col := e.Column(c.Name); col != nil && d.ok() {
+			d.fail(v.value, "child %q is named like column %s of entity %s (line %d): a change event carries both under their names in data; rename the child", c.Name, col.Name, e.Name, col.Line)
+		}
 		names[c.Name] = c.Line
 		c.Table, c.From = c.Name, []string{c.Name}
 		if t, ok := m["table"]; ok {
