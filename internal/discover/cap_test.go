@@ -15,8 +15,8 @@ import (
 
 // TestCAP reads the live $metadata of the CAP test server's SalesService:
 // the typed entities with their keys and types, modifiedAt the cursor,
-// ChangeCounter the version, and the composition's lines commented out
-// (they have no change time of their own).
+// ChangeCounter the version, and the composition's lines a child of the
+// orders (their own entity set commented out: no change time).
 func TestCAP(t *testing.T) {
 	s := captest.Start(t, captest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -69,7 +69,21 @@ func TestCAP(t *testing.T) {
 	if so.Source != "SalesOrders" || !slices.Equal(so.Key, []string{"order_id"}) || so.UpdatedAt != "modifiedAt" || so.Version != "" {
 		t.Errorf("sales_orders: source %s, key %v, updated_at %s, version %s", so.Source, so.Key, so.UpdatedAt, so.Version)
 	}
-	for _, want := range []string{"# Items: a navigation property", "# SalesOrderItems: not synced as it is: no change timestamp"} {
+	// Items is a composition (OnDelete Cascade): the orders' lines, keyed
+	// by ItemNo within their order (up__OrderID holds the order's key).
+	if len(so.Children) != 1 {
+		t.Fatalf("sales_orders: children %+v, want items", so.Children)
+	}
+	items := so.Children[0]
+	var cols []string
+	for _, c := range items.Columns {
+		cols = append(cols, c.Name+" "+c.From+" "+c.Type)
+	}
+	if items.Name != "items" || items.Table != "sales_orders_items" || items.From != "Items" || !slices.Equal(items.Key, []string{"item_no"}) ||
+		strings.Join(cols, ", ") != "item_no ItemNo int32, material Material string(40), quantity Quantity decimal(13,3), net_amount NetAmount decimal(15,2)" {
+		t.Errorf("sales_orders.items: %+v", items)
+	}
+	for _, want := range []string{"# SalesOrderItems: not synced as it is: no change timestamp"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the output has no %q:\n%s", want, out)
 		}

@@ -39,11 +39,24 @@ type structured struct {
 		Name  string `xml:",attr"`
 		Alias string `xml:",attr"`
 	} `xml:"Key>PropertyRef"`
-	Props []property `xml:"Property"`
-	Navs  []struct {
-		Name string `xml:",attr"`
-		Type string `xml:",attr"`
-	} `xml:"NavigationProperty"`
+	Props []property   `xml:"Property"`
+	Navs  []navigation `xml:"NavigationProperty"`
+}
+
+// navigation is a NavigationProperty of a structured type.
+type navigation struct {
+	Name           string `xml:",attr"`
+	Type           string `xml:",attr"`
+	Partner        string `xml:",attr"`
+	ContainsTarget bool   `xml:",attr"`
+	OnDelete       struct {
+		Action string `xml:",attr"`
+	} `xml:"OnDelete"`
+	// Constraints name the properties of this type that hold a property
+	// of the target (a line's copy of its parent's key).
+	Constraints []struct {
+		Property string `xml:",attr"`
+	} `xml:"ReferentialConstraint"`
 }
 
 type property struct {
@@ -111,6 +124,8 @@ type model struct {
 	// core are the names the Core vocabulary goes by: its namespace and
 	// the aliases the document's references give it.
 	core []string
+	// exposed are the entity types that have an entity set.
+	exposed map[*structured]bool
 }
 
 func newModel(doc *document) *model {
@@ -143,6 +158,16 @@ func newModel(doc *document) *model {
 			}
 			for i := range sc.TypeDefs {
 				m.typeDefs[prefix+"."+sc.TypeDefs[i].Name] = &sc.TypeDefs[i]
+			}
+		}
+	}
+	m.exposed = map[*structured]bool{}
+	for _, sc := range doc.Schemas {
+		for _, c := range sc.Containers {
+			for _, set := range c.Sets {
+				if t, ok := m.entities[set.EntityType]; ok {
+					m.exposed[t] = true
+				}
 			}
 		}
 	}

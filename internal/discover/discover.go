@@ -60,6 +60,12 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 				if !s.disabled() {
 					s.name, s.renamed = tables.take(s.name, "table")
 				}
+				for _, c := range s.children {
+					c.table = suffixed(s.name, "_"+c.name)
+					if !s.disabled() {
+						c.table, _ = tables.take(c.table, "table")
+					}
+				}
 				specs = append(specs, s)
 			}
 		}
@@ -95,10 +101,20 @@ type spec struct {
 	version, versionNote   string
 	columns                []col
 	navs                   []string // comments on the navigation properties left out
-	reason                 string   // not empty: why the entity is written commented out
+	children               []*child
+	reason                 string // not empty: why the entity is written commented out
 }
 
 func (s *spec) disabled() bool { return s.reason != "" }
+
+// child is one child discover writes: a composition's lines.
+type child struct {
+	name, renamed string
+	table         string
+	from          string // the navigation property
+	key           []string
+	columns       []col
+}
 
 // col is one column, or (typ empty) a property left out with the reason.
 type col struct {
@@ -143,6 +159,7 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 	etags := m.paths(setAnn, "OptimisticConcurrency")
 	chain := hierarchy(m.entities, t)
 	var keyRefs []string
+	var navs []navigation
 	for _, ct := range chain {
 		if len(ct.Key) > 0 {
 			keyRefs = keyRefs[:0]
@@ -150,9 +167,7 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 				keyRefs = append(keyRefs, k.Name)
 			}
 		}
-		for _, n := range ct.Navs {
-			s.navs = append(s.navs, fmt.Sprintf("%s: a navigation property (to %s), not synced: a later version syncs compositions as children", sanitize(n.Name), sanitize(n.Type)))
-		}
+		navs = append(navs, ct.Navs...)
 	}
 	acc := &flat{seen: map[string]bool{}}
 	for _, ct := range chain {
@@ -172,42 +187,10 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 	}
 	s.updatedAt, s.updatedNote = guessUpdatedAt(props, keyProps)
 	s.version, s.versionNote = guessVersion(props, keyProps)
-	cols := newNames(entity.Reserved)
-	byFrom := map[string]string{}
-	for _, p := range props {
-		from := p.from()
-		if from == s.updatedAt || from == s.version {
-			continue
-		}
-		key := keyProps[from]
-		c := col{from: from}
-		mp := p.m
-		if p.edm != "" {
-			mp = column(p.edm, p.facets, key)
-		}
-		c.comment = mp.comment
-		if !mp.ok {
-			if key {
-				s.reason = fmt.Sprintf("its key property %s has no column type: %s", from, mp.comment)
-			}
-			skipped = append(skipped, col{from: from, comment: mp.comment})
-			continue
-		}
-		if key && !keyKinds[mp.typ.Kind] && s.reason == "" {
-			s.reason = fmt.Sprintf("its key property %s would be a %s column, which cannot be a key (string(N), int32, int64, decimal(P,S), bool or date)", from, mp.typ)
-		}
-		c.typ = mp.typ.String()
-		c.nullable = p.nullable && !key
-		var why string
-		c.name, why = cols.take(snake(strings.Join(p.path, "_")), "column")
-		if p.computed {
-			c.comment = join(c.comment, "computed by the server (Core.Computed)")
-		}
-		c.comment = join(why, c.comment)
-		byFrom[from] = c.name
-		s.columns = append(s.columns, c)
-	}
-	s.columns = append(s.columns, skipped...)
+	var byFrom map[string]string
+	s.columns, byFrom, s.reason = columnsOf(props, skipped, keyProps, newNames(entity.Reserved), func(from string) bool {
+		return from == s.updatedAt || from == s.version
+	})
 	for _, k := range keyRefs {
 		from := strings.ReplaceAll(k, "/", ".")
 		name, ok := byFrom[from]
@@ -219,7 +202,158 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 	if s.updatedAt == "" && s.reason == "" {
 		s.reason = "no change timestamp (" + s.updatedNote + ")"
 	}
+	var parentKey []col
+	for _, k := range s.key {
+		if i := slices.IndexFunc(s.columns, func(c col) bool { return c.name == k && c.typ != "" }); i >= 0 {
+			parentKey = append(parentKey, s.columns[i])
+		}
+	}
+	children := newNames(nil)
+	for _, n := range navs {
+		what := fmt.Sprintf("%s: a navigation property (to %s), not synced", sanitize(n.Name), sanitize(n.Type))
+		if !m.composition(n) {
+			s.navs = append(s.navs, what+": not a composition (ContainsTarget, or a collection deleted with its record or without an entity set of its own)")
+			continue
+		}
+		c, why := m.child(n, parentKey)
+		if c == nil {
+			s.navs = append(s.navs, what+": a composition, but "+why)
+			continue
+		}
+		c.name, c.renamed = children.take(c.name, "child")
+		s.children = append(s.children, c)
+	}
 	return s
+}
+
+// columnsOf returns the columns of props (cols hands out their names;
+// keyProps are the key's paths; skip leaves a property out), then the
+// properties of skipped and those that have no column type with the
+// reason; the column names by their property paths; and why the entity
+// cannot be synced, when a key property has no column type or a type no
+// key may have.
+func columnsOf(props []prop, skipped []col, keyProps map[string]bool, cols *names, skip func(from string) bool) (columns []col, byFrom map[string]string, reason string) {
+	byFrom = map[string]string{}
+	for _, p := range props {
+		from := p.from()
+		if skip(from) {
+			continue
+		}
+		key := keyProps[from]
+		c := col{from: from}
+		mp := p.m
+		if p.edm != "" {
+			mp = column(p.edm, p.facets, key)
+		}
+		c.comment = mp.comment
+		if !mp.ok {
+			if key {
+				reason = fmt.Sprintf("its key property %s has no column type: %s", from, mp.comment)
+			}
+			skipped = append(skipped, col{from: from, comment: mp.comment})
+			continue
+		}
+		if key && !keyKinds[mp.typ.Kind] && reason == "" {
+			reason = fmt.Sprintf("its key property %s would be a %s column, which cannot be a key (string(N), int32, int64, decimal(P,S), bool or date)", from, mp.typ)
+		}
+		c.typ = mp.typ.String()
+		c.nullable = p.nullable && !key
+		var why string
+		c.name, why = cols.take(snake(strings.Join(p.path, "_")), "column")
+		if p.computed {
+			c.comment = join(c.comment, "computed by the server (Core.Computed)")
+		}
+		c.comment = join(why, c.comment)
+		byFrom[from] = c.name
+		columns = append(columns, c)
+	}
+	return append(columns, skipped...), byFrom, reason
+}
+
+// composition reports whether n leads to the lines of its record: it
+// contains its target (ContainsTarget), or is a collection whose target
+// is deleted with the record (OnDelete Cascade, as SAP CAP writes a
+// composition) or has no entity set of its own.
+func (m *model) composition(n navigation) bool {
+	target, many := strings.CutPrefix(n.Type, "Collection(")
+	t := m.entities[strings.TrimSuffix(target, ")")]
+	return n.ContainsTarget || many && (n.OnDelete.Action == "Cascade" || t != nil && !m.exposed[t])
+}
+
+// child returns the child of the composition n of a record whose key
+// columns are parentKey, or nil and why none can be written: its lines'
+// properties but those that hold the parent's key (the referential
+// constraints of n's partner), and its key the target's without them.
+func (m *model) child(n navigation, parentKey []col) (*child, string) {
+	target, many := strings.CutPrefix(n.Type, "Collection(")
+	t, ok := m.entities[strings.TrimSuffix(target, ")")]
+	switch {
+	case !many:
+		return nil, "a single entity, not a collection of lines"
+	case !identifier.MatchString(n.Name):
+		return nil, "the name is not an OData identifier"
+	case !ok:
+		return nil, "its type is not declared in $metadata"
+	}
+	c := &child{name: snake(n.Name), from: n.Name}
+	chain := hierarchy(m.entities, t)
+	var keyRefs []string
+	up := map[string]bool{} // the line's copies of its parent's key
+	for _, ct := range chain {
+		if len(ct.Key) > 0 {
+			keyRefs = keyRefs[:0]
+			for _, k := range ct.Key {
+				keyRefs = append(keyRefs, strings.ReplaceAll(k.Name, "/", "."))
+			}
+		}
+		for _, back := range ct.Navs {
+			if back.Name == n.Partner {
+				for _, rc := range back.Constraints {
+					up[strings.ReplaceAll(rc.Property, "/", ".")] = true
+				}
+			}
+		}
+	}
+	acc := &flat{seen: map[string]bool{}}
+	for _, ct := range chain {
+		m.flatten(ct, nil, false, 0, acc)
+	}
+	keyProps := map[string]bool{}
+	for _, k := range keyRefs {
+		keyProps[k] = !up[k]
+	}
+	cols := newNames(entity.Reserved)
+	bytes := 0
+	for _, k := range parentKey {
+		cols.taken[k.name] = true // the child table has the parent's key columns
+		t, _ := entity.ParseType(k.typ)
+		bytes += entity.IndexBytes(t)
+	}
+	var byFrom map[string]string
+	var reason string
+	c.columns, byFrom, reason = columnsOf(acc.props, acc.skipped, keyProps, cols, func(from string) bool { return up[from] })
+	if reason != "" {
+		return nil, strings.TrimPrefix(reason, "its ")
+	}
+	for _, k := range keyRefs {
+		if up[k] {
+			continue
+		}
+		name, ok := byFrom[k]
+		if !ok {
+			return nil, fmt.Sprintf("key property %s is not a property of the type", sanitize(k))
+		}
+		c.key = append(c.key, name)
+		t, _ := entity.ParseType(c.columns[slices.IndexFunc(c.columns, func(c col) bool { return c.name == name })].typ)
+		bytes += entity.IndexBytes(t)
+	}
+	switch {
+	case len(c.key) == 0:
+		return nil, "its lines have no key of their own (their key is the parent's)"
+	case bytes > entity.MaxIndexBytes:
+		return nil, fmt.Sprintf("the parent key and the line key take %d bytes of index, more than MySQL's %d", bytes, entity.MaxIndexBytes)
+	}
+	return c, ""
 }
 
 // flat collects the properties of an entity type.

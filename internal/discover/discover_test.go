@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,13 +34,22 @@ type file struct {
 		Key       []string `yaml:"key"`
 		UpdatedAt string   `yaml:"updated_at"`
 		Version   string   `yaml:"version"`
-		Columns   []struct {
-			Name     string `yaml:"name"`
-			From     string `yaml:"from"`
-			Type     string `yaml:"type"`
-			Nullable bool   `yaml:"nullable"`
-		} `yaml:"columns"`
+		Columns   []column `yaml:"columns"`
+		Children  []struct {
+			Name    string   `yaml:"name"`
+			Table   string   `yaml:"table"`
+			From    string   `yaml:"from"`
+			Key     []string `yaml:"key"`
+			Columns []column `yaml:"columns"`
+		} `yaml:"children"`
 	} `yaml:"entities"`
+}
+
+type column struct {
+	Name     string `yaml:"name"`
+	From     string `yaml:"from"`
+	Type     string `yaml:"type"`
+	Nullable bool   `yaml:"nullable"`
 }
 
 var name = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -56,6 +66,10 @@ func check(t testing.TB, out []byte) file {
 	}
 	if f.ERP.Kind != "odata" || f.ERP.URL == "" {
 		t.Fatalf("erp = %+v, want kind odata and a url", f.ERP)
+	}
+	// The loader takes it as it is: children and all.
+	if _, err := entity.Parse("discovered.yaml", out); err != nil {
+		t.Fatalf("the loader refuses the output: %v\n%s", err, out)
 	}
 	tables := map[string]bool{}
 	for _, e := range f.Entities {
@@ -224,6 +238,80 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// childrenDoc has an order type with five navigation properties: lines it
+// contains, notes without an entity set of their own (keyed by the order's
+// key alone), deliveries deleted with the order (keyed by the order's key
+// and their own), a customer (one entity), and invoices with an entity set
+// of their own.
+const childrenDoc = `<edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx"><edmx:DataServices>
+<Schema Namespace="s" xmlns="http://docs.oasis-open.org/odata/ns/edm">
+ <EntityType Name="Order"><Key><PropertyRef Name="OrderID"/></Key>
+  <Property Name="OrderID" Type="Edm.String" MaxLength="10" Nullable="false"/>
+  <Property Name="ChangedAt" Type="Edm.DateTimeOffset" Nullable="false"/>
+  <NavigationProperty Name="Lines" Type="Collection(s.Line)" ContainsTarget="true"/>
+  <NavigationProperty Name="Notes" Type="Collection(s.Note)" Partner="order"/>
+  <NavigationProperty Name="Deliveries" Type="Collection(s.Delivery)" Partner="order"><OnDelete Action="Cascade"/></NavigationProperty>
+  <NavigationProperty Name="Customer" Type="s.Customer" ContainsTarget="true"/>
+  <NavigationProperty Name="Invoices" Type="Collection(s.Invoice)"/>
+ </EntityType>
+ <EntityType Name="Line"><Key><PropertyRef Name="LineNo"/></Key>
+  <Property Name="LineNo" Type="Edm.Int32" Nullable="false"/>
+  <Property Name="OrderID" Type="Edm.String" MaxLength="10"/>
+  <Property Name="Quantity" Type="Edm.Decimal" Precision="13" Scale="3"/>
+ </EntityType>
+ <EntityType Name="Note"><Key><PropertyRef Name="order_OrderID"/></Key>
+  <Property Name="order_OrderID" Type="Edm.String" MaxLength="10" Nullable="false"/>
+  <Property Name="Text" Type="Edm.String"/>
+  <NavigationProperty Name="order" Type="s.Order" Partner="Notes"><ReferentialConstraint Property="order_OrderID" ReferencedProperty="OrderID"/></NavigationProperty>
+ </EntityType>
+ <EntityType Name="Delivery"><Key><PropertyRef Name="order_OrderID"/><PropertyRef Name="DeliveryNo"/></Key>
+  <Property Name="order_OrderID" Type="Edm.String" MaxLength="10" Nullable="false"/>
+  <Property Name="DeliveryNo" Type="Edm.String" MaxLength="8" Nullable="false"/>
+  <Property Name="ShippedOn" Type="Edm.Date"/>
+  <NavigationProperty Name="order" Type="s.Order" Partner="Deliveries"><ReferentialConstraint Property="order_OrderID" ReferencedProperty="OrderID"/></NavigationProperty>
+ </EntityType>
+ <EntityType Name="Customer"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Int32" Nullable="false"/></EntityType>
+ <EntityType Name="Invoice"><Key><PropertyRef Name="ID"/></Key><Property Name="ID" Type="Edm.Int32" Nullable="false"/></EntityType>
+ <EntityContainer Name="C"><EntitySet Name="Orders" EntityType="s.Order"/><EntitySet Name="Invoices" EntityType="s.Invoice"/><EntitySet Name="Deliveries" EntityType="s.Delivery"/></EntityContainer>
+</Schema></edmx:DataServices></edmx:Edmx>`
+
+// TestChildren writes a composition's lines as a child: contained lines
+// (their OrderID renamed, the parent's key column), deliveries without the
+// order's key their constraint names; and explains the navigation
+// properties it leaves out.
+func TestChildren(t *testing.T) {
+	out, err := discover.Config([]byte(childrenDoc), discover.Options{URL: "http://127.0.0.1:4004/odata/v4/x/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := check(t, out)
+	golden(t, "children.yaml", out)
+	var got []string
+	for _, c := range f.Entities[0].Children {
+		var cols []string
+		for _, col := range c.Columns {
+			cols = append(cols, col.Name+"="+col.From)
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %v %v", c.Name, c.Table, c.From, c.Key, cols))
+	}
+	want := []string{
+		"lines orders_lines Lines [line_no] [line_no=LineNo order_id_2=OrderID quantity=Quantity]",
+		"deliveries orders_deliveries Deliveries [delivery_no] [delivery_no=DeliveryNo shipped_on=ShippedOn]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("children\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, want := range []string{
+		"# Notes: a navigation property (to Collection(s.Note)), not synced: a composition, but its lines have no key of their own",
+		"# Customer: a navigation property (to s.Customer), not synced: a composition, but a single entity, not a collection of lines",
+		"# Invoices: a navigation property (to Collection(s.Invoice)), not synced: not a composition",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
+
 func TestNoDocument(t *testing.T) {
 	for _, doc := range []string{"", "{}", "<html><body>login</body></html>", `<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx"><edmx:DataServices/></edmx:Edmx>`} {
 		if _, err := discover.Config([]byte(doc), discover.Options{URL: "http://h/"}); !errors.Is(err, discover.ErrNoDocument) {
@@ -255,6 +343,7 @@ func FuzzConfig(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add([]byte(childrenDoc))
 	f.Add([]byte(`<Edmx><DataServices><Schema Namespace="n"><EntityType Name="t"><Key><PropertyRef Name="true"/></Key><Property Name="true" Type="Edm.String" MaxLength="4"/><Property Name="modified" Type="Edm.DateTimeOffset"/></EntityType><EntityContainer Name="c"><EntitySet Name="null" EntityType="n.t"/></EntityContainer></Schema></DataServices></Edmx>`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		out, err := discover.Config(doc, discover.Options{URL: "http://127.0.0.1:4004/odata/v4/sales/"})

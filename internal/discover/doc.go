@@ -22,9 +22,22 @@
 // what a person should check. An entity set without a change timestamp
 // is written commented out, with the reason.
 //
+// A composition becomes a child (children:, the record's lines): a
+// navigation property that contains its target (ContainsTarget), or a
+// collection deleted with its record (OnDelete Cascade, as SAP CAP writes
+// a composition) or whose entity type has no entity set. The child reads
+// the target's properties but those that hold the parent's key (the
+// referential constraints of the partner navigation property), its key is
+// the target's key without them, and its table is <entity>_<child>. A
+// composition that cannot be a child (a single entity, lines without a
+// key of their own, a key too wide for an index) and any other navigation
+// property get a comment saying why they are not synced.
+//
 // What it does NOT promise: that a guess is right. The names say what a
 // property probably is, not that the server sets it on every change, nor
 // that its $filter accepts it; the comments say what to check. The file
 // never holds a credential: the URL's user, password and query are left
-// out. Navigation properties are not synced (a comment names each).
+// out. That a composition's lines are not also served elsewhere: an
+// entity set of the lines is written as an entity of its own too (mostly
+// commented out, as lines rarely carry a change timestamp).
 package discover

@@ -219,16 +219,49 @@ func (s *spec) lines() []string {
 		out = append(out, "    # version: "+s.versionNote)
 	}
 	out = append(out, "    columns:")
+	out = append(out, columnLines(s.columns, "      ")...)
+	for _, n := range s.navs {
+		out = append(out, "      # "+n)
+	}
+	if len(s.children) > 0 {
+		out = append(out, "    children:")
+	}
+	for _, c := range s.children {
+		keys := make([]string, len(c.key))
+		for i, k := range c.key {
+			keys[i] = scalar(k)
+		}
+		out = append(out,
+			"      - name: "+scalar(c.name)+comment(c.renamed),
+			"        table: "+scalar(c.table),
+			"        from: "+scalar(c.from)+comment("a composition: each record's lines, read with $expand; the table's rows are exactly the lines of the record's version"),
+			"        key: ["+strings.Join(keys, ", ")+"]",
+			"        columns:")
+		out = append(out, columnLines(c.columns, "          ")...)
+	}
+	return out
+}
+
+// columnLines returns the lines of a columns list, indented by indent:
+// one flow mapping a column, aligned, and a comment a property left out.
+func columnLines(cols []col, indent string) []string {
+	comment := func(c string) string {
+		if c == "" {
+			return ""
+		}
+		return "  # " + sanitize(c)
+	}
+	var out []string
 	wName, wFrom := 0, 0
-	for _, c := range s.columns {
+	for _, c := range cols {
 		if c.typ != "" {
 			wName = max(wName, len(scalar(c.name)))
 			wFrom = max(wFrom, len(scalar(c.from)))
 		}
 	}
-	for _, c := range s.columns {
+	for _, c := range cols {
 		if c.typ == "" {
-			out = append(out, "      # "+sanitize(c.from)+": not synced: "+sanitize(c.comment))
+			out = append(out, indent+"# "+sanitize(c.from)+": not synced: "+sanitize(c.comment))
 			continue
 		}
 		typ := c.typ
@@ -236,14 +269,11 @@ func (s *spec) lines() []string {
 			typ = strconv.Quote(typ)
 		}
 		name, from := scalar(c.name), scalar(c.from)
-		item := fmt.Sprintf("      - {name: %s,%s from: %s,%s type: %s", name, pad(wName-len(name)), from, pad(wFrom-len(from)), typ)
+		item := fmt.Sprintf("%s- {name: %s,%s from: %s,%s type: %s", indent, name, pad(wName-len(name)), from, pad(wFrom-len(from)), typ)
 		if c.nullable {
 			item += ", nullable: true"
 		}
 		out = append(out, item+"}"+comment(c.comment))
-	}
-	for _, n := range s.navs {
-		out = append(out, "      # "+n)
 	}
 	return out
 }

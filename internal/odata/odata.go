@@ -458,7 +458,7 @@ func (s *Source) whole(ctx context.Context, u string, header http.Header, raw js
 				return nil, "", err
 			}
 			lines = append(lines, more...)
-			whole, err := json.Marshal(lines)
+			whole, err := marshal(lines)
 			if err != nil {
 				return nil, "", fmt.Errorf("odata: join the lines of %s: %w", n.prop, err)
 			}
@@ -478,15 +478,25 @@ func (s *Source) whole(ctx context.Context, u string, header http.Header, raw js
 		}
 	}
 	if changed {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(obj); err != nil {
+		var err error
+		if raw, err = marshal(obj); err != nil {
 			return nil, "", fmt.Errorf("odata: join an item and its lines: %w", err)
 		}
-		raw = bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 	}
 	return raw, strings.Join(problems, "; "), nil
+}
+
+// marshal writes v as compact JSON, its strings as they came (no HTML
+// escapes): the item a record is read from and quarantined with. The
+// members of an object come in the order of their names.
+func marshal(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // follow GETs the next link of the collection prop, which request u
