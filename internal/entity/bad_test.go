@@ -143,6 +143,7 @@ func badCases(t testing.TB) []badCase {
 		{"child on the parent's table", good + "    children:\n      - {name: items, table: customers, key: [line], columns: [{name: line, type: int32}]}\n", 14, `table "customers" is written by entity customers`, false},
 		{"children twice", good + "    children:\n      - {name: items, key: [line], columns: [{name: line, type: int32}]}\n      - {name: items, table: items2, key: [line], columns: [{name: line, type: int32}]}\n", 15, `child "items" declared twice`, false},
 		{"child unknown key", good + "    children:\n      - {name: items, keys: [line], columns: [{name: line, type: int32}]}\n", 14, `unknown key "keys" (did you mean "key"?)`, true},
+		{"child named like a column", good + "    children:\n      - {name: credit, table: credits, key: [line], columns: [{name: line, type: int32}]}\n", 14, `child "credit" is named like column credit`, false},
 		{"child bad name", good + "    children:\n      - {name: Items, key: [line], columns: [{name: line, type: int32}]}\n", 14, `name "Items": want a lower-case name`, true},
 	}
 }
