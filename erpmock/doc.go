@@ -25,7 +25,10 @@
 // amount, a decimal balance and an int64 serial past 2^53 (as JSON numbers
 // on some records and strings on others), a date, a nullable date-time and
 // a nested object; paging, cursors and faults are those of the spec's
-// endpoint, and every flaw of an invalid record stays a flaw.
+// endpoint, and every flaw of an invalid record stays a flaw. GET
+// /v1/typed/orders serves them as documents (OrderOf): each contract with
+// an array of lines that its erp_id and version determine (OrderLines), so
+// that lines come, go and change from one version to the next.
 //
 // Faults are switches that make the mock misbehave the way the real ERP is
 // allowed to: latency, 5xx answers, 429 with Retry-After, a global request

@@ -31,8 +31,10 @@ func (m *Mock) routes() {
 	default:
 		m.mux.HandleFunc("GET /api/v1/memberships", m.api(m.servePage))
 		m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
-		m.mux.HandleFunc("GET "+ContractsPath, m.api(m.serveContracts))
+		m.mux.HandleFunc("GET "+ContractsPath, m.api(m.servePageAs(ContractsPage)))
 		m.mux.HandleFunc("GET "+ContractsCountPath, m.api(m.serveCount))
+		m.mux.HandleFunc("GET "+OrdersPath, m.api(m.servePageAs(OrdersPage)))
+		m.mux.HandleFunc("GET "+OrdersCountPath, m.api(m.serveCount))
 		m.mux.HandleFunc("GET /openapi.yaml", serveOpenAPI)
 	}
 	m.mux.HandleFunc("GET /admin/faults", m.getFaults)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // The typed face: the same records served as contracts, a typed entity
@@ -191,47 +190,23 @@ func appendMember(b []byte, name string, m map[string]json.RawMessage, from stri
 	return append(append(b, `,"`+name+`":`...), raw...)
 }
 
-func (m *Mock) serveContracts(r *http.Request, f Faults) (int, []byte) {
-	code, body := m.servePage(r, f)
-	if code != http.StatusOK {
-		return code, body
+// servePageAs serves the spec's page of r rendered by render (a face's
+// page), its faults and errors as the spec's endpoint answers them.
+func (m *Mock) servePageAs(render func(page []byte) ([]byte, error)) endpoint {
+	return func(r *http.Request, f Faults) (int, []byte) {
+		code, body := m.servePage(r, f)
+		if code != http.StatusOK {
+			return code, body
+		}
+		b, err := render(body)
+		if err != nil {
+			return http.StatusInternalServerError, errorBody(err.Error())
+		}
+		return http.StatusOK, b
 	}
-	b, err := ContractsPage(body)
-	if err != nil {
-		return http.StatusInternalServerError, errorBody(err.Error())
-	}
-	return http.StatusOK, b
 }
 
 // ContractsPage renders a page of the spec's memberships endpoint,
 // {"data":[items],"next_cursor":...}, as the page of the typed face: each
 // item through ContractOf, the cursor as it is.
-func ContractsPage(page []byte) ([]byte, error) {
-	var p struct {
-		Data       []json.RawMessage `json:"data"`
-		NextCursor json.RawMessage   `json:"next_cursor"`
-	}
-	if err := json.Unmarshal(page, &p); err != nil {
-		return nil, fmt.Errorf("erpmock: a page of the spec: %w", err)
-	}
-	var b strings.Builder
-	b.WriteString(`{"data":[`)
-	for i, it := range p.Data {
-		c, err := ContractOf(it)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(c)
-	}
-	b.WriteString(`],"next_cursor":`)
-	if len(p.NextCursor) == 0 {
-		b.WriteString("null")
-	} else {
-		b.Write(p.NextCursor)
-	}
-	b.WriteString("}\n")
-	return []byte(b.String()), nil
-}
+func ContractsPage(page []byte) ([]byte, error) { return renderPage(page, ContractOf) }

@@ -97,10 +97,6 @@ func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
 	}
 	var out []*target
 	for _, e := range ents {
-		switch {
-		case len(e.Children) > 0:
-			return nil, usageError{fmt.Errorf("%s:%d: entity %s declares children: documents are not synced by this version of erpsync; remove them", f.Path, e.Children[0].Line, e.Name)}
-		}
 		t, err := store.Compile(e)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("%s:%d: %w", f.Path, e.Line, err)}

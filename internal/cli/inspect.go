@@ -103,6 +103,13 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 		{"ahead", r.Ahead, "newer version in the database than in the feed"},
 		{"quarantined", r.Quarantined, "the feed's newest copy is invalid: the row holds its last valid data (quarantined_at)"},
 	})
+	if r.LinesMissing.Count+r.LinesExtra.Count+r.LinesStale.Count > 0 {
+		printSamples(tw, []sampleRow{
+			{"lines missing", r.LinesMissing, "a document's line in the feed, not in its child table"},
+			{"lines extra", r.LinesExtra, "a line in the child table that the feed's document does not have"},
+			{"lines stale", r.LinesStale, "a line whose values differ from the feed's"},
+		})
+	}
 	fmt.Fprintf(tw, "  took\t%.2fs\n", r.Duration)
 	tw.Flush()
 }

@@ -55,6 +55,7 @@ type decoder struct {
 	slots   []slot         // a typed item's leaves
 	vals    []entity.Value // slab the typed records' Vals point into
 	spans   []int          // where each value's text stands in scratch
+	line    lineScratch    // the buffers of a typed item's lines
 }
 
 func (d *decoder) fail(msg string) error {

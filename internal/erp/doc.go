@@ -62,6 +62,19 @@
 // naming each column that failed, and carries its key text only when
 // every key part was valid.
 //
+// An entity with children (a document: a header and its lines) reads each
+// child's collection, a JSON array of objects at the child's dotted from
+// path, into Record.Children, one entity.Lines per child, each line's
+// values in the child's column order, checked as a header's columns are
+// (not_before within the line). A record is read whole or not at all: a
+// collection that is missing or null (never read as "no lines", which
+// would delete them all), not an array, a line that is not an object or
+// has a value that does not fit, or two lines with one key (strings
+// compared as the child table's index does, trailing spaces ignored) make
+// the whole record invalid; an empty array is zero lines. The reason names
+// the line and its key ("items[3] (item_no 30): quantity: ..."), at most
+// three lines of a collection, then how many more do not fit.
+//
 // What the client does NOT promise: it does not deduplicate. The feed is
 // at-least-once, so a page can hold the same erp_id twice, an older
 // version after a newer one, and records seen on earlier pages; the

@@ -2,6 +2,7 @@ package erp
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -38,6 +39,23 @@ type Schema struct {
 	exact              bool     // a decimal or int64 column
 	// integerVersion refuses a version written as a string (IntegerVersion).
 	integerVersion bool
+	// children are the compiled children, in the entity's order.
+	children []childSchema
+}
+
+// childSchema is a compiled child: the leaf of the record that holds its
+// collection, and how each line is read (a level and columns of its own).
+type childSchema struct {
+	name   string
+	label  string   // the name, with its property when that has another name
+	from   []string // the collection's path
+	slot   int      // the record's leaf holding the collection
+	cols   []column
+	keys   []int // indexes in cols of the key columns, in key order
+	root   level
+	nslots int
+	props  []string // the top-level properties of a line
+	exact  bool
 }
 
 // IntegerVersion returns a copy of s that reads the version only from a
@@ -133,6 +151,28 @@ func (lv *level) add(path []string, prefix string, next *int) int {
 	return m.child.add(path[1:], m.path+".", next)
 }
 
+// at returns the member at path below lv, which add made.
+func (lv *level) at(path []string) *member {
+	for i := range lv.members {
+		if m := &lv.members[i]; m.name == path[0] {
+			if len(path) == 1 {
+				return m
+			}
+			return m.child.at(path[1:])
+		}
+	}
+	return nil
+}
+
+// reads reports whether m is or leads to a leaf below slot leaves: one of
+// the record's own, not a child's collection.
+func (m *member) reads(leaves int) bool {
+	if m.slot >= 0 && m.slot < leaves {
+		return true
+	}
+	return m.child != nil && slices.ContainsFunc(m.child.slots, func(k int) bool { return k < leaves })
+}
+
 // collect fills the slots lists of lv and the levels below it.
 func (lv *level) collect() []int {
 	lv.slots = lv.slots[:0]
@@ -171,14 +211,64 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 	case slices.Contains(e.Version, ""):
 		return fail("version %q: an empty name in the path", strings.Join(e.Version, "."))
 	}
-	s := &Schema{e: e, src: src, cols: make([]column, len(e.Columns)), version: -1}
+	s := &Schema{e: e, src: src, version: -1}
 	for name := range src.Set {
 		if e.Column(name) == nil {
 			return fail("source %s sets %s, which is not a column", src.Name, name)
 		}
 	}
-	for i, ec := range e.Columns {
-		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(e.Key, ec.Name), notBefore: -1}
+	var err error
+	if s.cols, s.exact, err = compileColumns(e.Columns, e.Key, src, &s.root, &s.nslots); err != nil {
+		return fail("%v", err)
+	}
+	for _, k := range e.KeyIndexes() {
+		if k < 0 {
+			return fail("a key column is not declared")
+		}
+		s.keys = append(s.keys, k)
+	}
+	s.updated = s.root.add(e.UpdatedAt, "", &s.nslots)
+	s.updLabel = label("updated_at", e.UpdatedAt)
+	if e.Version != nil {
+		s.version = s.root.add(e.Version, "", &s.nslots)
+		s.verLabel = label("version", e.Version)
+	} else {
+		s.verLabel = "version (from updated_at)"
+	}
+	leaves := s.nslots
+	for _, ec := range e.Children {
+		ch, err := compileChild(ec, &s.root, &s.nslots, leaves)
+		if err != nil {
+			return fail("child %s: %v", ec.Name, err)
+		}
+		s.exact = s.exact || ch.exact
+		s.children = append(s.children, ch)
+	}
+	for _, ch := range s.children {
+		if root := s.root.at(ch.from); root.child != nil {
+			return fail("child %s: from %s: a property inside the collection is read as a column, updated_at, version or another child's", ch.name, root.path)
+		}
+	}
+	s.root.collect()
+	for _, m := range s.root.members {
+		if m.reads(leaves) {
+			s.props = append(s.props, m.name)
+		}
+	}
+	return s, nil
+}
+
+// compileColumns compiles the declared columns decl of a table whose key
+// is key: the columns src.Set fills are constants, the others leaves of
+// root at their From paths (next is the slot a new leaf takes). exact
+// reports a decimal or int64 column read from the source.
+func compileColumns(decl []entity.Column, key []string, src entity.Source, root *level, next *int) (cols []column, exact bool, err error) {
+	fail := func(format string, args ...any) ([]column, bool, error) {
+		return nil, false, fmt.Errorf(format, args...)
+	}
+	cols = make([]column, len(decl))
+	for i, ec := range decl {
+		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(key, ec.Name), notBefore: -1}
 		if ec.Pattern != "" {
 			re, err := regexp.Compile(ec.Pattern)
 			if err != nil {
@@ -187,8 +277,8 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 			c.pattern = re
 		}
 		if ec.NotBefore != "" {
-			c.notBefore = slices.IndexFunc(e.Columns, func(o entity.Column) bool { return o.Name == ec.NotBefore })
-			if c.notBefore < 0 || e.Columns[c.notBefore].Type.Kind != ec.Type.Kind {
+			c.notBefore = slices.IndexFunc(decl, func(o entity.Column) bool { return o.Name == ec.NotBefore })
+			if c.notBefore < 0 || decl[c.notBefore].Type.Kind != ec.Type.Kind {
 				return fail("column %s: not_before %s: want another column of type %s", c.name, ec.NotBefore, ec.Type)
 			}
 		}
@@ -204,7 +294,7 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 				return fail("source %s sets %s to %q: %v", src.Name, c.name, v, err)
 			}
 			c.konst = konst
-			s.cols[i] = c
+			cols[i] = c
 			continue
 		}
 		path := ec.From
@@ -214,7 +304,7 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 		if slices.Contains(path, "") {
 			return fail("column %s: from %q has an empty name", c.name, strings.Join(path, "."))
 		}
-		c.slot = s.root.add(path, "", &s.nslots)
+		c.slot = root.add(path, "", next)
 		if ec.Values != nil {
 			c.values = make(map[string]entity.Value, len(ec.Values))
 			var listed []string
@@ -232,28 +322,53 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 				c.listed = c.listed[:200] + "..."
 			}
 		}
-		s.exact = s.exact || c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64
-		s.cols[i] = c
+		exact = exact || c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64
+		cols[i] = c
 	}
-	for _, k := range e.KeyIndexes() {
-		if k < 0 {
-			return fail("a key column is not declared")
+	return cols, exact, nil
+}
+
+// compileChild compiles the child ec of an entity whose leaves are read
+// at root: its collection is a leaf of root (next is the slot a new leaf
+// takes; the slots below leaves are the record's own), its lines are read
+// at the child's own level.
+func compileChild(ec *entity.Child, root *level, next *int, leaves int) (childSchema, error) {
+	from := ec.From
+	if len(from) == 0 {
+		from = []string{ec.Name}
+	}
+	ch := childSchema{name: ec.Name, label: label(ec.Name, from), from: from}
+	switch {
+	case len(ec.Columns) == 0:
+		return ch, errors.New("no columns")
+	case len(ec.Key) == 0:
+		return ch, errors.New("no key")
+	case slices.Contains(from, ""):
+		return ch, fmt.Errorf("from %q has an empty name", strings.Join(from, "."))
+	}
+	var err error
+	if ch.cols, ch.exact, err = compileColumns(ec.Columns, ec.Key, entity.Source{}, &ch.root, &ch.nslots); err != nil {
+		return ch, err
+	}
+	for _, k := range ec.Key {
+		i := slices.IndexFunc(ec.Columns, func(c entity.Column) bool { return c.Name == k })
+		if i < 0 {
+			return ch, errors.New("a key column is not declared")
 		}
-		s.keys = append(s.keys, k)
+		ch.keys = append(ch.keys, i)
 	}
-	s.updated = s.root.add(e.UpdatedAt, "", &s.nslots)
-	s.updLabel = label("updated_at", e.UpdatedAt)
-	if e.Version != nil {
-		s.version = s.root.add(e.Version, "", &s.nslots)
-		s.verLabel = label("version", e.Version)
-	} else {
-		s.verLabel = "version (from updated_at)"
+	before := *next
+	switch ch.slot = root.add(from, "", next); {
+	case ch.slot < leaves:
+		return ch, fmt.Errorf("from %s: a column, updated_at or version reads that property", strings.Join(from, "."))
+	case ch.slot < before:
+		return ch, fmt.Errorf("from %s: another child reads that collection", strings.Join(from, "."))
 	}
-	s.root.collect()
-	for _, m := range s.root.members {
-		s.props = append(s.props, m.name)
+	ch.root.collect()
+	for _, m := range ch.root.members {
+		ch.props = append(ch.props, m.name)
 	}
-	return s, nil
+	return ch, nil
 }
 
 // label names updated_at or version in reasons, with its property when
@@ -310,13 +425,35 @@ func (s *Schema) Source() entity.Source { return s.src }
 
 // Properties returns the top-level properties an item is read at: those of
 // the columns the source does not set, of the key, of updated_at and of
-// version, in declaration order. It is what an OData $select asks.
+// version, in declaration order; not those that only hold a child's
+// collection. It is what an OData $select asks.
 func (s *Schema) Properties() []string { return slices.Clone(s.props) }
 
-// Exact reports whether the entity has a decimal or int64 column: values
-// that a float64 would round, which an OData server sends as strings when
-// asked with IEEE754Compatible=true.
+// Exact reports whether the entity or one of its children has a decimal or
+// int64 column: values that a float64 would round, which an OData server
+// sends as strings when asked with IEEE754Compatible=true.
 func (s *Schema) Exact() bool { return s.exact }
+
+// Child is one child collection of the entity as a source is asked for it.
+type Child struct {
+	// Name names the child in the entity and in reasons.
+	Name string
+	// From is the path of the property that holds the collection.
+	From []string
+	// Properties are the top-level properties a line is read at, in
+	// declaration order: what an OData $expand's $select asks.
+	Properties []string
+}
+
+// Children returns the entity's children, in declaration order; none for
+// an entity without.
+func (s *Schema) Children() []Child {
+	out := make([]Child, len(s.children))
+	for i, ch := range s.children {
+		out[i] = Child{Name: ch.name, From: slices.Clone(ch.from), Properties: slices.Clone(ch.props)}
+	}
+	return out
+}
 
 // Key is one key column as a source is asked for it: its column, its type
 // and its source path.
@@ -492,32 +629,7 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 	}
 	spans := d.spans[:2*n]
 	var pb [16]string
-	problems := pb[:0]
-	keyOK := true
-	buf := d.scratch[:0]
-	for i := range s.cols {
-		c := &s.cols[i]
-		spans[2*i] = -1
-		if c.slot < 0 {
-			vals[i] = c.konst
-			continue
-		}
-		before := len(buf)
-		v, out, spanned, msg := c.decode(&f[c.slot], buf)
-		buf = out
-		if msg != "" {
-			problems = append(problems, c.name+": "+msg)
-			keyOK = keyOK && !c.key
-			buf = buf[:before]
-			vals[i] = entity.Value{}
-			spans[2*i] = -2 // failed: no rule across columns reads it
-			continue
-		}
-		vals[i] = v
-		if spanned {
-			spans[2*i], spans[2*i+1] = before, len(buf)
-		}
-	}
+	buf, problems, keyOK := decodeColumns(s.cols, f, vals, spans, d.scratch[:0], pb[:0])
 	d.scratch = buf
 
 	updatedAt, updOK := s.updatedAt(f)
@@ -542,13 +654,12 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 			vals[i].S = all[a:spans[2*i+1]]
 		}
 	}
-	for i := range s.cols {
-		c := &s.cols[i]
-		if c.notBefore < 0 || spans[2*i] == -2 || spans[2*c.notBefore] == -2 || vals[i].Null || vals[c.notBefore].Null {
-			continue // a value that failed has its own reason
-		}
-		if b := &vals[c.notBefore]; vals[i].T.Before(b.T) || c.typ.Kind == entity.Date && vals[i].S < b.S {
-			problems = append(problems, c.name+": before "+s.cols[c.notBefore].name)
+	problems = checkOrder(s.cols, vals, spans, problems)
+	var children []entity.Lines
+	if len(s.children) > 0 {
+		children = make([]entity.Lines, len(s.children))
+		for i := range s.children {
+			children[i], problems = d.lines(&s.children[i], &f[s.children[i].slot], problems)
 		}
 	}
 	var erpID string
@@ -566,7 +677,56 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 		return Record{}, inv, false
 	}
 	d.vals = d.vals[:len(d.vals)+n]
-	return Record{ErpID: erpID, Version: version, UpdatedAt: updatedAt, Vals: vals}, Invalid{}, true
+	return Record{ErpID: erpID, Version: version, UpdatedAt: updatedAt, Vals: vals, Children: children}, Invalid{}, true
+}
+
+// decodeColumns decodes the leaves f of the columns cols into vals (the
+// constants of a source as they are), appending the stored texts of the
+// values that have one to buf: spans[2*i] and spans[2*i+1] bound column
+// i's; spans[2*i] is -1 for a value that holds its own, -2 for one that
+// failed. It returns buf, problems with a "column: what" entry appended
+// for each value that failed, and whether every key column was read.
+func decodeColumns(cols []column, f []slot, vals []entity.Value, spans []int, buf []byte, problems []string) ([]byte, []string, bool) {
+	keyOK := true
+	for i := range cols {
+		c := &cols[i]
+		spans[2*i] = -1
+		if c.slot < 0 {
+			vals[i] = c.konst
+			continue
+		}
+		before := len(buf)
+		v, out, spanned, msg := c.decode(&f[c.slot], buf)
+		buf = out
+		if msg != "" {
+			problems = append(problems, c.name+": "+msg)
+			keyOK = keyOK && !c.key
+			buf = buf[:before]
+			vals[i] = entity.Value{}
+			spans[2*i] = -2 // failed: no rule across columns reads it
+			continue
+		}
+		vals[i] = v
+		if spanned {
+			spans[2*i], spans[2*i+1] = before, len(buf)
+		}
+	}
+	return buf, problems, keyOK
+}
+
+// checkOrder appends a problem for each not_before rule of cols that the
+// values vals (their strings set; spans as decodeColumns left them) break.
+func checkOrder(cols []column, vals []entity.Value, spans []int, problems []string) []string {
+	for i := range cols {
+		c := &cols[i]
+		if c.notBefore < 0 || spans[2*i] == -2 || spans[2*c.notBefore] == -2 || vals[i].Null || vals[c.notBefore].Null {
+			continue // a value that failed has its own reason
+		}
+		if b := &vals[c.notBefore]; vals[i].T.Before(b.T) || c.typ.Kind == entity.Date && vals[i].S < b.S {
+			problems = append(problems, c.name+": before "+cols[c.notBefore].name)
+		}
+	}
+	return problems
 }
 
 // appendKey appends the key text of a record's values (entity.KeyText of
@@ -983,4 +1143,182 @@ func (s *Schema) DecodeItem(raw []byte) (rec Record, inv Invalid, ok bool, err e
 		return p.Records[0], Invalid{}, true, nil
 	}
 	return Record{}, p.Invalid[0], false, nil
+}
+
+// maxLineReasons is how many lines of one collection a reason names; the
+// lines past them that do not fit are counted.
+const maxLineReasons = 3
+
+// lineScratch holds the buffers lines reuses from one record to the next.
+type lineScratch struct {
+	slots []slot
+	buf   []byte
+	spans []int
+	bad   []lineProblem
+	good  []int
+}
+
+// lineProblem is one thing wrong with a line: a column's problem, or the
+// line's own.
+type lineProblem struct {
+	line int
+	msg  string
+}
+
+// lines reads the collection v of the child ch into its lines. It returns
+// them, or nil with problems appended: the collection is missing, null or
+// not an array, a line is not an object or has a column that does not
+// fit, or two lines have one key.
+func (d *decoder) lines(ch *childSchema, v *slot, problems []string) (entity.Lines, []string) {
+	switch {
+	case v.kind == kMissing:
+		return nil, append(problems, ch.label+": missing")
+	case v.kind == kBadParent:
+		return nil, append(problems, ch.label+": "+string(v.val)+" is not an object")
+	case v.kind != kOther || v.raw[0] != '[':
+		return nil, append(problems, ch.label+": "+describeSlot(*v)+", want an array of lines")
+	}
+	ls := &d.line
+	if cap(ls.slots) < ch.nslots {
+		ls.slots = make([]slot, ch.nslots)
+	}
+	f := ls.slots[:ch.nslots]
+	nc := len(ch.cols)
+	buf, spans, bad := ls.buf[:0], ls.spans[:0], ls.bad[:0]
+	var vals []entity.Value
+	// The array was read whole into v: it is valid JSON.
+	sub := decoder{b: v.raw, i: 1, depth: d.depth}
+	for n := 0; sub.next() != ']'; n++ {
+		if n > 0 {
+			sub.i++ // ','
+		}
+		vals = slices.Grow(vals, nc)[:(n+1)*nc]
+		spans = slices.Grow(spans, 2*nc)[:2*(n+1)*nc]
+		lv, lspans := vals[n*nc:], spans[2*n*nc:]
+		if sub.next() != '{' {
+			el, _ := sub.value()
+			for i := range lspans {
+				lspans[i] = -2
+			}
+			bad = append(bad, lineProblem{n, describeSlot(el) + ", want an object"})
+			continue
+		}
+		clear(f)
+		if err := sub.typedObject(&ch.root, f); err != nil {
+			return nil, append(problems, ch.label+": "+err.Error())
+		}
+		var lp [8]string
+		var msgs []string
+		buf, msgs, _ = decodeColumns(ch.cols, f, lv, lspans, buf, lp[:0])
+		for _, m := range msgs {
+			bad = append(bad, lineProblem{n, m})
+		}
+	}
+	n := len(vals) / max(nc, 1)
+	ls.buf, ls.spans = buf, spans
+	all := string(buf)
+	for i := range vals {
+		if a := spans[2*i]; a >= 0 {
+			vals[i].S = all[a:spans[2*i+1]]
+		}
+	}
+	lines := make(entity.Lines, n)
+	for j := range lines {
+		lines[j] = vals[j*nc : (j+1)*nc : (j+1)*nc]
+		for _, m := range checkOrder(ch.cols, lines[j], spans[2*j*nc:2*(j+1)*nc], nil) {
+			bad = append(bad, lineProblem{j, m})
+		}
+	}
+	slices.SortStableFunc(bad, func(a, b lineProblem) int { return a.line - b.line })
+	// Two lines with one key: the rows of the child table could not hold
+	// both. Lines that do not fit for another reason have their own.
+	good := ls.good[:0]
+	for j, k := 0, 0; j < n; j++ {
+		for k < len(bad) && bad[k].line < j {
+			k++
+		}
+		if k == len(bad) || bad[k].line != j {
+			good = append(good, j)
+		}
+	}
+	ls.good = good
+	if len(good) > 1 {
+		slices.SortStableFunc(good, func(a, b int) int { return ch.compareKeys(lines[a], lines[b]) })
+		nbad := len(bad)
+		for i, first := 1, 0; i < len(good); i++ {
+			if ch.compareKeys(lines[good[i]], lines[good[first]]) != 0 {
+				first = i
+				continue
+			}
+			bad = append(bad, lineProblem{good[i], fmt.Sprintf("the same key as %s[%d]", ch.name, good[first])})
+		}
+		if len(bad) > nbad {
+			slices.SortStableFunc(bad, func(a, b lineProblem) int { return a.line - b.line })
+		}
+	}
+	ls.bad = bad[:0]
+	if len(bad) == 0 {
+		return lines, problems
+	}
+	reported, more, last, show, prefix := 0, 0, -1, false, ""
+	for _, p := range bad {
+		if p.line != last {
+			last, show = p.line, reported < maxLineReasons
+			if show {
+				reported++
+				prefix = ch.lineLabel(p.line, lines[p.line], spans[2*p.line*nc:])
+			} else {
+				more++
+			}
+		}
+		if show {
+			problems = append(problems, prefix+": "+p.msg)
+		}
+	}
+	if more > 0 {
+		problems = append(problems, fmt.Sprintf("%s: %d more lines do not fit", ch.label, more))
+	}
+	return nil, problems
+}
+
+// lineLabel names line j of ch in a reason: "items[3] (item_no 30)", the
+// key left out when a key column could not be read.
+func (ch *childSchema) lineLabel(j int, vals []entity.Value, spans []int) string {
+	b := []byte(ch.name + "[" + strconv.Itoa(j) + "]")
+	for i, k := range ch.keys {
+		if spans[2*k] == -2 {
+			return ch.name + "[" + strconv.Itoa(j) + "]"
+		}
+		if i == 0 {
+			b = append(b, " ("...)
+		} else {
+			b = append(b, ", "...)
+		}
+		b = append(b, ch.cols[k].name...)
+		b = append(b, ' ')
+		if c := &ch.cols[k]; c.typ.Kind == entity.String {
+			b = append(b, quote([]byte(vals[k].S))...)
+		} else {
+			b = append(b, vals[k].Text(c.typ.Kind)...)
+		}
+	}
+	return string(append(b, ')'))
+}
+
+// compareKeys orders two lines of ch by their keys. Strings compare as
+// the child table's key index does: bytes, trailing spaces ignored.
+func (ch *childSchema) compareKeys(a, b []entity.Value) int {
+	for _, k := range ch.keys {
+		x, y := &a[k], &b[k]
+		if c := cmp.Compare(x.I, y.I); c != 0 {
+			return c
+		}
+		if c := x.T.Compare(y.T); c != 0 {
+			return c
+		}
+		if c := strings.Compare(strings.TrimRight(x.S, " "), strings.TrimRight(y.S, " ")); c != 0 {
+			return c
+		}
+	}
+	return 0
 }

@@ -14,13 +14,7 @@ import (
 // nested path, a values map, decimals, dates and a version property.
 func customers(t testing.TB) *entity.Entity {
 	t.Helper()
-	typ := func(s string) entity.Type {
-		ty, err := entity.ParseType(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ty
-	}
+	typ := func(s string) entity.Type { return parseType(t, s) }
 	return &entity.Entity{
 		Name:      "customers",
 		Sources:   []entity.Source{{Name: "Customers"}},
@@ -49,6 +43,16 @@ const customerItem = `{"CompanyCode":"1000","Customer":"C1","CustomerName":"Mül
 	`"IsBlocked":false,"FoundedOn":"1999-12-31","Rating":9007199254740993,"Status":"A","Address":{"City":"Köln","Zip":"50667"},` +
 	`"Seats":-7,"SignedAt":"2024-05-01T12:00:00.123456+02:00","Notes":"line 1\nline 2","Extra":{ "a" : [1, 2.50] },` +
 	`"ChangeCounter":"42","LastChangeDateTime":"2025-01-01T00:00:04.052Z","Unknown":[{"x":1}]}`
+
+// parseType parses a type as the config file writes it.
+func parseType(t testing.TB, s string) entity.Type {
+	t.Helper()
+	ty, err := entity.ParseType(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ty
+}
 
 func mustCompile(t testing.TB, e *entity.Entity, src entity.Source) *Schema {
 	t.Helper()

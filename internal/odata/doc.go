@@ -45,6 +45,23 @@
 // Accept: application/json;IEEE754Compatible=true, and reads their values
 // exactly whether the server sends numbers or strings.
 //
+// An entity with children (a document: a header and its lines) asks each
+// child's collection with $expand of its navigation property (the child's
+// from, one name) and the lines' top-level properties, the navigation
+// property left out of $select:
+//
+//	$select=OrderNo,Customer,ChangedAt&$expand=Items($select=ItemNo,Material,Quantity)
+//
+// and IEEE754Compatible=true when a child has a decimal or int64 column.
+// A record counts as read only with every line: an expanded collection
+// the server cut short (<nav>@odata.nextLink in the record) is followed to
+// its end, each link resolved against the request that served it, with
+// the same client, headers, retries and timeouts as a page, and its lines
+// appended; a request that fails fails the page, so no checkpoint passes
+// the record. A <nav>@odata.count above the lines that came makes the
+// record invalid. The record's raw item, as quarantined, holds the whole
+// collection.
+//
 // erp_id must be a string or Edm.Guid property. When a key value looks
 // like a GUID, the source reads $metadata (from the nearest path above the
 // entity set that serves it) to learn whether the property is an Edm.Guid,

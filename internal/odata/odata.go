@@ -60,6 +60,8 @@ type Source struct {
 	keyNames string    // the key properties, for errors
 	modified string    // the property (path) of updated_at
 	selected string    // the $select value
+	expand   string    // the $expand value; "" for an entity without children
+	navs     []nav     // the navigation properties of the children, in order
 	accept   string    // the Accept header of a page; "" the default
 
 	// sets are the source's constant columns (entity.Source.Set) whose
@@ -78,6 +80,13 @@ type Source struct {
 type setProp struct {
 	key   keyProp
 	value string
+}
+
+// nav is the navigation property of one child: its collection is
+// expanded into each record.
+type nav struct {
+	prop  string // the navigation property
+	label string // the child as the record's reasons name it
 }
 
 // keyProp is one key column as $filter and $orderby name it.
@@ -148,6 +157,20 @@ func (s *Source) typed(sc *erp.Schema) error {
 	if !slices.ContainsFunc(s.keys, func(k keyProp) bool { return k.prop != "" }) {
 		return errors.New("odata: every key column is set by the source: keyset paging needs a key property")
 	}
+	var expand []string
+	for _, ch := range sc.Children() {
+		if len(ch.From) != 1 {
+			return fmt.Errorf("odata: child %s: from %s: a child's collection is one navigation property of the entity set, expanded with $expand; a path through several is not read",
+				ch.Name, strings.Join(ch.From, "."))
+		}
+		n := nav{prop: ch.From[0], label: ch.Name}
+		if n.prop != ch.Name {
+			n.label += " (" + n.prop + ")"
+		}
+		s.navs = append(s.navs, n)
+		expand = append(expand, n.prop+"($select="+strings.Join(ch.Properties, ",")+")")
+	}
+	s.expand = strings.Join(expand, ",")
 	if sc.Exact() {
 		s.accept = "application/json;IEEE754Compatible=true"
 	}
@@ -266,6 +289,9 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		}
 		filter = append(filter, sets...)
 		params := [][2]string{{"$select", s.selected}}
+		if s.expand != "" {
+			params = append(params, [2]string{"$expand", s.expand})
+		}
 		if s.paging == PagingKeyset && !after.T.IsZero() {
 			k, err := s.after(ctx, after.K)
 			if err != nil {
@@ -293,18 +319,21 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		}
 		header.Set("Accept", s.accept)
 	}
-	var p *erp.Page
-	var next string
-	var last cursor
-	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) (err error) {
-		if p, next, last, err = s.decodePage(body); err == nil {
-			p.ServedAt = erp.ServedAt(h)
-		}
-		return err
+	var env envelope
+	var served time.Time
+	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
+		served = erp.ServedAt(h)
+		return env.decode(body)
 	})
 	if err != nil {
 		return nil, err
 	}
+	p, last, err := s.decodeItems(ctx, u, header, env.Value)
+	if err != nil {
+		return nil, err
+	}
+	p.ServedAt = served
+	next := env.NextLink
 	empty := len(p.Records)+len(p.Invalid) == 0
 	switch {
 	case next != "" && (s.paging == PagingServer || empty):
@@ -337,37 +366,150 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	return p, nil
 }
 
-// decodePage decodes an OData collection response: its value array, each
-// item decoded with the mapping or the schema, its @odata.nextLink, and the position of
-// its last item with a readable updated_at and erp_id (zero when none).
-func (s *Source) decodePage(body []byte) (p *erp.Page, next string, last cursor, err error) {
-	var env struct {
-		Value    *[]json.RawMessage `json:"value"`
-		NextLink string             `json:"@odata.nextLink"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, "", cursor{}, fmt.Errorf("decode page: %w", err)
+// envelope is an OData collection response: its value array and its
+// @odata.nextLink.
+type envelope struct {
+	Value    *[]json.RawMessage `json:"value"`
+	NextLink string             `json:"@odata.nextLink"`
+}
+
+// decode reads a collection response body into env.
+func (env *envelope) decode(body []byte) error {
+	if err := json.Unmarshal(body, env); err != nil {
+		return fmt.Errorf("decode page: %w", err)
 	}
 	if env.Value == nil {
-		return nil, "", cursor{}, errors.New("decode page: no value array")
+		return errors.New("decode page: no value array")
 	}
-	p = &erp.Page{Records: make([]erp.Record, 0, len(*env.Value))}
-	for _, raw := range *env.Value {
+	return nil
+}
+
+// decodeItems decodes the items of a page that request u (with header)
+// served, each decoded with the mapping or the schema once its children's
+// collections are whole, and returns the position of its last
+// item with a readable updated_at and erp_id (zero when none).
+func (s *Source) decodeItems(ctx context.Context, u string, header http.Header, items *[]json.RawMessage) (p *erp.Page, last cursor, err error) {
+	p = &erp.Page{Records: make([]erp.Record, 0, len(*items))}
+	for _, raw := range *items {
+		var problem string
+		if len(s.navs) > 0 {
+			if raw, problem, err = s.whole(ctx, u, header, raw); err != nil {
+				return nil, cursor{}, err
+			}
+		}
 		rec, inv, ok, err := s.decodeItem(raw)
 		switch {
 		case err != nil:
-			return nil, "", cursor{}, fmt.Errorf("decode page: %w", err)
-		case ok:
+			return nil, cursor{}, fmt.Errorf("decode page: %w", err)
+		case ok && problem != "":
+			inv = erp.Invalid{ErpID: rec.ErpID, Reason: problem, Raw: raw, UpdatedAt: rec.UpdatedAt, Version: rec.Version}
+		case problem != "":
+			inv.Reason += "; " + problem
+		}
+		if ok && problem == "" {
 			p.Records = append(p.Records, rec)
 			last = cursor{T: rec.UpdatedAt, K: rec.ErpID}
-		default:
-			p.Invalid = append(p.Invalid, inv)
-			if !inv.UpdatedAt.IsZero() && inv.ErpID != "" {
-				last = cursor{T: inv.UpdatedAt, K: inv.ErpID}
+			continue
+		}
+		p.Invalid = append(p.Invalid, inv)
+		if !inv.UpdatedAt.IsZero() && inv.ErpID != "" {
+			last = cursor{T: inv.UpdatedAt, K: inv.ErpID}
+		}
+	}
+	return p, last, nil
+}
+
+// maxFollows is how many next links of one expanded collection are
+// followed before the page fails: a server that keeps sending them is
+// stuck, not paging.
+const maxFollows = 1000
+
+// whole makes the expanded collections of the item raw, which request u
+// (with header) served, whole: a collection the server cut short carries
+// <nav>@odata.nextLink, which is followed (GET, resolved against the
+// request that served it) to its end and its lines appended; the item is
+// returned with the whole collection and without the link. A
+// <nav>@odata.count above the lines that came is a problem of the item,
+// returned as a reason; a request that fails fails the page.
+func (s *Source) whole(ctx context.Context, u string, header http.Header, raw json.RawMessage) (json.RawMessage, string, error) {
+	if !slices.ContainsFunc(s.navs, func(n nav) bool { return bytes.Contains(raw, []byte(n.prop+"@odata.")) }) {
+		return raw, "", nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+		return raw, "", nil // not an object: the decoder says so
+	}
+	var problems []string
+	changed := false
+	for _, n := range s.navs {
+		linkRaw, countRaw := obj[n.prop+"@odata.nextLink"], obj[n.prop+"@odata.count"]
+		var lines []json.RawMessage
+		if linkRaw == nil && countRaw == nil || json.Unmarshal(obj[n.prop], &lines) != nil || lines == nil {
+			continue // no annotation, or no array: the decoder says what is wrong
+		}
+		if linkRaw != nil {
+			var link string
+			if json.Unmarshal(linkRaw, &link) != nil || link == "" {
+				problems = append(problems, fmt.Sprintf("%s: %s@odata.nextLink %s is not a link", n.label, n.prop, truncate(linkRaw, 80)))
+				continue
+			}
+			more, err := s.follow(ctx, u, header, n.prop, link)
+			if err != nil {
+				return nil, "", err
+			}
+			lines = append(lines, more...)
+			whole, err := json.Marshal(lines)
+			if err != nil {
+				return nil, "", fmt.Errorf("odata: join the lines of %s: %w", n.prop, err)
+			}
+			obj[n.prop] = whole
+			delete(obj, n.prop+"@odata.nextLink")
+			changed = true
+		}
+		if countRaw != nil {
+			// An Edm.Int64: a string under IEEE754Compatible=true.
+			v, err := strconv.ParseInt(string(bytes.Trim(countRaw, `"`)), 10, 64)
+			switch {
+			case err != nil || v < 0:
+				problems = append(problems, fmt.Sprintf("%s: %s@odata.count %s is not a count", n.label, n.prop, truncate(countRaw, 40)))
+			case v > int64(len(lines)):
+				problems = append(problems, fmt.Sprintf("%s: the server counts %d lines (%s@odata.count), %d came", n.label, v, n.prop, len(lines)))
 			}
 		}
 	}
-	return p, env.NextLink, last, nil
+	if changed {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(obj); err != nil {
+			return nil, "", fmt.Errorf("odata: join an item and its lines: %w", err)
+		}
+		raw = bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	}
+	return raw, strings.Join(problems, "; "), nil
+}
+
+// follow GETs the next link of the collection prop, which request u
+// served, and the links after it, to the end: the lines they hold.
+func (s *Source) follow(ctx context.Context, u string, header http.Header, prop, link string) ([]json.RawMessage, error) {
+	var lines []json.RawMessage
+	for n := 0; link != ""; n++ {
+		if n == maxFollows {
+			return nil, fmt.Errorf("odata: %s@odata.nextLink followed %d times (the last: %s): the server sends neither the lines nor their end; the pass stops",
+				prop, n, truncate([]byte(link), 120))
+		}
+		ref, err := resolve(u, link)
+		if err != nil {
+			return nil, err
+		}
+		var env envelope
+		if err := s.g.GetWith(ctx, erp.EndpointPage, ref, header, func(_ http.Header, body []byte) error { return env.decode(body) }); err != nil {
+			return nil, fmt.Errorf("odata: follow %s@odata.nextLink: %w", prop, err)
+		}
+		lines = append(lines, *env.Value...)
+		u, link = ref, env.NextLink
+	}
+	return lines, nil
 }
 
 // decodeItem decodes one item of the value array.

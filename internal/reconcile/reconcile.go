@@ -255,7 +255,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	for _, r := range diff.Restore {
 		plan.Restore.Add(r.ErpID)
 	}
-	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale} {
+	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale, diff.Lines} {
 		for _, r := range recs {
 			plan.Repair.Add(r.ErpID)
 		}
@@ -287,6 +287,16 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	rep.FailedIDs = a.FailedIDs
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if len(diff.Lines) > 0 {
+		l, err := rc.sy.RepairLines(ctx, diff.Lines, log)
+		rep.Updated += l.Updated
+		rep.Repaired += l.Updated
+		rep.Unchanged += l.Unchanged
+		rep.LockContended += l.LockContended
+		if err != nil {
+			return err
+		}
 	}
 	// Every invalid copy of the scan, not only those of rows the
 	// comparison found unmarked: a row the repairs just wrote from an

@@ -87,24 +87,24 @@ func indexName(prefix, table, suffix string) string {
 	return prefix + "_" + suffix
 }
 
-// createTableSQL is the CREATE TABLE of e's table: the declared columns,
-// erpsync's own, the UNIQUE index over the key and the index on
+// createTableSQL is the CREATE TABLE of table d: its columns, the UNIQUE
+// index over its key and, for an entity's table, the index on
 // quarantined_at.
-func createTableSQL(e *entity.Entity, cols []tableColumn) string {
-	table := e.TableName()
-	var b strings.Builder
-	b.WriteString("CREATE TABLE IF NOT EXISTS " + quoteIdent(table) + " (")
-	for _, c := range cols {
-		b.WriteString(columnDef(c) + ", ")
+func createTableSQL(d tableDef) string {
+	parts := make([]string, 0, len(d.cols)+2)
+	for _, c := range d.cols {
+		parts = append(parts, columnDef(c))
 	}
-	keys := make([]string, len(e.Key))
-	for i, k := range e.Key {
+	keys := make([]string, len(d.key))
+	for i, k := range d.key {
 		keys[i] = quoteIdent(k)
 	}
-	fmt.Fprintf(&b, "UNIQUE KEY %s (%s), ", quoteIdent(indexName("uq", table, strings.Join(e.Key, "_"))), strings.Join(keys, ", "))
-	b.WriteString(quarantineIndex(table))
-	b.WriteString(") ENGINE=InnoDB DEFAULT CHARSET=" + textCharset + " COLLATE=" + tableCollation)
-	return b.String()
+	parts = append(parts, fmt.Sprintf("UNIQUE KEY %s (%s)", quoteIdent(indexName("uq", d.name, strings.Join(d.key, "_"))), strings.Join(keys, ", ")))
+	if d.marks {
+		parts = append(parts, quarantineIndex(d.name))
+	}
+	return "CREATE TABLE IF NOT EXISTS " + quoteIdent(d.name) + " (" + strings.Join(parts, ", ") +
+		") ENGINE=InnoDB DEFAULT CHARSET=" + textCharset + " COLLATE=" + tableCollation
 }
 
 // quarantineIndex is the index on quarantined_at, for the count of marked

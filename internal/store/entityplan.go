@@ -95,6 +95,13 @@ func definition(e *entity.Entity) (string, error) {
 		Nullable bool              `json:"nullable,omitempty"`
 		Values   map[string]string `json:"values,omitempty"`
 	}
+	type child struct {
+		Name    string   `json:"name"`
+		Table   string   `json:"table"`
+		From    []string `json:"from,omitempty"`
+		Key     []string `json:"key"`
+		Columns []column `json:"columns"`
+	}
 	d := struct {
 		Name      string   `json:"name"`
 		Table     string   `json:"table"`
@@ -102,9 +109,20 @@ func definition(e *entity.Entity) (string, error) {
 		UpdatedAt []string `json:"updated_at"`
 		Version   []string `json:"version,omitempty"`
 		Columns   []column `json:"columns"`
+		// Children is absent for an entity without: its definition is
+		// the one recorded before there were children.
+		Children []child `json:"children,omitempty"`
 	}{Name: e.Name, Table: e.TableName(), Key: e.Key, UpdatedAt: e.UpdatedAt, Version: e.Version}
-	for _, c := range e.Columns {
-		d.Columns = append(d.Columns, column{Name: c.Name, From: c.From, Type: c.Type.String(), Nullable: c.Nullable, Values: c.Values})
+	columns := func(cs []entity.Column) []column {
+		out := make([]column, 0, len(cs))
+		for _, c := range cs {
+			out = append(out, column{Name: c.Name, From: c.From, Type: c.Type.String(), Nullable: c.Nullable, Values: c.Values})
+		}
+		return out
+	}
+	d.Columns = columns(e.Columns)
+	for _, c := range e.Children {
+		d.Children = append(d.Children, child{Name: c.Name, Table: childTable(c), From: c.From, Key: c.Key, Columns: columns(c.Columns)})
 	}
 	// encoding/json writes struct fields in order and map keys sorted.
 	b, err := json.Marshal(d)
@@ -155,9 +173,9 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 		return nil, err
 	}
 	p.Pending = pending
-	tables := make([]string, len(ents))
-	for i, e := range ents {
-		tables[i] = e.TableName()
+	defs, tables, err := entityTables(ents)
+	if err != nil {
+		return nil, err
 	}
 	live, err := readTables(ctx, q, tables)
 	if err != nil {
@@ -167,27 +185,24 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		cols, err := tableColumns(e)
-		if err != nil {
-			return nil, err
-		}
-		t := live[e.TableName()]
-		if len(pending) > 0 && e.TableName() == MembershipsTable {
-			// The pending migrations bring memberships to the table the
-			// built-in entity declares.
-			builtin := entity.Memberships()
-			bcols, err := tableColumns(builtin)
+	for i, e := range ents {
+		for _, d := range defs[i] {
+			t := live[d.name]
+			if len(pending) > 0 && d.name == MembershipsTable {
+				// The pending migrations bring memberships to the table the
+				// built-in entity declares.
+				builtin, err := tableDefs(entity.Memberships())
+				if err != nil {
+					return nil, err
+				}
+				t = shippedTable(builtin[0])
+			}
+			stmts, err := planTable(ctx, q, d, t, live[d.name] != nil)
 			if err != nil {
 				return nil, err
 			}
-			t = shippedTable(builtin, bcols)
+			p.Statements = append(p.Statements, stmts...)
 		}
-		stmts, err := planTable(ctx, q, e, cols, t, live[e.TableName()] != nil)
-		if err != nil {
-			return nil, err
-		}
-		p.Statements = append(p.Statements, stmts...)
 		def, err := definition(e)
 		if err != nil {
 			return nil, err
@@ -199,15 +214,30 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 	return p, nil
 }
 
+// entityTables are the tables of each of ents (tableDefs) and all their
+// names.
+func entityTables(ents []*entity.Entity) (defs [][]tableDef, names []string, err error) {
+	defs = make([][]tableDef, len(ents))
+	for i, e := range ents {
+		if defs[i], err = tableDefs(e); err != nil {
+			return nil, nil, err
+		}
+		for _, d := range defs[i] {
+			names = append(names, d.name)
+		}
+	}
+	return defs, names, nil
+}
+
 // planTable is the statements that bring the live table t (nil: none) to
-// e's columns. exists says whether the table is there to read rows from.
-func planTable(ctx context.Context, q querier, e *entity.Entity, cols []tableColumn, t *liveTable, exists bool) ([]string, error) {
-	table := e.TableName()
+// d. exists says whether the table is there to read rows from.
+func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists bool) ([]string, error) {
+	table := d.name
 	var clauses, notNull []string
-	for _, ch := range compare(e, cols, t) {
+	for _, ch := range compare(d, t) {
 		switch ch.kind {
 		case createTable:
-			return []string{createTableSQL(e, cols)}, nil
+			return []string{createTableSQL(d)}, nil
 		case refuse:
 			return nil, ch.lossy(table)
 		case addColumn:
@@ -378,24 +408,22 @@ func execStrict(ctx context.Context, conn *sql.Conn, stmts []string) error {
 // table matches the config file: what every command that writes runs
 // before it starts. It reads every table in one query.
 func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error {
-	tables := make([]string, len(ents))
-	for i, e := range ents {
-		tables[i] = e.TableName()
+	defs, tables, err := entityTables(ents)
+	if err != nil {
+		return err
 	}
 	live, err := readTables(ctx, s.sql, tables)
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		cols, err := tableColumns(e)
-		if err != nil {
-			return err
-		}
-		for _, ch := range compare(e, cols, live[e.TableName()]) {
-			if ch.kind == createTable {
-				return &SchemaMismatchError{Table: e.TableName()}
+	for _, ds := range defs {
+		for _, d := range ds {
+			for _, ch := range compare(d, live[d.name]) {
+				if ch.kind == createTable {
+					return &SchemaMismatchError{Table: d.name}
+				}
+				return &SchemaMismatchError{Table: d.name, Subject: ch.subject, File: ch.file, Database: ch.db}
 			}
-			return &SchemaMismatchError{Table: e.TableName(), Subject: ch.subject, File: ch.file, Database: ch.db}
 		}
 	}
 	return nil

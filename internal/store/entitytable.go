@@ -29,6 +29,40 @@ type tableColumn struct {
 	own bool // one of erpsync's own columns
 }
 
+// lineColumns are erpsync's own columns of every child table, after the
+// declared ones: the version of the parent its lines came with.
+var lineColumns = []entity.Column{
+	{Name: "erp_version", Type: entity.Type{Kind: entity.Int64}},
+}
+
+// tableDef is a table erpsync makes and checks: an entity's own, or one of
+// its children's.
+type tableDef struct {
+	name string
+	cols []tableColumn // in table order
+	key  []string      // the columns of the UNIQUE index, in order
+	// marks says the table is an entity's, with the index on
+	// quarantined_at that the count of marked rows reads.
+	marks bool
+}
+
+// tableDefs are the tables of e: its own, then one per child, in order.
+func tableDefs(e *entity.Entity) ([]tableDef, error) {
+	cols, err := tableColumns(e)
+	if err != nil {
+		return nil, err
+	}
+	defs := []tableDef{{name: e.TableName(), cols: cols, key: e.Key, marks: true}}
+	for _, c := range e.Children {
+		d, err := childDef(e, c)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
 // tableColumns are the columns of e's table in table order: the declared
 // ones, then erpsync's own. It refuses a key column that is not declared
 // or that no index can hold.
@@ -36,23 +70,78 @@ func tableColumns(e *entity.Entity) ([]tableColumn, error) {
 	if len(e.Key) == 0 {
 		return nil, fmt.Errorf("entity %s: no key column", e.Name)
 	}
+	if err := checkKey("entity "+e.Name, e.Key, e.Column); err != nil {
+		return nil, err
+	}
 	out := make([]tableColumn, 0, len(e.Columns)+len(ownColumns))
 	for _, c := range e.Columns {
 		out = append(out, tableColumn{Column: c, key: slices.Contains(e.Key, c.Name)})
-	}
-	for _, k := range e.Key {
-		c := e.Column(k)
-		switch {
-		case c == nil:
-			return nil, fmt.Errorf("entity %s: key column %s is not declared", e.Name, k)
-		case c.Type.Kind == entity.Text || c.Type.Kind == entity.JSON:
-			return nil, fmt.Errorf("entity %s: key column %s is %s: a key is string(N), an integer, a decimal, a bool, a date or a datetime", e.Name, k, c.Type)
-		}
 	}
 	for _, c := range ownColumns {
 		out = append(out, tableColumn{Column: c, own: true})
 	}
 	return out, nil
+}
+
+// childDef is the table of e's child c: the parent's key columns (their
+// names and types; a string compares exactly, as in the parent), the
+// child's columns, then erp_version; its UNIQUE index is over the parent
+// key and the child key. Its tableColumns check e's key.
+func childDef(e *entity.Entity, c *entity.Child) (tableDef, error) {
+	what := "child " + e.Name + "." + c.Name
+	if len(c.Key) == 0 {
+		return tableDef{}, fmt.Errorf("%s: no key column", what)
+	}
+	if err := checkKey(what, c.Key, func(name string) *entity.Column { return childColumn(c, name) }); err != nil {
+		return tableDef{}, err
+	}
+	d := tableDef{name: childTable(c), key: append(slices.Clone(e.Key), c.Key...)}
+	d.cols = make([]tableColumn, 0, len(e.Key)+len(c.Columns)+len(lineColumns))
+	for _, k := range e.Key {
+		pc := *e.Column(k)
+		pc.Nullable = false
+		d.cols = append(d.cols, tableColumn{Column: pc, key: true})
+	}
+	for _, col := range c.Columns {
+		d.cols = append(d.cols, tableColumn{Column: col, key: slices.Contains(c.Key, col.Name)})
+	}
+	for _, col := range lineColumns {
+		d.cols = append(d.cols, tableColumn{Column: col, own: true})
+	}
+	return d, nil
+}
+
+// childTable is the table of c: Table, or Name when Table is empty.
+func childTable(c *entity.Child) string {
+	if c.Table != "" {
+		return c.Table
+	}
+	return c.Name
+}
+
+// childColumn returns c's declared column name, or nil.
+func childColumn(c *entity.Child, name string) *entity.Column {
+	for i := range c.Columns {
+		if c.Columns[i].Name == name {
+			return &c.Columns[i]
+		}
+	}
+	return nil
+}
+
+// checkKey refuses a key column of what that column (a lookup by name)
+// does not find, or that no index can hold.
+func checkKey(what string, key []string, column func(string) *entity.Column) error {
+	for _, k := range key {
+		c := column(k)
+		switch {
+		case c == nil:
+			return fmt.Errorf("%s: key column %s is not declared", what, k)
+		case c.Type.Kind == entity.Text || c.Type.Kind == entity.JSON:
+			return fmt.Errorf("%s: key column %s is %s: a key is string(N), an integer, a decimal, a bool, a date or a datetime", what, k, c.Type)
+		}
+	}
+	return nil
 }
 
 // liveTable is a table as the database has it.
@@ -124,12 +213,12 @@ func (t *liveTable) indexedFirst(column string) bool {
 // shippedTable is the table the built-in entity's columns make, as the
 // migrations create memberships: what the planner assumes of memberships
 // while some of those migrations are still to run.
-func shippedTable(e *entity.Entity, cols []tableColumn) *liveTable {
-	t := &liveTable{name: e.TableName()}
-	for i, c := range cols {
+func shippedTable(d tableDef) *liveTable {
+	t := &liveTable{name: d.name}
+	for i, c := range d.cols {
 		t.columns = append(t.columns, liveColumn{name: c.Name, ordinal: i + 1, typ: c.Type, raw: c.Type.String(), nullable: c.Nullable, exact: c.key})
 	}
-	for i, k := range e.Key {
+	for i, k := range d.key {
 		t.addIndexColumn("uq", k, i+1, true)
 	}
 	t.addIndexColumn("ix", "quarantined_at", 1, false)
@@ -159,10 +248,10 @@ type change struct {
 	loss, fix string
 }
 
-// compare lists the differences between e's table (cols) and the live
-// table t (nil: it does not exist), in table order.
-func compare(e *entity.Entity, cols []tableColumn, t *liveTable) []change {
-	table := e.TableName()
+// compare lists the differences between table d and the live table t
+// (nil: it does not exist), in table order.
+func compare(d tableDef, t *liveTable) []change {
+	table, cols := d.name, d.cols
 	if t == nil {
 		return []change{{kind: createTable, subject: "table " + table, file: "declared", db: "absent"}}
 	}
@@ -179,16 +268,16 @@ func compare(e *entity.Entity, cols []tableColumn, t *liveTable) []change {
 				fix:  fmt.Sprintf("declare it again (nullable: true), or drop it by hand (ALTER TABLE %s DROP COLUMN %s) and run erpsync migrate again", table, lc.name)})
 		}
 	}
-	if keys := t.keys(); !slices.ContainsFunc(keys, func(k []string) bool { return slices.Equal(k, e.Key) }) {
+	if keys := t.keys(); !slices.ContainsFunc(keys, func(k []string) bool { return slices.Equal(k, d.key) }) {
 		have := "none"
 		if len(keys) > 0 {
 			have = "(" + strings.Join(keys[0], ", ") + ")"
 		}
-		out = append(out, change{kind: refuse, subject: "the key", file: "(" + strings.Join(e.Key, ", ") + ")", db: have,
+		out = append(out, change{kind: refuse, subject: "the key", file: "(" + strings.Join(d.key, ", ") + ")", db: have,
 			loss: "rows that are one record under one key may be several, or collide, under the other",
 			fix:  "keep the key the table has, or sync the new key into a table of another name (table:)"})
 	}
-	if !t.indexedFirst("quarantined_at") {
+	if d.marks && !t.indexedFirst("quarantined_at") {
 		out = append(out, change{kind: addIndex, subject: "the index on quarantined_at", file: "declared", db: "absent"})
 	}
 	return out

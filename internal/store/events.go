@@ -23,14 +23,14 @@ import (
 // events reports whether the table's writes record change events.
 func (t *Table) events() bool { return t.ent.Events }
 
-// jsonValue is the value of column i as an event carries it: decimal and
+// jsonValue is a value of kind k as an event carries it: decimal and
 // int64 as JSON strings, a date YYYY-MM-DD, a datetime RFC 3339 in UTC
 // with milliseconds, a json column as its JSON.
-func (t *Table) jsonValue(i int, v entity.Value) any {
+func jsonValue(k entity.Kind, v entity.Value) any {
 	if v.Null {
 		return nil
 	}
-	switch t.kinds[i] {
+	switch k {
 	case entity.Int32:
 		return v.I
 	case entity.Int64:
@@ -45,16 +45,33 @@ func (t *Table) jsonValue(i int, v entity.Value) any {
 	return v.S // string, text, decimal, date
 }
 
-// event returns the change event of r written with op.
+// event returns the change event of r written with op: its columns, and
+// under each child's name the child's lines, in order, each an object of
+// the child's columns.
 func (t *Table) event(r Row, op string) outbox.Event {
 	key := make(map[string]any, len(t.keys))
-	data := make(map[string]any, len(t.kinds))
+	data := make(map[string]any, len(t.kinds)+len(t.lines))
 	for i, c := range t.ent.Columns {
-		v := t.jsonValue(i, r.Vals[i])
+		v := jsonValue(t.kinds[i], r.Vals[i])
 		data[c.Name] = v
 		if t.isKey[i] {
 			key[c.Name] = v
 		}
+	}
+	for c, lt := range t.lines {
+		var lines entity.Lines
+		if c < len(r.Children) {
+			lines = r.Children[c]
+		}
+		objs := make([]map[string]any, len(lines))
+		for n, line := range lines {
+			obj := make(map[string]any, len(line))
+			for j, col := range lt.child.Columns {
+				obj[col.Name] = jsonValue(lt.kinds[j], line[j])
+			}
+			objs[n] = obj
+		}
+		data[lt.child.Name] = objs
 	}
 	return outbox.Event{Entity: t.ent.Name, Key: key, Op: op, Version: r.Version, RunID: r.RunID, Data: data}
 }
@@ -100,17 +117,14 @@ func changeOp(prior Current, ok bool) string {
 	return outbox.OpUpdate
 }
 
-// insertWithEvents is InsertRows of an entity with events.
-func (s *Store) insertWithEvents(ctx context.Context, rows []Row) error {
+// insertInTx is InsertRows of a transactional table: the rows, their
+// lines and their change events in one transaction.
+func (s *Store) insertInTx(ctx context.Context, rows []Row) error {
 	err := s.inTx(ctx, "insert "+s.t.name, func(tx *sql.Tx) ([]outbox.Event, error) {
 		if err := s.t.insert(ctx, tx, "INSERT", rows, ""); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("insert %s: %w", s.t.name, err)
 		}
-		evs := make([]outbox.Event, len(rows))
-		for i, r := range rows {
-			evs[i] = s.t.event(r, outbox.OpInsert)
-		}
-		return evs, nil
+		return s.written(ctx, tx, rows, nil, nil, nil)
 	})
 	if isDuplicate(err) {
 		return ErrDuplicate
@@ -118,10 +132,11 @@ func (s *Store) insertWithEvents(ctx context.Context, rows []Row) error {
 	return err
 }
 
-// upsertWithEvents is UpsertRows of an entity with events: the rows the
-// guarded statement changed are those that hold, after it, the version
-// and fencing token it wrote and did not before.
-func (s *Store) upsertWithEvents(ctx context.Context, rows []Row) error {
+// upsertInTx is UpsertRows of a transactional table. The rows the guarded
+// statement changed (landed) are those that hold, after it, the version
+// and fencing token it wrote, live, and did not before: their lines and
+// change events are written, a replay's and a loser's are not.
+func (s *Store) upsertInTx(ctx context.Context, rows []Row) error {
 	return s.inTx(ctx, "upsert "+s.t.name, func(tx *sql.Tx) ([]outbox.Event, error) {
 		keys := keysOf(rows)
 		prior, err := s.t.readVersionsLocking(ctx, tx, keys, true)
@@ -129,23 +144,44 @@ func (s *Store) upsertWithEvents(ctx context.Context, rows []Row) error {
 			return nil, err
 		}
 		if err := s.t.insert(ctx, tx, "INSERT", rows, s.t.upsert); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("upsert %s: %w", s.t.name, err)
 		}
 		after, err := s.t.readVersions(ctx, tx, keys)
 		if err != nil {
 			return nil, err
 		}
-		var evs []outbox.Event
-		for _, r := range rows {
+		landed, clear := make([]bool, len(rows)), make([]bool, len(rows))
+		for i, r := range rows {
 			p, had := prior[r.Key]
 			a := after[r.Key]
 			mine := a.Version == r.Version && a.Fence == r.Fence && !a.Deleted
-			if mine && (!had || p.Version != r.Version || p.Fence != r.Fence || p.Deleted) {
-				evs = append(evs, s.t.event(r, changeOp(p, had)))
-			}
+			landed[i] = mine && (!had || p.Version != r.Version || p.Fence != r.Fence || p.Deleted)
+			clear[i] = landed[i] && had
 		}
-		return evs, nil
+		return s.written(ctx, tx, rows, landed, clear, prior)
 	})
+}
+
+// written is what follows, in its transaction, a write of rows of which
+// landed tells which it changed (nil: all): it writes their lines (first
+// deleting those gone from the rows that clear tells, nil: none) and
+// returns their change events, none when the entity has no events. prior
+// are the rows' guards before the write; a row absent there was inserted.
+func (s *Store) written(ctx context.Context, tx *sql.Tx, rows []Row, landed, clear []bool, prior map[string]Current) ([]outbox.Event, error) {
+	if err := s.t.writeLines(ctx, tx, rows, landed, clear); err != nil {
+		return nil, err
+	}
+	if !s.t.events() {
+		return nil, nil
+	}
+	var evs []outbox.Event
+	for i, r := range rows {
+		if landed == nil || landed[i] {
+			p, had := prior[r.Key]
+			evs = append(evs, s.t.event(r, changeOp(p, had)))
+		}
+	}
+	return evs, nil
 }
 
 // changes records the change events of the rows that the statements of
@@ -156,36 +192,31 @@ type changes struct {
 	after  func(tx *sql.Tx, done []bool) ([]outbox.Event, error)
 }
 
-// rowChanges records the events of guarded updates of rows (nil when the
-// entity has no events): each row changed is an update, or a restore of
-// a row that was soft-deleted, as its guards read under a lock before
-// the updates tell.
+// rowChanges writes the lines and records the events of guarded updates
+// of rows (nil when the table is not transactional): each row changed is
+// an update, or a restore of a row that was soft-deleted, as its guards
+// read under a lock before the updates tell; a row changed existed, so
+// its lines gone are deleted.
 func (s *Store) rowChanges(ctx context.Context, rows []Row) *changes {
-	if !s.t.events() {
+	if !s.t.transactional() {
 		return nil
 	}
 	var prior map[string]Current
-	return &changes{
-		before: func(tx *sql.Tx) (err error) {
+	ch := &changes{after: func(tx *sql.Tx, done []bool) ([]outbox.Event, error) {
+		return s.written(ctx, tx, rows, done, done, prior)
+	}}
+	if s.t.events() {
+		ch.before = func(tx *sql.Tx) (err error) {
 			prior, err = s.t.readVersionsLocking(ctx, tx, keysOf(rows), true)
 			return err
-		},
-		after: func(_ *sql.Tx, done []bool) ([]outbox.Event, error) {
-			var evs []outbox.Event
-			for i, r := range rows {
-				if done[i] {
-					p, had := prior[r.Key]
-					evs = append(evs, s.t.event(r, changeOp(p, had)))
-				}
-			}
-			return evs, nil
-		},
+		}
 	}
+	return ch
 }
 
 // deleteChanges records the events of soft deletes of ts (nil when the
 // entity has no events): the event of a row deleted carries the row's
-// data as it was.
+// data and lines as they were.
 func (s *Store) deleteChanges(ctx context.Context, ts []Tombstone) *changes {
 	if !s.t.events() {
 		return nil
@@ -199,11 +230,16 @@ func (s *Store) deleteChanges(ctx context.Context, ts []Tombstone) *changes {
 				runs[t.ErpID] = t.RunID
 			}
 		}
+		lines, err := s.linesOf(ctx, tx, deleted)
+		if err != nil {
+			return nil, err
+		}
 		var evs []outbox.Event
-		err := s.scanRows(ctx, tx, deleted, func(st *Stored) error {
+		err = s.scanRows(ctx, tx, deleted, func(st *Stored) error {
 			r := st.Row
 			r.Vals = append([]entity.Value(nil), st.Vals...)
 			r.RunID = runs[r.Key]
+			r.Children = lines[r.Key]
 			evs = append(evs, s.t.event(r, outbox.OpDelete))
 			return nil
 		})

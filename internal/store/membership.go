@@ -110,13 +110,15 @@ func (s *Store) Insert(ctx context.Context, ms []Membership) error {
 
 // InsertRows writes rows that were absent, in one multi-row INSERT. When
 // any of them exists already the whole statement fails with ErrDuplicate
-// and nothing is written; the caller retries them one by one.
+// and nothing is written; the caller retries them one by one. Of an
+// entity with children, it writes the rows' lines in the same
+// transaction.
 func (s *Store) InsertRows(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if s.t.events() {
-		return s.insertWithEvents(ctx, rows)
+	if s.t.transactional() {
+		return s.insertInTx(ctx, rows)
 	}
 	if err := s.t.insert(ctx, s.sql, "INSERT", rows, ""); err != nil {
 		if isDuplicate(err) {
@@ -166,13 +168,16 @@ func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
 // are inserted, and a present row changes only when the incoming version
 // is higher and the fencing token is not older. A row it changes is live,
 // and loses its quarantine mark unless the mark is newer. It does not say
-// which rows changed; read them back with Versions.
+// which rows changed; read them back with Versions. Of an entity with
+// children, the lines of the rows it changed become theirs, in the same
+// transaction; a row it does not change (a loser, a replay of its own
+// version) keeps its lines.
 func (s *Store) UpsertRows(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if s.t.events() {
-		return s.upsertWithEvents(ctx, rows)
+	if s.t.transactional() {
+		return s.upsertInTx(ctx, rows)
 	}
 	if err := s.t.insert(ctx, s.sql, "INSERT", rows, s.t.upsert); err != nil {
 		return fmt.Errorf("upsert %s: %w", s.t.name, err)
@@ -190,9 +195,10 @@ func (s *Store) Update(ctx context.Context, m Membership) (bool, error) {
 // and is live, or a newer fencing token, or is soft-deleted and r is a
 // stale copy (Current.Restores). A row it changes is live: a copy that
 // restores a soft-deleted row starts the row's version guard again from
-// its own version.
+// its own version. Of an entity with children, the row's lines become r's
+// when it changes the row, in the same transaction.
 func (s *Store) UpdateRow(ctx context.Context, r Row) (bool, error) {
-	if s.t.events() {
+	if s.t.transactional() {
 		rows := []Row{r}
 		done, err := s.eachRecording(ctx, "update "+s.t.name, 1, s.updates(ctx, rows), s.rowChanges(ctx, rows))
 		return err == nil && done[0], err
@@ -220,7 +226,7 @@ func (s *Store) Restore(ctx context.Context, ms []Membership) ([]bool, error) {
 
 // RestoreRows runs UpdateRow for each of rows, soft-deleted rows that a
 // copy restores, in one transaction (one commit), and reports which it
-// changed.
+// changed; the lines of a row restored become its copy's.
 func (s *Store) RestoreRows(ctx context.Context, rows []Row) ([]bool, error) {
 	return s.eachRecording(ctx, "restore", len(rows), s.updates(ctx, rows), s.rowChanges(ctx, rows))
 }

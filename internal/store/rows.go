@@ -92,16 +92,7 @@ func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func
 		l.sql(quoteIdent(c.Name) + ", ")
 	}
 	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM " + quoteIdent(t.name))
-	switch {
-	case keys != nil:
-		l.sql(" WHERE ")
-		t.keyMatch(l, keys)
-	case s.scope != "":
-		l.sql(" WHERE " + s.scope)
-	}
-	q := l.text()
-	l.free()
-	rows, err := db.QueryContext(ctx, q)
+	rows, err := s.queryWhere(ctx, db, l, keys, "")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)
 	}
@@ -135,4 +126,22 @@ func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func
 		return fmt.Errorf("read %s: %w", t.name, err)
 	}
 	return nil
+}
+
+// queryWhere ends l, a SELECT of the store's table or of a child's table
+// (which have the key columns), with the WHERE of the rows with the given
+// parent keys (nil: of the store's scope, Scoped) and tail, and runs it
+// on db. It frees l.
+func (s *Store) queryWhere(ctx context.Context, db querier, l *literal, keys []string, tail string) (*sql.Rows, error) {
+	switch {
+	case keys != nil:
+		l.sql(" WHERE ")
+		s.t.keyMatch(l, keys)
+	case s.scope != "":
+		l.sql(" WHERE " + s.scope)
+	}
+	l.sql(tail)
+	q := l.text()
+	l.free()
+	return db.QueryContext(ctx, q)
 }

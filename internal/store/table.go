@@ -43,6 +43,8 @@ type Table struct {
 	upsert     string // the ON DUPLICATE KEY UPDATE tail
 	versions   string // SELECT key..., guards FROM t WHERE
 	isKey      []bool // of each column
+	// lines are the tables of the entity's children, in order.
+	lines []*lineTable
 }
 
 // Compile compiles the statements of e's table.
@@ -98,6 +100,9 @@ func Compile(e *entity.Entity) (*Table, error) {
 
 	t.isKey = isKey
 	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0) FROM " + q(t.name) + " WHERE "
+	if err := t.compileLines(); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -135,16 +140,37 @@ func (l *literal) value(k entity.Kind, v entity.Value) error {
 // keyPart writes the text of one key part, of kind k, as a literal that
 // compares equal to the column's value.
 func (l *literal) keyPart(k entity.Kind, text string) {
-	switch k {
-	case entity.Bool:
+	switch {
+	case k == entity.Bool:
 		if text == "true" {
 			l.sql("1")
 		} else {
 			l.sql("0")
 		}
+	case (k == entity.Int32 || k == entity.Int64 || k == entity.Decimal) && isNumber(text):
+		// Unquoted: a row constructor ((a, b) IN (('x', '9007199254740993'),
+		// ...)) compares a string with a number as doubles, which past
+		// 2^53 matched another row or none.
+		l.sql(text)
 	default:
-		l.str(text) // MySQL converts a quoted number or date to the column's type
+		l.str(text) // MySQL converts a quoted date to the column's type
 	}
+}
+
+// isNumber reports whether s is an integer or decimal literal: an optional
+// minus, digits, and at most one point between digits.
+func isNumber(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, point := strings.Cut(s, ".")
+	digits := func(d string) bool {
+		for i := 0; i < len(d); i++ {
+			if d[i] < '0' || d[i] > '9' {
+				return false
+			}
+		}
+		return d != ""
+	}
+	return digits(whole) && (!point || digits(frac))
 }
 
 // keyMatch writes the WHERE test of the rows with the given keys.

@@ -55,18 +55,8 @@ func tableModel(t *testing.T, events bool) {
 	ctx := context.Background()
 	e := customers(t)
 	e.Events = events
-	migrateEntities(t, s, e)
-	tbl, err := store.Compile(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := s.For(tbl)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("ERPSYNC_PROPERTY_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (ERPSYNC_PROPERTY_SEED replays it)", seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	st := entityStore(t, s, e)
+	rng := propertyRand(t, 7)
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	keys := make([][2]string, 12)
@@ -97,20 +87,7 @@ func tableModel(t *testing.T, events bool) {
 			UpdatedAt: base.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)}
 	}
 	model := map[string]*modelRow{}
-	// lands applies the rules of a guarded write of r to the model.
-	lands := func(r store.Row, update bool) bool {
-		m := model[r.Key]
-		switch {
-		case m == nil:
-			return !update
-		case r.Fence < m.fence:
-			return false
-		case m.deleted:
-			c := store.Current{Version: m.version, UpdatedAt: m.updated}
-			return update && c.Restores(r.Version, r.UpdatedAt) || r.Version > m.version
-		}
-		return r.Version > m.version
-	}
+	lands := func(r store.Row, update bool) bool { return model[r.Key].lands(r, update) }
 	// changes are the events the model expects, by key: "op@version", a
 	// change of one identity (key, version, op) once.
 	changes := map[string][]string{}
@@ -172,6 +149,7 @@ func tableModel(t *testing.T, events bool) {
 			}
 			want := lands(r, true)
 			var got bool
+			var err error
 			if op == 2 {
 				got, err = st.UpdateRow(ctx, r)
 			} else {
@@ -220,6 +198,46 @@ func tableModel(t *testing.T, events bool) {
 			t.Fatalf("an entity without events recorded %d (%v)", n, err)
 		}
 	}
+}
+
+// lands applies the rules of a guarded write of r to the model's row m
+// (nil: absent); update: through UpdateRow, which restores.
+func (m *modelRow) lands(r store.Row, update bool) bool {
+	switch {
+	case m == nil:
+		return !update
+	case r.Fence < m.fence:
+		return false
+	case m.deleted:
+		c := store.Current{Version: m.version, UpdatedAt: m.updated}
+		return update && c.Restores(r.Version, r.UpdatedAt) || r.Version > m.version
+	}
+	return r.Version > m.version
+}
+
+// entityStore migrates e's tables on s and returns a Store that writes
+// them.
+func entityStore(t *testing.T, s *store.Store, e *entity.Entity) *store.Store {
+	t.Helper()
+	migrateEntities(t, s, e)
+	tbl, err := store.Compile(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.For(tbl)
+}
+
+// propertyRand is the random source of a property test: of a new seed,
+// or of ERPSYNC_PROPERTY_SEED, which replays one; stream tells tests
+// apart.
+func propertyRand(t *testing.T, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("ERPSYNC_PROPERTY_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (ERPSYNC_PROPERTY_SEED replays it)", seed)
+	return rand.New(rand.NewPCG(seed, stream))
 }
 
 // compareEvents fails t unless the outbox holds, per key and in order,

@@ -60,49 +60,97 @@ func (s *Syncer) Apply(ctx context.Context, recs []erp.Record, log zerolog.Logge
 // are taken a chunk at a time.
 func (s *Syncer) SoftDelete(ctx context.Context, ts []store.Tombstone, log zerolog.Logger) (Applied, error) {
 	r := s.newRun(&Report{}, log)
+	recs := make([]erp.Record, len(ts))
+	for i, t := range ts {
+		recs[i] = erp.Record{ErpID: t.ErpID}
+	}
 	var out Applied
-	for len(ts) > 0 {
-		n := min(s.cfg.ChunkSize, len(ts))
-		c := ts[:n]
-		ts = ts[n:]
+	err := r.eachLocked(ctx, recs, func(idx []int, hs []held) ([]bool, error) {
+		mine := make([]store.Tombstone, len(idx))
+		for j, i := range idx {
+			mine[j] = ts[i]
+			mine[j].Fence = hs[j].lock.Fence()
+		}
+		return s.store.SoftDelete(ctx, mine)
+	}, func(done bool, rec erp.Record, contended bool) {
+		switch {
+		case done:
+			out.Deleted++
+		case contended:
+			out.LockContended++
+			out.Kept++
+		default:
+			out.Kept++
+			log.Debug().Str("erp_id", rec.ErpID).Msg("soft delete skipped: the row was written since it was read")
+		}
+	})
+	return out, err
+}
+
+// RepairLines rewrites the lines of documents whose header is current and
+// whose lines differ from recs' (store.RepairLines), each under its record
+// lock, a chunk of locks at a time. A record whose lock another holder
+// has, or whose row has moved on since it was compared, is left as it is:
+// that writer's lines win, and the next reconcile compares again. Updated
+// counts the documents repaired.
+func (s *Syncer) RepairLines(ctx context.Context, recs []erp.Record, log zerolog.Logger) (Applied, error) {
+	r := s.newRun(&Report{}, log)
+	var out Applied
+	err := r.eachLocked(ctx, recs, func(_ []int, hs []held) ([]bool, error) {
+		return s.store.RepairLines(ctx, r.rowsOf(hs))
+	}, func(done bool, rec erp.Record, contended bool) {
+		switch {
+		case done:
+			out.Updated++
+		case contended:
+			out.LockContended++
+		default:
+			out.Unchanged++
+			log.Debug().Str("erp_id", rec.ErpID).Msg("lines not repaired: the row was written since it was compared")
+		}
+	})
+	return out, err
+}
+
+// eachLocked takes the record locks of recs a chunk at a time and calls
+// write with the indexes in recs of the records whose locks it holds and
+// those held records, then releases them; outcome is told of every record:
+// whether write did it, or whether another holder had its lock.
+func (r *run) eachLocked(ctx context.Context, recs []erp.Record, write func(idx []int, hs []held) ([]bool, error), outcome func(done bool, rec erp.Record, contended bool)) error {
+	for start := 0; start < len(recs); start += r.s.cfg.ChunkSize {
+		c := recs[start:min(start+r.s.cfg.ChunkSize, len(recs))]
 		keys := make([]string, len(c))
-		for i, t := range c {
-			keys[i] = s.lockKey(t.ErpID)
+		for i, rec := range c {
+			keys[i] = r.s.lockKey(rec.ErpID)
 		}
 		locks, err := r.obtainMany(ctx, keys)
 		if err != nil {
-			return out, err
+			return err
 		}
+		var idx []int
 		var hs []held
-		var mine []store.Tombstone
 		for i, l := range locks {
 			if l == nil {
-				out.LockContended++
-				out.Kept++
+				outcome(false, c[i], true)
 				continue
 			}
-			hs = append(hs, held{rec: erp.Record{ErpID: c[i].ErpID}, lock: l})
-			t := c[i]
-			t.Fence = l.Fence()
-			mine = append(mine, t)
+			idx = append(idx, start+i)
+			hs = append(hs, held{rec: c[i], lock: l})
 		}
 		var done []bool
-		err = r.writing(ctx, func() (err error) {
-			done, err = s.store.SoftDelete(ctx, mine)
-			return err
-		})
+		if len(hs) > 0 {
+			err = r.writing(ctx, func() (err error) {
+				done, err = write(idx, hs)
+				return err
+			})
+		}
 		r.release(ctx, hs)
 		if err != nil {
-			return out, err
+			return err
 		}
 		for i, d := range done {
-			if d {
-				out.Deleted++
-				continue
-			}
-			out.Kept++
-			log.Debug().Str("erp_id", mine[i].ErpID).Msg("soft delete skipped: the row was written since it was read")
+			outcome(d, hs[i].rec, false)
 		}
 	}
-	return out, nil
+	return nil
 }

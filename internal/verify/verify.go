@@ -33,14 +33,23 @@ type Result struct {
 	// Quarantined counts the live rows whose record's newest copy is
 	// invalid: marked (quarantined_at), or to be marked by the next run or
 	// reconcile. Such a row holds its last valid data, not the ERP's.
-	Quarantined Sample    `json:"quarantined"`
-	Started     time.Time `json:"started_at"`
-	Duration    float64   `json:"duration_seconds"`
+	Quarantined Sample `json:"quarantined"`
+	// LinesMissing, LinesExtra and LinesStale compare the lines of the
+	// documents whose header matches the feed (an entity with children),
+	// line by line: a line the feed serves that the table lacks, one the
+	// table holds that the feed does not, one whose values differ. Each
+	// is named "<key> <child>[<line key>]"; its document counts as stale.
+	LinesMissing Sample    `json:"lines_missing"`
+	LinesExtra   Sample    `json:"lines_extra"`
+	LinesStale   Sample    `json:"lines_stale"`
+	Started      time.Time `json:"started_at"`
+	Duration     float64   `json:"duration_seconds"`
 }
 
 // OK reports whether the database matches the feed.
 func (r *Result) OK() bool {
-	return r.Missing.Count == 0 && r.Stale.Count == 0 && r.Unknown.Count == 0 && r.Ahead.Count == 0 && r.Quarantined.Count == 0
+	return r.Missing.Count == 0 && r.Stale.Count == 0 && r.Unknown.Count == 0 && r.Ahead.Count == 0 && r.Quarantined.Count == 0 &&
+		r.LinesMissing.Count == 0 && r.LinesExtra.Count == 0 && r.LinesStale.Count == 0
 }
 
 // Sample counts records of one kind and keeps the first few erp_ids.
@@ -67,6 +76,9 @@ type want struct {
 	sum, rounded uint64
 	seen         bool        // matched by a live row
 	rec          *erp.Record // the record, when the scan keeps them
+	// children are the record's lines, one entity.Lines per child of its
+	// entity (nil without children).
+	children []entity.Lines
 }
 
 var seed = maphash.MakeSeed()
@@ -195,6 +207,7 @@ func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) 
 			vals := valuesOf(&p.Records[i], buf[:])
 			w.sum = valsSum(vals, r.UpdatedAt, 0)
 			w.rounded = valsSum(vals, r.UpdatedAt, 1)
+			w.children = r.Children
 			if keep {
 				w.rec = &p.Records[i]
 			}
@@ -222,6 +235,9 @@ type Diff struct {
 	Missing []erp.Record // no row
 	Restore []erp.Record // a soft-deleted row
 	Stale   []erp.Record // a live row at an older version, or other fields at the same version
+	// Lines are the documents whose row matches the feed and whose lines
+	// differ from the feed's (store.RepairLines).
+	Lines []erp.Record
 }
 
 // Verify pages the whole feed (highest version per key wins) and compares
@@ -248,6 +264,12 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		}
 	}
 	var restore []string // keys of the feed whose row is soft-deleted
+	// matched holds the documents whose header matches, whose lines are
+	// compared next (an entity with children).
+	var matched map[string]*want
+	if len(st.Table().Entity().Children) > 0 {
+		matched = map[string]*want{}
+	}
 	err := st.ScanRows(ctx, func(row *store.Stored) error {
 		id, version := row.Key, row.Version
 		w := f.byID[id]
@@ -287,11 +309,27 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		default:
 			w.seen = true
 			res.Matching++
+			if matched != nil {
+				matched[id] = w
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if matched != nil {
+		differ, err := f.compareLines(ctx, st, res, matched)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range differ {
+			res.Matching--
+			res.Stale.Add(id)
+			if w := matched[id]; w.rec != nil {
+				diff.Lines = append(diff.Lines, *w.rec)
+			}
+		}
 	}
 	for _, id := range restore {
 		w := f.byID[id]
