@@ -422,7 +422,8 @@ func (e *docEnv) changeOrders(ctx context.Context, first int) docChanges {
 // PATCHes (lines deleted, changed and added; every line of one deleted),
 // creates and deletes some; a run and a reconcile (OData, no REST) bring
 // the tables to CAP again, the removed lines removed, the deleted orders
-// soft-deleted, and every event carries the lines of its version.
+// soft-deleted, and every event carries the lines of its version. Lines
+// changed by hand are found by verify and repaired by reconcile.
 func TestDocumentsSync(t *testing.T) {
 	t.Parallel()
 	e := setupOrders(t, 300, captest.Options{PageLimit: 50})
@@ -480,6 +481,37 @@ func TestDocumentsSync(t *testing.T) {
 	}
 	n := e.assertEvents(ent, docs, deletedNos)
 	t.Logf("%d events", n)
+
+	// Lines changed by hand behind erpsync's back, headers untouched: one
+	// deleted, one changed, one added. verify finds them, reconcile makes
+	// the lines CAP's again and records no event (the version is one the
+	// consumers know).
+	lines := e.Table("sales_order_items")
+	a, b := docs[0]["OrderNo"].(string), docs[1]["OrderNo"].(string)
+	for _, q := range []string{
+		"DELETE FROM " + lines + " WHERE order_no = '" + a + "' ORDER BY item_no LIMIT 1",
+		"UPDATE " + lines + " SET quantity = quantity + 1 WHERE order_no = '" + b + "' ORDER BY item_no LIMIT 1",
+		"INSERT INTO " + lines + " (order_no, item_no, material, quantity, net_amount, unit_price, batch, erp_version) SELECT order_no, 99999, 'EXTRA', 1, 1, 1, NULL, erp_version FROM " + e.Table("sales_orders") + " WHERE order_no = '" + b + "'",
+	} {
+		if res, err := e.DB.Exec(q); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("%s: %d rows", q, n)
+		}
+	}
+	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 1 {
+		t.Errorf("verify of lines changed by hand: exit %d, want 1: %s", r.Code, r.Out())
+	}
+	e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
+	if d := e.assertDocuments(ent, docs); d != len(deletedNos) {
+		t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, len(deletedNos))
+	}
+	if m := e.assertEvents(ent, docs, deletedNos); m != n {
+		t.Errorf("%d events after the repair of lines, %d before", m, n)
+	}
+	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
+		t.Errorf("verify after the repair: exit %d: %s", r.Code, r.Out())
+	}
 }
 
 // TestDocumentsOverlap runs a run and a backfill of the orders and a second
@@ -497,7 +529,8 @@ func TestDocumentsOverlap(t *testing.T) {
 	var wg sync.WaitGroup
 	var ch docChanges
 	wg.Go(func() { ch = e.changeOrders(ctx, 0) })
-	proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 20 })
+	// At least one change of each kind before the processes start.
+	proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 30 })
 	procs := []*proctest.Proc{
 		e.Start(e.cfg("run", "--page-size", "20")...),
 		e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "20", "--workers", "3")...),
