@@ -362,6 +362,29 @@ func (e *docEnv) assertEvents(ent *entity.Entity, docs []captest.Object, deleted
 	return len(evs)
 }
 
+// withDeleted returns docs and, for each order of deletedNos that the
+// table holds, the order as CAP held it at the row's version: what the
+// runs must have left before a reconcile soft-deletes them.
+func (e *docEnv) withDeleted(ent *entity.Entity, docs []captest.Object, deletedNos []string) []captest.Object {
+	e.T.Helper()
+	rows := e.rows(ent)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, no := range deletedNos {
+		r, ok := rows[no]
+		if !ok {
+			continue
+		}
+		o, ok := e.seen[no][r.version]
+		if !ok {
+			e.T.Errorf("order %s is at version %d, which the test never saw CAP hold", no, r.version)
+			continue
+		}
+		docs = append(docs, o)
+	}
+	return docs
+}
+
 // docChanges counts what changeOrders did to CAP.
 type docChanges struct {
 	revised, created, deleted int
@@ -420,9 +443,9 @@ func (e *docEnv) changeOrders(ctx context.Context, first int) docChanges {
 // table line for line (decimals of 28 digits exact, NULLs), with one insert
 // event per order carrying its lines. Then CAP revises orders in deep
 // PATCHes (lines deleted, changed and added; every line of one deleted),
-// creates and deletes some; a run and a reconcile (OData, no REST) bring
-// the tables to CAP again, the removed lines removed, the deleted orders
-// soft-deleted, and every event carries the lines of its version. Lines
+// creates and deletes some; a run brings the tables to CAP again, the
+// removed lines removed, and a reconcile (OData, no REST) soft-deletes the
+// deleted orders; and every event carries the lines of its version. Lines
 // changed by hand are found by verify and repaired by reconcile.
 func TestDocumentsSync(t *testing.T) {
 	t.Parallel()
@@ -471,6 +494,9 @@ func TestDocumentsSync(t *testing.T) {
 		}
 	}
 	e.MustRun(e.cfg("run", "--page-size", "50")...)
+	// Before reconcile, which repairs lines: the tables as the run left
+	// them, the deleted orders still live.
+	e.assertDocuments(ent, e.withDeleted(ent, e.documents(), deletedNos))
 	e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
 	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
 		t.Errorf("verify exit %d: %s", r.Code, r.Out())
@@ -516,8 +542,9 @@ func TestDocumentsSync(t *testing.T) {
 
 // TestDocumentsOverlap runs a run and a backfill of the orders and a second
 // run at once, while CAP revises orders in deep PATCHes, creates and
-// deletes them. No order's version goes down meanwhile; a last run and a
-// reconcile leave the header and line tables equal to CAP, and every
+// deletes them. No order's version goes down meanwhile; a last run leaves
+// every order's lines those of its row's version, and a reconcile the
+// header and line tables equal to CAP, and every
 // event carries the lines of its version, never another version's.
 func TestDocumentsOverlap(t *testing.T) {
 	t.Parallel()
@@ -548,6 +575,9 @@ func TestDocumentsOverlap(t *testing.T) {
 	}
 	t.Logf("changes while 3 processes ran: %d revised, %d created, %d deleted", ch.revised, ch.created, ch.deleted)
 	e.MustRun(e.cfg("run")...)
+	// Before reconcile, which repairs lines: the tables as the runs left
+	// them, the deleted orders still live.
+	e.assertDocuments(ent, e.withDeleted(ent, e.documents(), ch.deletedNos))
 	e.MustRun(e.cfg("reconcile", "--max-delete", "100")...)
 	if polls, downs := watch.Stop(); len(downs) > 0 {
 		t.Errorf("erp_version went down (%d polls): %v", polls, downs)
