@@ -225,14 +225,7 @@ func version(t testing.TB, ent *entity.Entity, o captest.Object) (int64, time.Ti
 func (e *env) assertTable(ent *entity.Entity, objs []captest.Object) int {
 	e.T.Helper()
 	rows := e.rows(ent)
-	bad := 0
-	fail := func(format string, args ...any) {
-		e.T.Helper()
-		e.T.Errorf(ent.Table+": "+format, args...)
-		if bad++; bad > 10 {
-			e.T.Fatal("too many differences")
-		}
-	}
+	fail := failer(e.T, ent.Table+": ")
 	seen := map[string]bool{}
 	for _, o := range objs {
 		wants := make([]sql.NullString, len(ent.Columns))
@@ -832,5 +825,18 @@ func (e *env) each(query string, fn func(a, b string)) {
 	}
 	if err := rs.Err(); err != nil {
 		e.T.Fatal(err)
+	}
+}
+
+// failer returns a function that reports a difference, prefix first, and
+// stops the test at the eleventh.
+func failer(t testing.TB, prefix string) func(format string, args ...any) {
+	bad := 0
+	return func(format string, args ...any) {
+		t.Helper()
+		t.Errorf(prefix+format, args...)
+		if bad++; bad > 10 {
+			t.Fatal("too many differences")
+		}
 	}
 }

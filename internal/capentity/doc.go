@@ -11,6 +11,13 @@
 // input (values that do not fit their column, a bad file, a table changed
 // behind erpsync's back) ends as the docs say.
 //
+// Documents are synced from OrdersService: sales orders whose lines (a
+// composition, read with $expand) go to a child table. While CAP revises
+// orders in deep PATCHes that add, change and remove lines, and creates
+// and deletes orders, runs and a backfill overlap and a run is killed
+// mid-write; the header table then equals CAP row for row, the child table
+// line for line, and every change event carries the lines of its version.
+//
 // It compares text: every column is read back as MySQL's text of it and
 // CAP's values are decoded with json.Number, so no number passes through a
 // float64 on either side. It promises nothing about timing.

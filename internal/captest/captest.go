@@ -30,6 +30,9 @@ type Options struct {
 	// VersionedRecords is the number of VersionedMemberships seeded (see
 	// SeedVersioned). Defaults to 0.
 	VersionedRecords int
+	// Orders is the number of OrdersService SalesOrders seeded, each with
+	// its lines (see SeedOrders). Defaults to 0.
+	Orders int
 	// Seed selects the seeded records. Defaults to 0.
 	Seed int64
 	// PageLimit is the most rows one response carries (CAP's
@@ -82,6 +85,13 @@ type Server struct {
 	// seeded from cap/db/data/sales-*.csv. Both are managed: modifiedAt is
 	// stamped on every change.
 	Customers, SalesOrders *TypedSet
+	// OrdersURL is the root of OrdersService, the documents, ending in
+	// "/odata/v4/orders/".
+	OrdersURL string
+	// Orders is OrdersService's SalesOrders (key OrderNo, a composition
+	// of Items, ChangedAt and ChangeCounter stamped on every change),
+	// seeded with SeedOrders.
+	Orders *OrderSet
 
 	client  *http.Client
 	logPath string
@@ -171,6 +181,8 @@ func Start(t testing.TB, opt Options) *Server {
 	s.SalesURL = strings.TrimSuffix(s.ServiceURL, "/odata/v4/erp/") + "/odata/v4/sales/"
 	s.Customers = &TypedSet{URL: s.SalesURL + "Customers", srv: s}
 	s.SalesOrders = &TypedSet{URL: s.SalesURL + "SalesOrders", srv: s}
+	s.OrdersURL = strings.TrimSuffix(s.ServiceURL, "/odata/v4/erp/") + "/odata/v4/orders/"
+	s.Orders = &OrderSet{&TypedSet{URL: s.OrdersURL + "SalesOrders", srv: s}}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opt.StartTimeout)
 	defer cancel()

@@ -31,6 +31,16 @@
 // type and is served as before. Server.Customers and Server.SalesOrders
 // (TypedSet) read and change them as JSON objects with exact numbers.
 //
+// A third service, OrdersService at /odata/v4/orders, holds documents:
+// SalesOrders (key OrderNo; ChangedAt stamped and ChangeCounter bumped on
+// every change) with a composition of Items (key ItemNo within the order;
+// Decimal quantities and amounts, a UnitPrice of up to 28 digits served as
+// text, a nullable Batch), seeded with SeedOrders. CAP's page limit
+// applies to the orders only: $expand=Items brings every line of each
+// order, with no nested nextLink. Server.Orders reads the documents back
+// whole, creates and deletes orders and revises one in a deep PATCH that
+// inserts, updates and deletes its lines at once.
+//
 // The package needs node (Node.js 20 or later) in PATH and the project's
 // node_modules, installed with `make cap-deps` (npm ci); without them Start
 // fails the test with a line saying so. It does not skip. It promises

@@ -90,25 +90,28 @@ func SeedVersioned(n int, seed int64) []Record {
 	return recs
 }
 
-// seedFile is one CSV file of db/data.
+// seedFile is one CSV file of db/data: its name and a writer of its
+// content.
 type seedFile struct {
-	name      string
-	recs      []Record
-	versioned bool
+	name  string
+	write func(io.Writer) error
 }
 
 // seedFiles returns the seed files of opt's records.
 func seedFiles(opt Options) []seedFile {
+	orders := SeedOrders(opt.Orders, opt.Seed)
 	return []seedFile{
-		{"erp-Memberships.csv", Seed(opt.Records, opt.Seed), false},
-		{"erp-VersionedMemberships.csv", SeedVersioned(opt.VersionedRecords, opt.Seed), true},
+		{"erp-Memberships.csv", func(w io.Writer) error { return writeCSV(w, Seed(opt.Records, opt.Seed), false) }},
+		{"erp-VersionedMemberships.csv", func(w io.Writer) error { return writeCSV(w, SeedVersioned(opt.VersionedRecords, opt.Seed), true) }},
+		{"orders-SalesOrders.csv", func(w io.Writer) error { return writeOrdersCSV(w, orders) }},
+		{"orders-SalesOrderItems.csv", func(w io.Writer) error { return writeItemsCSV(w, orders) }},
 	}
 }
 
 // csv returns the file's content.
 func (f seedFile) csv() ([]byte, error) {
 	var b bytes.Buffer
-	err := writeCSV(&b, f.recs, f.versioned)
+	err := f.write(&b)
 	return b.Bytes(), err
 }
 
@@ -141,3 +144,7 @@ func writeCSV(w io.Writer, recs []Record, versioned bool) error {
 // TimeLayout is how CAP writes an Edm.DateTimeOffset (UTC, milliseconds),
 // a form its $filter accepts unquoted as a literal.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// ProjectOrders is the number of orders in the project's own seed files
+// (cap/db/data), which a server started by hand loads.
+const ProjectOrders = 20

@@ -8,10 +8,11 @@ import (
 )
 
 // The project's own seed files, which a server started by hand loads, are
-// Seed's 100 records of seed 1 (and SeedVersioned's). CAPTEST_UPDATE=1
+// Seed's 100 records of seed 1 (and SeedVersioned's, and
+// SeedOrders' ProjectOrders orders). CAPTEST_UPDATE=1
 // rewrites them.
 func TestProjectSeedFiles(t *testing.T) {
-	for _, f := range seedFiles(Options{Records: 100, VersionedRecords: 100, Seed: 1}) {
+	for _, f := range seedFiles(Options{Records: 100, VersionedRecords: 100, Orders: ProjectOrders, Seed: 1}) {
 		want, err := f.csv()
 		if err != nil {
 			t.Fatal(err)
@@ -27,7 +28,7 @@ func TestProjectSeedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s is not Seed(100, 1): run CAPTEST_UPDATE=1 go test -run TestProjectSeedFiles ./internal/captest/", path)
+			t.Errorf("%s is not the seed of 1: run CAPTEST_UPDATE=1 go test -run TestProjectSeedFiles ./internal/captest/", path)
 		}
 	}
 }
