@@ -50,6 +50,10 @@ KNOWN_SETTINGS = {
     "ERPSYNC_CRON", "ERPSYNC_TICKS",
     # reconcile, and schedule's reconciles
     "ERPSYNC_MAX_DELETE", "ERPSYNC_DRY_RUN", "ERPSYNC_FORCE", "ERPSYNC_RECONCILE_EVERY",
+    # relay, and schedule's relay
+    "ERPSYNC_EVENTS_SINK", "ERPSYNC_EVENTS_URL", "ERPSYNC_EVENTS_SECRET_FILE",
+    "ERPSYNC_EVENTS_SUBJECT", "ERPSYNC_EVENTS_EXCHANGE", "ERPSYNC_EVENTS_RETENTION",
+    "ERPSYNC_BATCH_SIZE", "ERPSYNC_POLL", "ERPSYNC_MAX_BACKOFF",
 }
 
 # Metric names exported by the Go side, and the label values the rules and

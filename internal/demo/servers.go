@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -157,15 +158,62 @@ func (e *embeddedMySQL) Close() {
 	<-e.done
 }
 
-// serialHandler runs the commands of every connection one at a time.
+// serialHandler runs the commands of every connection one at a time, and
+// a transaction's commands as one: from START TRANSACTION (or BEGIN) to
+// COMMIT or ROLLBACK, the connection keeps the server's turn. The
+// in-memory tables give each transaction a snapshot and publish it whole
+// at COMMIT, with no conflict check: two transactions that overlapped lost
+// one's rows and recorded a key's change events out of order (a writer
+// with events reads its rows FOR UPDATE, which these tables do not lock).
+// Run one after the other, they are serializable.
 type serialHandler struct {
 	mysql.Handler
 	mu sync.Mutex
+	// tx is the connection whose transaction holds mu; nil when none.
+	tx atomic.Pointer[mysql.Conn]
+}
+
+// turn waits for c's turn, unless c's transaction holds it already.
+func (h *serialHandler) turn(c *mysql.Conn) {
+	if h.tx.Load() != c {
+		h.mu.Lock()
+	}
+}
+
+// done ends c's turn after a command: a transaction that began keeps it,
+// one that ended (or a failed statement, which serialHandler rolls back)
+// gives it up.
+func (h *serialHandler) done(ctx context.Context, c *mysql.Conn, query string, err error) {
+	if err != nil {
+		h.rollback(ctx, c)
+	}
+	switch held := h.tx.Load() == c; {
+	case held && (err != nil || endsTx(query)):
+		h.tx.Store(nil)
+		h.mu.Unlock()
+	case held:
+	case err == nil && beginsTx(query):
+		h.tx.Store(c)
+	default:
+		h.mu.Unlock()
+	}
+}
+
+// beginsTx and endsTx tell the statements that open and close a
+// transaction, as go-sql-driver sends them.
+func beginsTx(query string) bool {
+	q := strings.ToUpper(strings.TrimSpace(query))
+	return strings.HasPrefix(q, "START TRANSACTION") || q == "BEGIN" || strings.HasPrefix(q, "BEGIN ")
+}
+
+func endsTx(query string) bool {
+	q := strings.ToUpper(strings.TrimSpace(query))
+	return strings.HasPrefix(q, "COMMIT") || strings.HasPrefix(q, "ROLLBACK")
 }
 
 func (h *serialHandler) ComInitDB(c *mysql.Conn, schemaName string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
+	defer h.done(context.Background(), c, "", nil)
 	return h.Handler.ComInitDB(c, schemaName)
 }
 
@@ -173,18 +221,14 @@ func (h *serialHandler) ComQuery(ctx context.Context, c *mysql.Conn, query strin
 	if touchesNoTable(query) {
 		err := h.Handler.ComQuery(ctx, c, query, callback)
 		if err != nil {
-			h.mu.Lock()
-			h.rollback(ctx, c)
-			h.mu.Unlock()
+			h.turn(c)
+			h.done(ctx, c, query, err)
 		}
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
 	err := h.Handler.ComQuery(ctx, c, query, callback)
-	if err != nil {
-		h.rollback(ctx, c)
-	}
+	h.done(ctx, c, query, err)
 	return err
 }
 
@@ -194,8 +238,9 @@ func (h *serialHandler) ComQuery(ctx context.Context, c *mysql.Conn, query strin
 // snapshot of the in-memory tables: it no longer sees other connections'
 // commits, and its next write publishes the stale snapshot, losing theirs
 // (seen: another connection's row vanished, and the same erp_id was then
-// inserted a second time past the UNIQUE index). erpsync runs every
-// statement in autocommit, so rolling back loses nothing.
+// inserted a second time past the UNIQUE index). Inside an explicit
+// transaction, erpsync's writers roll back on any error, so ending it
+// there loses nothing either: the client's ROLLBACK then finds none.
 func (h *serialHandler) rollback(ctx context.Context, c *mysql.Conn) {
 	discard := func(*sqltypes.Result, bool) error { return nil }
 	_ = h.Handler.ComQuery(ctx, c, "ROLLBACK", discard)
@@ -210,40 +255,36 @@ func touchesNoTable(query string) bool {
 }
 
 func (h *serialHandler) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
 	rest, err := h.Handler.ComMultiQuery(ctx, c, query, callback)
-	if err != nil {
-		h.rollback(ctx, c)
-	}
+	h.done(ctx, c, query, err)
 	return rest, err
 }
 
 func (h *serialHandler) ComPrepare(ctx context.Context, c *mysql.Conn, query string, prepare *mysql.PrepareData) ([]*querypb.Field, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
+	defer h.done(ctx, c, "", nil)
 	return h.Handler.ComPrepare(ctx, c, query, prepare)
 }
 
 func (h *serialHandler) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
 	err := h.Handler.ComStmtExecute(ctx, c, prepare, callback)
-	if err != nil {
-		h.rollback(ctx, c)
-	}
+	h.done(ctx, c, prepare.PrepareStmt, err)
 	return err
 }
 
 func (h *serialHandler) ComResetConnection(c *mysql.Conn) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
+	defer h.done(context.Background(), c, "ROLLBACK", nil) // a reset ends the session's transaction
 	return h.Handler.ComResetConnection(c)
 }
 
+// ConnectionClosed ends the connection's transaction with it: a client
+// that dropped the connection mid-transaction gives up the turn.
 func (h *serialHandler) ConnectionClosed(c *mysql.Conn) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.turn(c)
+	defer h.done(context.Background(), c, "ROLLBACK", nil)
 	h.Handler.ConnectionClosed(c)
 }
 

@@ -3,12 +3,15 @@ package demo
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/lock"
 )
@@ -176,4 +179,117 @@ func embeddedStore(t *testing.T, name string) *store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// TestEmbeddedMySQLKeepsTheOutbox: writers with events on the embedded
+// server, many at once as the demo's instances are, each guarded upsert in
+// a transaction with its events (SELECT ... FOR UPDATE, the upsert, the
+// read back, the outbox INSERT). Each key's events must be the story of
+// its row: an insert first, versions rising, the last one at the row's
+// version, each (key, version) once; the UNIQUE index on the event's
+// identity drops a change recorded twice; the relay's reads and marks run.
+func TestEmbeddedMySQLKeepsTheOutbox(t *testing.T) {
+	ctx := context.Background()
+	st := embeddedStore(t, "erpsync_outbox").For(eventsTable)
+	const keys, writers, top = 60, 4, 6
+	at := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	row := func(k int, v int64) store.Membership {
+		return store.Membership{ErpID: "K" + strconv.Itoa(k), MemberID: "U" + strconv.FormatInt(v, 10), ProductCode: "P", Status: "ACTIVE",
+			StartsAt: at, Version: v, UpdatedAt: at.Add(time.Duration(v) * time.Second), Fence: 1}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			// Chunks of 10 keys at random versions, then every key at top.
+			for round := range 2*keys/10 + keys/10 {
+				var ms []store.Membership
+				for k := range 10 {
+					key := (round*10 + k) % keys
+					v := int64(1 + rng.IntN(top-1))
+					if round >= 2*keys/10 {
+						v = top
+					}
+					ms = append(ms, row(key, v))
+				}
+				if err := st.Upsert(ctx, ms); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	db, err := st.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT entity_key, op, version FROM erpsync_events ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	story := map[string][]string{}
+	last := map[string]int64{}
+	n := 0
+	for rows.Next() {
+		var key, op string
+		var v int64
+		if err := rows.Scan(&key, &op, &v); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		prev, seen := last[key]
+		if seen == (op == "insert") || op != "insert" && op != "update" || v <= prev {
+			t.Errorf("key %s: %s v%d after %v", key, op, v, story[key])
+		}
+		story[key] = append(story[key], op+" v"+strconv.FormatInt(v, 10))
+		last[key] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	var stored int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM memberships WHERE erp_version = ?", top).Scan(&stored); err != nil || stored != keys || len(last) != keys {
+		t.Errorf("%d rows at version %d (%v), %d keys with events; want %d", stored, top, err, len(last), keys)
+	}
+	for k, v := range last {
+		if v != top {
+			t.Errorf("key %s: last event at version %d, the row at %d: %v", k, v, top, story[k])
+		}
+	}
+
+	// A change recorded again is dropped by the UNIQUE index.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := outbox.Event{Entity: "memberships", Key: map[string]any{"erp_id": "K0"}, Op: outbox.OpUpdate, Version: top, RunID: "r", Data: map[string]any{}}
+	if err := outbox.Record(ctx, tx, []outbox.Event{again}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ob := outbox.New(db)
+	pending, err := ob.Pending(ctx, 1000)
+	if err != nil || len(pending) != n {
+		t.Fatalf("%d pending (%v), want the %d recorded", len(pending), err, n)
+	}
+	if err := ob.MarkDelivered(ctx, 7, []int64{pending[0].Seq, pending[1].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.MarkDelivered(ctx, 6, []int64{pending[2].Seq}); !errors.Is(err, outbox.ErrFenced) {
+		t.Errorf("mark under an older token: %v, want ErrFenced", err)
+	}
+	stats, err := ob.Stats(ctx)
+	if err != nil || stats.Pending() != int64(n-2) || len(stats.Entities) != 1 || stats.Entities[0].Delivered != 2 {
+		t.Errorf("stats %+v (%v), want %d pending and 2 delivered", stats, err, n-2)
+	}
 }

@@ -453,23 +453,43 @@ func (c *checker) checkDeployment(d doc, o *appsv1.Deployment) {
 	}
 	for i := range o.Spec.Template.Spec.Containers {
 		ct := &o.Spec.Template.Spec.Containers[i]
-		if len(ct.Args) > 0 && ct.Args[0] == "schedule" {
-			if ct.LivenessProbe == nil || ct.LivenessProbe.HTTPGet == nil || ct.LivenessProbe.HTTPGet.Path != "/healthz" {
-				c.errorf(d, "schedule container %s: livenessProbe must GET /healthz", ct.Name)
+		if len(ct.Args) == 0 || (ct.Args[0] != "schedule" && ct.Args[0] != "relay") {
+			continue
+		}
+		cmd := ct.Args[0]
+		if ct.LivenessProbe == nil || ct.LivenessProbe.HTTPGet == nil || ct.LivenessProbe.HTTPGet.Path != "/healthz" {
+			c.errorf(d, "%s container %s: livenessProbe must GET /healthz", cmd, ct.Name)
+		}
+		if ct.ReadinessProbe == nil || ct.ReadinessProbe.HTTPGet == nil || ct.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			c.errorf(d, "%s container %s: readinessProbe must GET /readyz", cmd, ct.Name)
+		}
+		if addr, ok := flagValue(ct.Args, "--http-addr"); ok {
+			_, port, _ := strings.Cut(addr, ":")
+			found := false
+			for _, cp := range ct.Ports {
+				found = found || strconv.Itoa(int(cp.ContainerPort)) == port
 			}
-			if ct.ReadinessProbe == nil || ct.ReadinessProbe.HTTPGet == nil || ct.ReadinessProbe.HTTPGet.Path != "/readyz" {
-				c.errorf(d, "schedule container %s: readinessProbe must GET /readyz", ct.Name)
+			if !found {
+				c.errorf(d, "%s container %s: --http-addr %s has no containerPort", cmd, ct.Name, addr)
 			}
-			if addr, ok := flagValue(ct.Args, "--http-addr"); ok {
-				_, port, _ := strings.Cut(addr, ":")
-				found := false
-				for _, cp := range ct.Ports {
-					found = found || strconv.Itoa(int(cp.ContainerPort)) == port
-				}
-				if !found {
-					c.errorf(d, "schedule container %s: --http-addr %s has no containerPort", ct.Name, addr)
-				}
-			}
+		}
+		if cmd != "relay" {
+			continue
+		}
+		// One relay delivers at a time (the relay lock): a second replica
+		// would only skip, and a rolling update would start it beside the
+		// first.
+		if o.Spec.Replicas == nil || *o.Spec.Replicas != 1 {
+			c.errorf(d, "relay container %s: replicas must be 1 (a second relay only skips on the lock)", ct.Name)
+		}
+		if o.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+			c.errorf(d, "relay container %s: strategy must be Recreate (a rolling update runs two relays)", ct.Name)
+		}
+		if _, ok := flagValue(ct.Args, "--grace"); !ok {
+			c.errorf(d, "relay container %s: no --grace (the batch in hand must be marked before the SIGKILL)", ct.Name)
+		}
+		if _, ok := flagValue(ct.Args, "--events-secret"); ok {
+			c.errorf(d, "relay container %s: --events-secret on the command line; mount the secret and give --events-secret-file", ct.Name)
 		}
 	}
 }
