@@ -268,7 +268,7 @@ func (s *sink) paused(p *proctest.Proc) {
 	defer s.mu.Unlock()
 	for id, r := range s.relays {
 		if r == p {
-			s.faults = append(s.faults, "relay "+id+" paused 1.5s")
+			s.faults = append(s.faults, "relay "+id+" paused")
 		}
 	}
 }
@@ -277,6 +277,37 @@ func (s *sink) fault(what string) {
 	s.mu.Lock()
 	s.faults = append(s.faults, what)
 	s.mu.Unlock()
+}
+
+// stallWriters, in a feed that loses its record locks, holds InnoDB locks
+// on every row of contracts (and the gaps between them) for 500 ms of
+// every second until stop is closed: writers of one record that both
+// passed their checks while the row was unchanged wait there together,
+// and all but the first write nothing, or a stale version: writes that
+// must record no event.
+func (s *sink) stallWriters(stop <-chan struct{}) {
+	if s == nil {
+		return
+	}
+	db, err := s.f.w.st.DB().DB()
+	if err != nil {
+		return
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			continue
+		}
+		if _, err := tx.Exec("SELECT 1 FROM contracts FOR UPDATE"); err == nil {
+			time.Sleep(500 * time.Millisecond)
+		}
+		_ = tx.Rollback()
+	}
 }
 
 // serve is the webhook: it checks each POST's signature and
@@ -520,10 +551,12 @@ func (s *sink) check(outs []string) {
 	s.mu.Lock()
 	got, faults, refused := s.got, s.faults, s.refused
 	s.mu.Unlock()
+	lost := 0
 	for _, out := range outs {
-		if n := strings.Count(out, "relay lock lost"); n > 0 {
-			faults = append(faults, fmt.Sprintf("a relay lost its lock %d time(s)", n))
-		}
+		lost += strings.Count(out, "relay lock lost")
+	}
+	if lost > 0 {
+		faults = append(faults, fmt.Sprintf("relays lost their lock %d time(s)", lost))
 	}
 	var bad []string
 	add := func(format string, args ...any) {
@@ -569,7 +602,7 @@ func (s *sink) check(outs []string) {
 			ops[e.op]++
 		}
 	}
-	f.t.Logf("events: %d received, %d distinct (%v), %d duplicates; relay faults: %s", len(got), len(raws), ops, dups, strings.Join(faults, ", "))
+	f.t.Logf("events: %d received, %d distinct (%v), %d duplicates; relay faults: %s", len(got), len(raws), ops, dups, tally(faults))
 	s.checkOutbox(raws, add)
 	history, err := rowHistory(f.w)
 	if err != nil {
@@ -757,6 +790,23 @@ func changesOf(w *world, query string) (map[string][]change, error) {
 		out[id] = append(out[id], c)
 	}
 	return out, rows.Err()
+}
+
+// tally lists what, each distinct one once with its count.
+func tally(what []string) string {
+	n := map[string]int{}
+	var out []string
+	for _, w := range what {
+		if n[w]++; n[w] == 1 {
+			out = append(out, w)
+		}
+	}
+	for i, w := range out {
+		if n[w] > 1 {
+			out[i] = fmt.Sprintf("%s (%d times)", w, n[w])
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // union is the keys of a and b.

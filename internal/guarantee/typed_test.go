@@ -242,6 +242,7 @@ func (f *feed) loseLocks(stop <-chan struct{}) {
 	}
 	ctx := context.Background()
 	go f.pauseWriters(stop)
+	go f.sink.stallWriters(stop)
 	for {
 		var keys []string
 		iter := f.w.rdb.Scan(ctx, 0, f.prefix+"{rec:*", 1000).Iterator()
