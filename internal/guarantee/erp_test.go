@@ -141,6 +141,9 @@ type erpSim struct {
 	// soft-deleted row is no part of the model.
 	wasGone, wasBad, reborn map[string]bool
 	holding                 map[string]*execLog // reconciles whose held sets are open
+	// ever holds every valid version the ERP made of each record, in
+	// every life of it, oldest first: what a change event may carry.
+	ever map[string][]record
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -161,6 +164,7 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		wasBad:  map[string]bool{},
 		reborn:  map[string]bool{},
 		holding: map[string]*execLog{},
+		ever:    map[string][]record{},
 	}
 }
 
@@ -308,7 +312,28 @@ func (e *erpSim) change(id string) {
 	case 1:
 		n.Member = fmt.Sprintf("U%d", e.rng.IntN(1000))
 	}
-	e.cur[id] = n
+	e.put(n)
+}
+
+// put makes r the current version of its record: a version the ERP made.
+// Callers hold mu.
+func (e *erpSim) put(r record) {
+	e.cur[r.ID] = r
+	e.ever[r.ID] = append(e.ever[r.ID], r)
+}
+
+// made returns the valid versions the ERP made of record id at version v,
+// in any of its lives.
+func (e *erpSim) made(id string, v int64) []record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []record
+	for _, r := range e.ever[id] {
+		if r.Version == v {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // deleteSome deletes up to n records, the first deletable ones.
@@ -378,7 +403,7 @@ func (e *erpSim) rebirth(ids []string) {
 		e.born[bornKey(id, n.Version)] = n.Updated
 		delete(e.gone, id)
 		delete(e.hist, id)
-		e.cur[id] = n
+		e.put(n)
 		e.reborn[id] = true
 	}
 }
@@ -450,7 +475,7 @@ func (e *erpSim) mend(id string) {
 	e.born[bornKey(id, n.Version)] = n.Updated
 	e.touch(id)
 	delete(e.bad, id)
-	e.cur[id] = n
+	e.put(n)
 }
 
 // spoilOf turns invalid the current copies of up to n of the records ids
@@ -570,7 +595,7 @@ func (e *erpSim) mutate(l *execLog) {
 		r.Updated = e.now()
 		e.born[bornKey(r.ID, r.Version)] = r.Updated
 		e.face.created(e, &r)
-		e.cur[r.ID] = r
+		e.put(r)
 	}
 	if e.rng.IntN(100) < e.adv.Delete && len(e.cur) > 0 {
 		if ids := e.deletable(); len(ids) > 0 {

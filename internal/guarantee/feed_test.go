@@ -53,7 +53,7 @@ func newPool(t testing.TB, n int) pool {
 }
 
 func (w *world) reset(t testing.TB) {
-	for _, table := range append([]string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"}, w.entities...) {
+	for _, table := range append([]string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "erpsync_events", "erpsync_relay_fence"}, w.entities...) {
 		if err := w.st.DB().Exec("DELETE FROM " + table).Error; err != nil {
 			t.Fatalf("empty %s: %v", table, err)
 		}
@@ -149,6 +149,9 @@ type feed struct {
 	deletions []deletion
 	// running are the processes of the feed that run now (mu).
 	running map[*proctest.Proc]bool
+	// sink receives the change events of a feed whose entity records them
+	// (events_test.go); nil in others.
+	sink *sink
 }
 
 type deletion struct {
@@ -161,7 +164,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	w.reset(t)
 	e := newERP(sc.ERPSeed, sc.Base, sc.Adv)
 	for _, r := range sc.Records {
-		e.cur[r.ID] = r
+		e.put(r)
 	}
 	e.invalid = sc.Invalid
 	e.face = newFace(sc.OData)
@@ -186,6 +189,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 			t.Logf("scenario: %s", sc)
 		}
 	}()
+	f.sink = f.startSink()
 	go f.watch()
 	for i, wave := range sc.Waves {
 		e.thaw(sc.Budget)
@@ -214,6 +218,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		f.sigterm()
 		f.settle("after the SIGTERM scenario")
 	}
+	f.sink.finish()
 	close(f.stop)
 	if downs := <-f.downs; len(downs) > 0 {
 		t.Errorf("a row's erp_version went down: %s", strings.Join(downs, "; "))
@@ -649,6 +654,7 @@ func (f *feed) settleOn(when string, tab *table) {
 		return
 	}
 	f.compare(when, f.sc.Reconcile, tab)
+	f.sink.once(when)
 }
 
 // runOnce runs x once as execution id on the entity of tab: the syncer of

@@ -43,12 +43,18 @@ type typedSpec struct {
 	// that writers of one record overlap and write late: only the fencing
 	// tokens and the version guard keep the rows right.
 	LockLoss bool
+	// Events, when set, declares the contracts with `events: true`
+	// (events.yaml): a sink receives their change events (events_test.go).
+	Events *eventsSpec
 }
 
 func (ty *typedSpec) config() string {
 	name := "contracts.yaml"
-	if ty.Both {
+	switch {
+	case ty.Both:
 		name = "both.yaml"
+	case ty.Events != nil:
+		name = "events.yaml"
 	}
 	p, _ := filepath.Abs(filepath.Join("testdata", name))
 	return p
@@ -56,11 +62,17 @@ func (ty *typedSpec) config() string {
 
 func (ty *typedSpec) String() string {
 	s := "entity: contracts of testdata/contracts.yaml (the typed face), every execution a process"
+	if ty.Events != nil {
+		s = "entity: contracts of testdata/events.yaml (the typed face, events: true), every execution a process"
+	}
 	if ty.Both {
 		s = "entities: contracts (the typed face) and memberships (examples/memberships.yaml) of testdata/both.yaml, processes of both at once"
 	}
 	if ty.LockLoss {
 		s += "; Redis loses the record locks while the waves run"
+	}
+	if ty.Events != nil {
+		s += "; " + ty.Events.String()
 	}
 	return s
 }
@@ -188,9 +200,22 @@ func newTypedPool(t testing.TB, n int) pool {
 // without what needs the syncer in this process (a reconcile that races a
 // backfill through a hook on its record locks, and the SIGTERM scenario).
 // Both entities take their locks from one Redis, whose commands the test
-// reads.
+// reads. In one feed of three of the contracts alone, the entity records
+// change events.
 func typedScenario(seed uint64, ty *typedSpec) *scenario {
-	sc := generate(newSource(seed, nil), opts{MaxRecords: 16, MaxWaves: 2, MaxExecs: 3, Procs: true, Typed: ty})
+	sc := typedFeed(seed, ty, opts{MaxRecords: 16, MaxWaves: 2, MaxExecs: 3})
+	if !ty.Both && seed%3 == 1 {
+		sc.Typed.Events = genEvents(seed)
+	}
+	return sc
+}
+
+// typedFeed is the feed of seed for the entities of ty, its size bounded
+// by o.
+func typedFeed(seed uint64, ty *typedSpec, o opts) *scenario {
+	t := *ty
+	o.Procs, o.Typed = true, &t
+	sc := generate(newSource(seed, nil), o)
 	for _, w := range sc.Waves {
 		for i := range w {
 			w[i].Proc, w[i].Race = true, false
@@ -203,9 +228,7 @@ func typedScenario(seed uint64, ty *typedSpec) *scenario {
 		sc.Locks = lockRedis
 	}
 	if !ty.Both && seed%2 == 1 {
-		t := *ty
 		t.LockLoss = true
-		sc.Typed = &t
 	}
 	return sc
 }
@@ -219,6 +242,7 @@ func (f *feed) loseLocks(stop <-chan struct{}) {
 	}
 	ctx := context.Background()
 	go f.pauseWriters(stop)
+	go f.sink.stallWriters(stop)
 	for {
 		var keys []string
 		iter := f.w.rdb.Scan(ctx, 0, f.prefix+"{rec:*", 1000).Iterator()
@@ -278,6 +302,7 @@ func (f *feed) pauseWriters(stop <-chan struct{}) {
 		if p == nil || p.Signal(syscall.SIGSTOP) != nil {
 			continue
 		}
+		f.sink.paused(p)
 		time.Sleep(1500 * time.Millisecond)
 		_ = p.Signal(syscall.SIGCONT)
 	}
