@@ -93,7 +93,7 @@ chaos:
 # generated adversarial feeds, each with overlapping runs and backfills on
 # the real MariaDB and Redis, some as processes killed with SIGKILL.
 guarantee:
-	$(GO) test -race -count=1 -v -timeout 15m -run 'TestGuaranteeSweep|TestSigtermKeepsTheJobLock|TestTypedGuaranteeSweep|TestTwoEntitiesGuarantee|TestTypedFaceKeepsEveryFlaw|TestEventsGuarantee' ./internal/guarantee/
+	$(GO) test -race -count=1 -v -timeout 15m -run 'TestGuaranteeSweep|TestSigtermKeepsTheJobLock|TestTypedGuaranteeSweep|TestTwoEntitiesGuarantee|TestTypedFaceKeepsEveryFlaw|TestEventsGuarantee|TestDocumentsGuarantee' ./internal/guarantee/
 
 # Search further for feeds that break the guarantee. FUZZTIME=10m for longer.
 FUZZTIME ?= 2m

@@ -725,8 +725,13 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := e.now()
 	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
 	w.Header().Set("Content-Type", "application/json")
-	// The typed face serves every item as a contract (erpmock.ContractOf),
+	// The typed face serves every item as a contract (erpmock.ContractOf;
+	// the documents face as an order with its lines, erpmock.OrderOf),
 	// and logs what it served under the execution's id with typedLog.
+	render := erpmock.ContractOf
+	if strings.HasPrefix("/"+rest, erpmock.OrdersPath) { // the documents face
+		render, rest = erpmock.OrderOf, strings.Replace("/"+rest, erpmock.OrdersPath, erpmock.ContractsPath, 1)[1:]
+	}
 	typed := strings.HasPrefix("/"+rest, erpmock.ContractsPath)
 	if typed {
 		rest = strings.Replace("/"+rest, erpmock.ContractsPath, "api/v1/memberships", 1)
@@ -796,7 +801,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			body.Write(it.raw)
 			continue
 		}
-		c, err := erpmock.ContractOf(it.raw)
+		c, err := render(it.raw)
 		if err != nil {
 			c = it.raw // not an object: no contract either
 		}

@@ -328,17 +328,17 @@ func (s *sink) fault(what string) {
 	s.mu.Unlock()
 }
 
-// stallWriters, in a feed that loses its record locks, holds InnoDB locks
-// on every row of contracts (and the gaps between them) for 500 ms of
-// every second until stop is closed: writers of one record that both
-// passed their checks while the row was unchanged wait there together,
-// and all but the first write nothing, or a stale version: writes that
-// must record no event.
-func (s *sink) stallWriters(stop <-chan struct{}) {
-	if s == nil {
+// stallWriters, in an events or documents feed that loses its record
+// locks, holds InnoDB locks on every row of contracts (and the gaps
+// between them) for 500 ms of every second until stop is closed: writers
+// of one record that both passed their checks while the row was unchanged
+// wait there together, and all but the first write nothing, or a stale
+// version: writes that must record no event and write no line.
+func (f *feed) stallWriters(stop <-chan struct{}) {
+	if f.sink == nil && !f.sc.Typed.Docs {
 		return
 	}
-	db, err := s.f.w.st.DB().DB()
+	db, err := f.w.st.DB().DB()
 	if err != nil {
 		return
 	}

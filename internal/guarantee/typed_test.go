@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ import (
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
+
+var flagDocFeeds = flag.Int("guarantee.doc-feeds", 6, "feeds TestDocumentsGuarantee generates")
 
 var flagTypedFeeds = flag.Int("guarantee.typed-feeds", 10, "feeds TestTypedGuaranteeSweep and TestTwoEntitiesGuarantee generate each")
 
@@ -46,6 +49,10 @@ type typedSpec struct {
 	// Events, when set, declares the contracts with `events: true`
 	// (events.yaml): a sink receives their change events (events_test.go).
 	Events *eventsSpec
+	// Docs reads the contracts as documents (orders.yaml): each with its
+	// lines from erpmock's documents face into contract_lines, which must
+	// hold, for every row, exactly the lines of the version it holds.
+	Docs bool
 }
 
 func (ty *typedSpec) config() string {
@@ -55,6 +62,8 @@ func (ty *typedSpec) config() string {
 		name = "both.yaml"
 	case ty.Events != nil:
 		name = "events.yaml"
+	case ty.Docs:
+		name = "orders.yaml"
 	}
 	p, _ := filepath.Abs(filepath.Join("testdata", name))
 	return p
@@ -64,6 +73,9 @@ func (ty *typedSpec) String() string {
 	s := "entity: contracts of testdata/contracts.yaml (the typed face), every execution a process"
 	if ty.Events != nil {
 		s = "entity: contracts of testdata/events.yaml (the typed face, events: true), every execution a process"
+	}
+	if ty.Docs {
+		s = "entity: contracts of testdata/orders.yaml (documents: the typed face with their lines), every execution a process"
 	}
 	if ty.Both {
 		s = "entities: contracts (the typed face) and memberships (examples/memberships.yaml) of testdata/both.yaml, processes of both at once"
@@ -83,6 +95,7 @@ func (ty *typedSpec) String() string {
 type table struct {
 	name, erpID, entity string
 	typed               bool // the contracts of the typed face
+	docs                bool // the contracts as documents, read from the documents face
 	read                func(ctx context.Context, w *world) ([]row, error)
 }
 
@@ -90,6 +103,8 @@ var (
 	membershipsTable = &table{name: "memberships", erpID: "erp_id", entity: syncer.MembershipsEntity, read: readMemberships}
 	// contractsTable's erp_id is ContractID(region, no).
 	contractsTable = &table{name: "contracts", erpID: "CONCAT(region, `no`)", entity: "contracts", typed: true, read: readContracts}
+	// ordersTable is contractsTable read as documents: each row's lines too.
+	ordersTable = &table{name: "contracts", erpID: "CONCAT(region, `no`)", entity: "contracts", typed: true, docs: true, read: readOrders}
 )
 
 // tables returns the tables a feed of sc writes.
@@ -99,6 +114,8 @@ func (sc *scenario) tables() []*table {
 		return []*table{membershipsTable}
 	case sc.Typed.Both:
 		return []*table{contractsTable, membershipsTable}
+	case sc.Typed.Docs:
+		return []*table{ordersTable}
 	}
 	return []*table{contractsTable}
 }
@@ -168,25 +185,81 @@ func readContracts(ctx context.Context, w *world) ([]row, error) {
 		})
 }
 
-// newTypedPool is newPool with the tables of both.yaml's entities made
-// as `erpsync migrate --config` makes them.
+// readOrders reads the contracts as readContracts does, and each row's
+// lines: a row whose lines in contract_lines are not exactly
+// erpmock.OrderLines of its erp_id at the version it holds, each line at
+// that version, has a flaw naming the difference.
+func readOrders(ctx context.Context, w *world) ([]row, error) {
+	rows, err := readContracts(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	lines := map[string][]string{}
+	rs, err := w.st.DB().WithContext(ctx).Raw("SELECT region, `no`, pos, material, CAST(qty AS CHAR), erp_version FROM contract_lines ORDER BY region, `no`, pos").Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var region, material, qty string
+		var no, v int64
+		var pos int32
+		if err := rs.Scan(&region, &no, &pos, &material, &qty, &v); err != nil {
+			return nil, err
+		}
+		id := erpmock.ContractID(region, no)
+		lines[id] = append(lines[id], orderLine(erpmock.OrderLine{Pos: pos, Material: material, Qty: qty}, v))
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		r := &rows[i]
+		var want []string
+		for _, l := range erpmock.OrderLines(r.rec.ID, r.rec.Version) {
+			want = append(want, orderLine(l, r.rec.Version))
+		}
+		if got := lines[r.rec.ID]; !slices.Equal(got, want) {
+			flaw := fmt.Sprintf("lines [%s], version %d has [%s]", strings.Join(got, "; "), r.rec.Version, strings.Join(want, "; "))
+			if r.flaw != "" {
+				flaw = r.flaw + ", " + flaw
+			}
+			r.flaw = flaw
+		}
+	}
+	return rows, nil
+}
+
+// orderLine is a line of an order at version v as readOrders compares it.
+func orderLine(l erpmock.OrderLine, v int64) string {
+	return fmt.Sprintf("%d %s %s @%d", l.Pos, l.Material, l.Qty, v)
+}
+
+// newTypedPool is newPool with the tables of both.yaml's and orders.yaml's
+// entities made as `erpsync migrate --config` makes them.
 func newTypedPool(t testing.TB, n int) pool {
 	p := newPool(t, n)
-	f, err := entity.Load((&typedSpec{Both: true}).config())
-	if err != nil {
-		t.Fatalf("load both.yaml: %v", err)
+	var files []*entity.File
+	for _, ty := range []*typedSpec{{Both: true}, {Docs: true}} {
+		f, err := entity.Load(ty.config())
+		if err != nil {
+			t.Fatalf("load %s: %v", ty.config(), err)
+		}
+		files = append(files, f)
 	}
 	ws := make([]*world, 0, n)
 	for range n {
 		w := <-p
-		plan, err := w.st.PlanEntities(context.Background(), f.Entities)
-		if err == nil {
-			_, err = w.st.ApplyEntities(context.Background(), plan)
+		for _, f := range files { // both.yaml's tables, then orders.yaml's contract_lines
+			plan, err := w.st.PlanEntities(context.Background(), f.Entities)
+			if err == nil {
+				_, err = w.st.ApplyEntities(context.Background(), plan)
+			}
+			if err != nil {
+				t.Fatalf("migrate %s: %v", f.Path, err)
+			}
 		}
-		if err != nil {
-			t.Fatalf("migrate both.yaml: %v", err)
-		}
-		w.entities = []string{"contracts"}
+		w.entities = []string{"contracts", "contract_lines"}
 		ws = append(ws, w)
 	}
 	for _, w := range ws {
@@ -242,7 +315,7 @@ func (f *feed) loseLocks(stop <-chan struct{}) {
 	}
 	ctx := context.Background()
 	go f.pauseWriters(stop)
-	go f.sink.stallWriters(stop)
+	go f.stallWriters(stop)
 	for {
 		var keys []string
 		iter := f.w.rdb.Scan(ctx, 0, f.prefix+"{rec:*", 1000).Iterator()
@@ -274,6 +347,18 @@ func TestTypedGuaranteeSweep(t *testing.T) {
 // and checkpoints must stay apart.
 func TestTwoEntitiesGuarantee(t *testing.T) {
 	sweepTyped(t, &typedSpec{Both: true})
+}
+
+// TestDocumentsGuarantee runs the same feeds with orders.yaml: the
+// contracts as documents, each with lines that come, go and change from
+// one version to the next. After each settling the contracts table must
+// equal the model, and each row's lines in contract_lines must be exactly
+// those of the version the row holds: a stale copy of a document, written
+// late by a paused process or replayed, never leaves its lines behind.
+func TestDocumentsGuarantee(t *testing.T) {
+	sweep(t, newTypedPool(t, parallelism()), *flagDocFeeds, func(seed uint64) *scenario {
+		return typedFeed(seed, &typedSpec{Docs: true}, opts{MaxRecords: 16, MaxWaves: 2, MaxExecs: 3})
+	})
 }
 
 func sweepTyped(t *testing.T, ty *typedSpec) {
