@@ -392,7 +392,7 @@ func (b *bench) documentsRound(ctx context.Context, d *documents, out **Document
 	}
 	bf.Note = fmt.Sprintf("%d documents, %.0f documents/s; %s", bf.Records, bf.PerSecond, bf.Note)
 	perLine(bf, res.Lines)
-	raw, err := b.documentsRaw(ctx, d)
+	raw, err := b.documentsRaw(ctx, d, documentsRawBatch, documentsRawConns)
 	if err != nil {
 		return err
 	}
@@ -413,21 +413,21 @@ func perLine(r *Result, lines int64) {
 }
 
 // documentsRawBatch is how many documents the raw insert writes in one
-// transaction: a multi-row INSERT of their headers and one of their lines.
-const documentsRawBatch = 500
+// transaction, a multi-row INSERT of their headers and one of their
+// lines, on documentsRawConns connections.
+const documentsRawBatch, documentsRawConns = 500, 4
 
 // documentsRaw writes the feed's documents into empty tables as fast as
-// plain SQL does: on 4 connections, transactions of documentsRawBatch
-// documents, each a multi-row INSERT of the headers and one of their
-// lines, values written in, no locks, no version reads.
-func (b *bench) documentsRaw(ctx context.Context, d *documents) (*Result, error) {
-	const conns = 4
+// plain SQL does: on conns connections, transactions of batch documents,
+// each a multi-row INSERT of the headers and one of their lines, values
+// written in, no locks, no version reads.
+func (b *bench) documentsRaw(ctx context.Context, d *documents, batch, conns int) (*Result, error) {
 	if err := b.emptyDocuments(ctx, d); err != nil {
 		return nil, err
 	}
-	b.logf("documents raw insert: %d documents, %d lines, transactions of %d documents, %d connections", d.want.headers, d.want.lines, documentsRawBatch, conns)
+	b.logf("documents raw insert: %d documents, %d lines, transactions of %d documents, %d connections", d.want.headers, d.want.lines, batch, conns)
 	headInsert, lineInsert := docRawInserts(d.table.Entity())
-	r, err := b.parallel(ctx, d.feed.Len(), documentsRawBatch, conns, func() func(from, to int) error {
+	r, err := b.parallel(ctx, d.feed.Len(), batch, conns, func() func(from, to int) error {
 		var heads, lines []byte
 		return func(from, to int) error {
 			heads, lines = append(heads[:0], headInsert...), append(lines[:0], lineInsert...)
@@ -448,7 +448,7 @@ func (b *bench) documentsRaw(ctx context.Context, d *documents) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	r.Name = fmt.Sprintf("raw insert, documents: a transaction of %d documents (INSERT of the headers, INSERT of the lines), 4 connections, no locks, literal values", documentsRawBatch)
+	r.Name = fmt.Sprintf("raw insert, documents: a transaction of %d documents (INSERT of the headers, INSERT of the lines), %d connections, no locks, literal values", batch, conns)
 	return r, nil
 }
 
@@ -504,14 +504,18 @@ func (d *DocumentsResult) markdown(w io.Writer) {
 	if d == nil || d.Backfill == nil || d.Raw == nil {
 		return
 	}
-	tableHead(w, "| documents | lines | seconds | lines/s | CPU µs a line: erpsync / all | CPU s: erpsync / mysql / redis / bench | rounds, lines/s | note |",
-		"| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+	tableHead(w, "| documents | lines | seconds | lines/s | peak RSS MiB | CPU µs a line: erpsync / all | CPU s: erpsync / mysql / redis / bench | rounds, lines/s | note |",
+		"| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 	for _, r := range []*Result{d.Backfill, d.Raw} {
 		rounds := make([]string, len(r.Rounds))
 		for i, v := range r.Rounds {
 			rounds[i] = fmt.Sprintf("%.0f", v)
 		}
-		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %.1f / %.1f | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", r.Name, r.Records, r.Seconds, r.PerSecond,
+		rss := "-"
+		if r.PeakRSSKiB > 0 {
+			rss = fmt.Sprintf("%.1f", mib(r.PeakRSSKiB))
+		}
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %s | %.1f / %.1f | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", r.Name, r.Records, r.Seconds, r.PerSecond, rss,
 			r.CPU.Erpsync/float64(r.Records)*1e6, r.CPU.Total()/float64(r.Records)*1e6, r.CPU.Erpsync, r.CPU.MySQL, r.CPU.Redis, r.CPU.Bench,
 			strings.Join(rounds, ", "), r.Note)
 	}

@@ -97,7 +97,7 @@ func TestCheckDocuments(t *testing.T) {
 		"UPDATE " + DocumentsEntity + " SET erp_updated_at = erp_updated_at + INTERVAL 1000 MICROSECOND WHERE " + inv,
 		"UPDATE " + DocumentsEntity + " SET deleted_at = UTC_TIMESTAMP(3) WHERE " + inv,
 	} {
-		if _, err := b.documentsRaw(ctx, d); err != nil {
+		if _, err := b.documentsRaw(ctx, d, 20, 2); err != nil {
 			t.Fatal(err)
 		}
 		if breakIt == "" {
