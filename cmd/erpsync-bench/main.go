@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Big, "big", bench.DefaultBig, "records of the big backfill of the memory comparison (0: skip it)")
 	fs.BoolVar(&quick, "quick", false, "a small smoke run: 5,000 records, memory 2,000 vs 20,000, one round")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "rounds of the ceiling, backfill and re-run, interleaved; each keeps its best (a machine shared with other work varies by 2-3x from run to run)")
-	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, redlock, cluster, rerun, memory (default all; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
+	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, documents, redlock, cluster, rerun, memory (default all; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; documents is the backfill of headers with 5-20 lines each against the raw insert of the same rows, in lines/s; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
 	fs.IntVar(&workers, "workers", 0, "--workers of the backfills (0: erpsync's default)")
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")

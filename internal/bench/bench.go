@@ -131,12 +131,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, m := range c.Only {
 		switch m {
-		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed:
+		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents:
 		default:
-			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed))
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents))
 		}
 	}
-	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed)) {
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents)) {
 		errs = append(errs, errors.New("no erpsync binary for the backfills"))
 	}
 	return c, errors.Join(errs...)
@@ -201,6 +201,10 @@ type Results struct {
 	Big      *Result `json:"memory_big,omitempty"`
 	// Stages are the stages of the write path timed alone (see Stages).
 	Stages []*Result `json:"stages,omitempty"`
+
+	// Documents is the documents backfill against its raw insert,
+	// measured in the same rounds as Backfill.
+	Documents *DocumentsResult `json:"documents,omitempty"`
 }
 
 // Run makes the measurements, one after the other, on the same MariaDB and
@@ -235,6 +239,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			return res, err
 		}
 		defer ty.close()
+	}
+	var docs *documents
+	if cfg.wants(Documents) {
+		if docs, err = b.startDocuments(ctx, cfg.Records); err != nil {
+			return res, err
+		}
+		defer docs.close()
 	}
 	topologies, stop, err := startTopologies(cfg, res)
 	if err != nil {
@@ -278,6 +289,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				return res, err
 			}
 			res.TypedRaw = best(res.TypedRaw, r)
+		}
+		if docs != nil {
+			if err := b.documentsRound(ctx, docs, &res.Documents); err != nil {
+				return res, err
+			}
 		}
 		for _, t := range topologies {
 			// A round that fails on one topology (on a loaded machine, a

@@ -179,27 +179,7 @@ func TestTypedFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := erp.New(erp.Config{BaseURL: srv.URL, Schema: sch, Shape: bench.TypedShape()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	var got []erp.Record
-	q := erp.Query{Limit: 500}
-	for {
-		p, err := c.Page(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Invalid) > 0 {
-			t.Fatalf("invalid items: %+v", p.Invalid[0])
-		}
-		got = append(got, p.Records...)
-		if p.NextCursor == "" {
-			break
-		}
-		q.Cursor = p.NextCursor
-	}
+	got := bench.ReadFeed(t, srv.URL, sch, bench.TypedShape(), 500)
 	want := feed.Rows(0, n)
 	if len(got) != n {
 		t.Fatalf("%d records, want %d", len(got), n)
@@ -215,7 +195,11 @@ func TestTypedFeed(t *testing.T) {
 			}
 		}
 	}
-	if n, err := c.Count(ctx, got[1000].UpdatedAt, time.Time{}); err != nil || n != 1504 {
+	c, err := erp.New(erp.Config{BaseURL: srv.URL, Schema: sch, Shape: bench.TypedShape()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Count(context.Background(), got[1000].UpdatedAt, time.Time{}); err != nil || n != 1504 {
 		t.Errorf("count from record 1000's updated_at = %d, %v; want 1504 (records 999 to 1001 share a millisecond)", n, err)
 	}
 }

@@ -19,6 +19,10 @@
 //     the raw multi-row INSERT IGNORE of the same rows through the
 //     entity's table (store.Table), in the same rounds as the memberships
 //     backfill and compared with it;
+//   - the backfill of documents (DocumentsEntity: headers of a config
+//     file's entity with 5 to 20 lines each, a child of typed columns)
+//     against the raw insert of the same header and line rows, in lines a
+//     second, each round's tables checked against the feed;
 //   - a re-run of it over the same, unchanged records;
 //   - the peak RSS of a backfill of a big feed against a small one.
 //

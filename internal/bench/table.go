@@ -205,6 +205,7 @@ func (r *Results) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %.0f | %.0f | %.2f | %.2f | %s |\n", t.Name, t.PerSecond, t.Raw, t.ToRaw, t.ToMemberships, t.Rounds)
 		}
 	}
+	r.Documents.markdown(w)
 	if bs := r.Bounds(); len(bs) > 0 {
 		tableHead(w, "| backfill vs one Redis | rate | CPU a record (one Redis / this) | Redis CPU (this / one Redis) | erpsync CPU (this / one Redis) | best CPU ratio with no cost but the repeated lock work |",
 			"| --- | ---: | ---: | ---: | ---: | ---: |")

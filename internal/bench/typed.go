@@ -54,19 +54,24 @@ entities:
 // TypedColumns is the number of columns of TypedEntity.
 const TypedColumns = 12
 
-// typedEntity returns TypedEntity as the config file declares it.
-func typedEntity() (*entity.Entity, error) {
-	f, err := entity.Parse(TypedEntity+".yaml", []byte(typedConfig))
+// parseEntity returns the entity name as config, a config file, declares
+// it.
+func parseEntity(name, config string) (*entity.Entity, error) {
+	f, err := entity.Parse(name+".yaml", []byte(config))
 	if err != nil {
-		return nil, fmt.Errorf("typed entity: %w", err)
+		return nil, fmt.Errorf("entity %s: %w", name, err)
 	}
 	return f.Entities[0], nil
 }
 
 // TypedSchema returns the typed decoder of TypedEntity as erpsync's REST
 // source compiles it.
-func TypedSchema() (*erp.Schema, error) {
-	e, err := typedEntity()
+func TypedSchema() (*erp.Schema, error) { return schemaOf(TypedEntity, typedConfig) }
+
+// schemaOf returns the typed decoder of the entity name as config, a
+// config file, declares it, as erpsync's REST source compiles it.
+func schemaOf(name, config string) (*erp.Schema, error) {
+	e, err := parseEntity(name, config)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +84,12 @@ func TypedSchema() (*erp.Schema, error) {
 
 // TypedShape returns the REST shape erpsync reads TypedFeed in: the
 // erpsync API's, at TypedEntity's resource.
-func TypedShape() *erp.Shape {
+func TypedShape() *erp.Shape { return restShape(TypedEntity) }
+
+// restShape is the erpsync API's REST shape at resource's path.
+func restShape(resource string) *erp.Shape {
 	s := erp.DefaultShape()
-	s.Path = "/api/v1/" + TypedEntity
+	s.Path = "/api/v1/" + resource
 	s.CountPath = s.Path + "/count"
 	return &s
 }
@@ -94,9 +102,10 @@ func TypedShape() *erp.Shape {
 // millisecond. The pages are written by hand, as erpmock writes its own,
 // so that the server costs little of the machine the bench measures.
 type TypedFeed struct {
-	n   int
-	mux *http.ServeMux
-	buf sync.Pool
+	n    int
+	item func(b []byte, i int) []byte // appends record i
+	mux  *http.ServeMux
+	buf  sync.Pool
 }
 
 // typedBase is the changed_at of record 0.
@@ -104,10 +113,16 @@ var typedBase = time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC)
 
 // NewTypedFeed returns a feed of n records.
 func NewTypedFeed(n int) *TypedFeed {
-	f := &TypedFeed{n: n, buf: sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}}
+	return newFeed(TypedEntity, n, func(b []byte, i int) []byte { r := typedAt(i); return r.appendItem(b) })
+}
+
+// newFeed returns a feed of n records at /api/v1/<resource>, record i
+// written by item, its changed_at typedBase plus i/3 milliseconds.
+func newFeed(resource string, n int, item func(b []byte, i int) []byte) *TypedFeed {
+	f := &TypedFeed{n: n, item: item, buf: sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}}
 	f.mux = http.NewServeMux()
-	f.mux.HandleFunc("GET /api/v1/"+TypedEntity, f.servePage)
-	f.mux.HandleFunc("GET /api/v1/"+TypedEntity+"/count", f.serveCount)
+	f.mux.HandleFunc("GET /api/v1/"+resource, f.servePage)
+	f.mux.HandleFunc("GET /api/v1/"+resource+"/count", f.serveCount)
 	return f
 }
 
@@ -312,8 +327,7 @@ func (f *TypedFeed) servePage(w http.ResponseWriter, r *http.Request) {
 		if i > lo {
 			b = append(b, ',')
 		}
-		rec := typedAt(i)
-		b = rec.appendItem(b)
+		b = f.item(b, i)
 	}
 	b = append(b, `],"next_cursor":`...)
 	if end < hi {
@@ -357,8 +371,15 @@ type typed struct {
 // startTyped serves a typed feed of n records, writes the entity's config
 // file and brings its table to the entity (as erpsync migrate --config
 // does).
-func (b *bench) startTyped(ctx context.Context, n int) (t *typed, err error) {
-	e, err := typedEntity()
+func (b *bench) startTyped(ctx context.Context, n int) (*typed, error) {
+	return b.startEntity(ctx, TypedEntity, typedConfig, NewTypedFeed(n))
+}
+
+// startEntity serves feed, writes config, a config file that declares
+// the entity name, and brings the entity's tables to it (as erpsync
+// migrate --config does).
+func (b *bench) startEntity(ctx context.Context, name, config string, feed *TypedFeed) (t *typed, err error) {
+	e, err := parseEntity(name, config)
 	if err != nil {
 		return nil, err
 	}
@@ -368,17 +389,17 @@ func (b *bench) startTyped(ctx context.Context, n int) (t *typed, err error) {
 	}
 	p, err := b.st.PlanEntities(ctx, []*entity.Entity{e})
 	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", TypedEntity, err)
+		return nil, fmt.Errorf("plan %s: %w", name, err)
 	}
 	if _, err := b.st.ApplyEntities(ctx, p); err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", TypedEntity, err)
+		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
-	t = &typed{feed: NewTypedFeed(n), table: tbl, st: b.st.For(tbl)}
-	if t.dir, err = os.MkdirTemp("", "erpsync-bench-typed-"); err != nil {
+	t = &typed{feed: feed, table: tbl, st: b.st.For(tbl)}
+	if t.dir, err = os.MkdirTemp("", "erpsync-bench-"+name+"-"); err != nil {
 		return nil, err
 	}
-	t.config = filepath.Join(t.dir, TypedEntity+".yaml")
-	if err := os.WriteFile(t.config, []byte(typedConfig), 0o644); err != nil {
+	t.config = filepath.Join(t.dir, name+".yaml")
+	if err := os.WriteFile(t.config, []byte(config), 0o644); err != nil {
 		os.RemoveAll(t.dir)
 		return nil, err
 	}
@@ -397,7 +418,8 @@ func (t *typed) close() {
 // target is the typed backfill's: the feed, the config file and entity
 // that name it, the entity's table, owned by the entity's job.
 func (t *typed) target() target {
-	return target{url: t.url, args: []string{"--config", t.config, "--entity", TypedEntity}, table: t.table.Name(), owner: TypedEntity}
+	name := t.table.Entity().Name
+	return target{url: t.url, args: []string{"--config", t.config, "--entity", name}, table: t.table.Name(), owner: name}
 }
 
 // typedRaw writes the feed's rows into an empty table with multi-row INSERT
