@@ -3,10 +3,12 @@
 // locks on a Redlock of five masters and on a Redis Cluster of three (each
 // started by the bench), its re-run and its memory, and the backfill of a
 // 12-column entity of a config file against the raw insert of its rows,
-// and prints markdown tables (see package internal/bench). `make bench`
+// that backfill with change events on against off and `erpsync relay
+// --once` delivering its outbox to a webhook and to NATS JetStream, and
+// prints markdown tables (see package internal/bench). `make bench`
 // runs it.
 //
-//	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun]
+//	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun] [--nats-url nats://127.0.0.1:4222]
 //	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
 //	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster] [--profile-entity memberships|typed]] [--stages]
 package main
@@ -48,7 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Big, "big", bench.DefaultBig, "records of the big backfill of the memory comparison (0: skip it)")
 	fs.BoolVar(&quick, "quick", false, "a small smoke run: 5,000 records, memory 2,000 vs 20,000, one round")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "rounds of the ceiling, backfill and re-run, interleaved; each keeps its best (a machine shared with other work varies by 2-3x from run to run)")
-	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, documents, redlock, cluster, rerun, memory (default all; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; documents is the backfill of headers with 5-20 lines each against the raw insert of the same rows, in lines/s; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
+	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, documents, redlock, cluster, rerun, memory, events, relay (default all; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; documents is the backfill of headers with 5-20 lines each against the raw insert of the same rows, in lines/s; events is the typed backfill with change events on against off; relay is erpsync relay --once delivering its outbox to a webhook and to NATS JetStream; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
+	fs.StringVar(&cfg.NATSURL, "nats-url", bench.DefaultNATSURL, "NATS JetStream server of the relay measurement (it makes and deletes a stream of its own)")
 	fs.IntVar(&workers, "workers", 0, "--workers of the backfills (0: erpsync's default)")
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")

@@ -95,6 +95,9 @@ type Config struct {
 	Repeat int
 	// Log receives one line per step. Defaults to io.Discard.
 	Log io.Writer
+	// NATSURL is the NATS JetStream server of the relay row. Defaults to
+	// DefaultNATSURL.
+	NATSURL string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -119,6 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+	c.NATSURL = cmp.Or(c.NATSURL, DefaultNATSURL)
 	var errs []error
 	if c.Records < 1 || c.Small < 1 || c.Big < 0 {
 		errs = append(errs, errors.New("records and small must be positive, big not negative"))
@@ -131,12 +135,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, m := range c.Only {
 		switch m {
-		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents:
+		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Events, Relay:
 		default:
-			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents))
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Events, Relay))
 		}
 	}
-	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents)) {
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents) || c.wants(Events) || c.wants(Relay)) {
 		errs = append(errs, errors.New("no erpsync binary for the backfills"))
 	}
 	return c, errors.Join(errs...)
@@ -205,6 +209,8 @@ type Results struct {
 	// Documents is the documents backfill against its raw insert,
 	// measured in the same rounds as Backfill.
 	Documents *DocumentsResult `json:"documents,omitempty"`
+	// Events are the change events' rows (see Events and Relay).
+	Events *EventResults `json:"events,omitempty"`
 }
 
 // Run makes the measurements, one after the other, on the same MariaDB and
@@ -313,6 +319,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				return res, err
 			}
 			res.Rerun = best(res.Rerun, r)
+		}
+	}
+	if cfg.wants(Events) || cfg.wants(Relay) {
+		if res.Events, err = b.events(ctx); err != nil {
+			return res, errors.Join(failed, err)
 		}
 	}
 	if cfg.wants(Seed) {
@@ -697,31 +708,9 @@ func (b *bench) backfillOn(ctx context.Context, name string, t target, empty boo
 		"--erp-url", t.url, "--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn")
 	args = append(append(args, t.args...), b.cfg.ChildArgs...)
 	b.logf("%s: %s %s", name, b.cfg.Bin, strings.Join(args[:3], " ")+" ... "+strings.Join(b.cfg.ChildArgs, " "))
-	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
-	// The DSN in the environment: a command line is public on the machine.
-	cmd.Env = append(cli.EnvWithoutSettings(), "ERPSYNC_MYSQL_DSN="+b.cfg.MySQLDSN)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	cmd.Stdout = io.Discard
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	meter := startCPU(serverPorts{mysql: b.ports.mysql, redis: l.ports})
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: start erpsync: %w", name, err)
-	}
-	// Not the rusage maxrss: it carries this process's RSS (see
-	// loadtest.RSSWatch).
-	rss := loadtest.WatchRSS(cmd.Process.Pid, 50*time.Millisecond)
-	runErr := cmd.Wait()
-	wall := time.Since(start)
-	peak := rss.Stop()
-	cpu := meter.stop()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu.Erpsync = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-	}
-	if runErr != nil {
-		return nil, fmt.Errorf("%s: erpsync: %w\n%s", name, runErr, tail(stderr.String(), 2000))
+	c, err := b.child(ctx, name, args, serverPorts{mysql: b.ports.mysql, redis: l.ports})
+	if err != nil {
+		return nil, err
 	}
 	raw, err := os.ReadFile(report)
 	if err != nil {
@@ -731,17 +720,55 @@ func (b *bench) backfillOn(ctx context.Context, name string, t target, empty boo
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return nil, fmt.Errorf("%s: decode report: %w", name, err)
 	}
-	el := wall
+	el := c.wall
 	if rep.FinishedAt != nil {
 		el = rep.FinishedAt.Sub(rep.StartedAt)
 	}
 	r := result(name, rep.Fetched, el)
 	r.Report = &rep
-	r.PeakRSSKiB = peak
-	r.CPU = cpu
-	r.Note = fmt.Sprintf("inserted %d, unchanged %d, updated %d; process wall %.1f s", rep.Inserted, rep.Unchanged, rep.Updated, wall.Seconds())
+	r.PeakRSSKiB = c.peakRSSKiB
+	r.CPU = c.cpu
+	r.Note = fmt.Sprintf("inserted %d, unchanged %d, updated %d; process wall %.1f s", rep.Inserted, rep.Unchanged, rep.Updated, c.wall.Seconds())
 	b.logf("%s: %.0f records/s, peak RSS %.1f MiB", name, r.PerSecond, float64(r.PeakRSSKiB)/1024)
 	return r, nil
+}
+
+// childRun is what a child erpsync process took.
+type childRun struct {
+	wall       time.Duration
+	cpu        CPU
+	peakRSSKiB int64
+}
+
+// child runs erpsync with args to its exit, with the bench's database in
+// its environment, and returns its wall time, its peak RSS and the CPU of
+// it, of the servers on ports and of this process.
+func (b *bench) child(ctx context.Context, name string, args []string, ports serverPorts) (childRun, error) {
+	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
+	// The DSN in the environment: a command line is public on the machine.
+	cmd.Env = append(cli.EnvWithoutSettings(), "ERPSYNC_MYSQL_DSN="+b.cfg.MySQLDSN)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	meter := startCPU(ports)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return childRun{}, fmt.Errorf("%s: start erpsync: %w", name, err)
+	}
+	// Not the rusage maxrss: it carries this process's RSS (see
+	// loadtest.RSSWatch).
+	rss := loadtest.WatchRSS(cmd.Process.Pid, 50*time.Millisecond)
+	err := cmd.Wait()
+	c := childRun{wall: time.Since(start), peakRSSKiB: rss.Stop(), cpu: meter.stop()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		c.cpu.Erpsync = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	if err != nil {
+		return c, fmt.Errorf("%s: erpsync: %w\n%s", name, err, tail(stderr.String(), 2000))
+	}
+	return c, nil
 }
 
 // best returns the faster of two results, with the rounds of both.

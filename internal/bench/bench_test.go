@@ -117,8 +117,8 @@ func TestQuick(t *testing.T) {
 	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 || res.Typed.Report.Inserted != 3000 {
 		t.Errorf("backfill %+v, re-run %+v, big %+v, typed %+v", res.Backfill.Report, res.Rerun.Report, res.Big, res.Typed.Report)
 	}
-	if got := len(res.Goals()); got != 8 {
-		t.Errorf("%d goals, want 8", got)
+	if got := len(res.Goals()); got != 9 {
+		t.Errorf("%d goals, want 9", got)
 	}
 	var md bytes.Buffer
 	res.Markdown(&md)

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -67,6 +68,7 @@ func (r *Results) Goals() []Goal {
 		v := float64(r.Big.PeakRSSKiB) / float64(r.Small.PeakRSSKiB)
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS %d / %d records (flat in N)", r.Config.Big, r.Config.Small), v, fmt.Sprintf("<= %.2f", GoalFlatRatio), v <= GoalFlatRatio})
 	}
+	gs = append(gs, r.Events.goals()...)
 	return gs
 }
 
@@ -165,7 +167,7 @@ func (r *Results) Bounds() []Bound {
 func (r *Results) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-	for _, m := range append([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Stages...) {
+	for _, m := range slices.Concat([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Stages, r.Events.results()) {
 		if m == nil {
 			continue
 		}
@@ -213,6 +215,7 @@ func (r *Results) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", b.Name, b.Rate, b.CPU, b.Redis, b.Erpsync, b.Best)
 		}
 	}
+	r.Events.markdown(w)
 }
 
 // tableHead starts a markdown table after a blank line.
