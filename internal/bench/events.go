@@ -54,8 +54,12 @@ type EventResults struct {
 	Rounds []EventRound `json:"rounds,omitempty"`
 	// Relay are the relay's deliveries of the events-on backfill's
 	// outbox, one per sink and batch size, each its best round; Records
-	// counts events.
+	// counts events, Seconds the process's wall time, start to exit.
 	Relay []*Result `json:"relay,omitempty"`
+	// RelayStart is the least wall time of `erpsync relay --once` with
+	// nothing pending, over the rounds: the start and exit that each of
+	// Relay's Seconds includes.
+	RelayStart float64 `json:"relay_start_seconds,omitempty"`
 }
 
 // EventRound is one round of the events row.
@@ -92,8 +96,10 @@ func (e *EventResults) goals() []Goal {
 	return []Goal{{fmt.Sprintf("typed backfill (%d columns), events on / off", TypedColumns), v, fmt.Sprintf(">= %.1f", GoalEventsRatio), v >= GoalEventsRatio}}
 }
 
-// markdown writes the rounds of the events row as a table.
+// markdown writes the rounds of the events row and the relay's
+// deliveries as tables.
 func (e *EventResults) markdown(w io.Writer) {
+	e.relayMarkdown(w)
 	if e.Ratio() == 0 {
 		return
 	}
@@ -108,6 +114,25 @@ func (e *EventResults) markdown(w io.Writer) {
 	tableHead(w, fmt.Sprintf("| typed backfill (%d columns) | events off, records/s | events on, records/s | on / off | on / off in each round |", TypedColumns),
 		"| --- | ---: | ---: | ---: | --- |")
 	fmt.Fprintf(w, "| %d records | %.0f | %.0f | %.2f | %s |\n", e.On.Records, e.Off.PerSecond, e.On.PerSecond, e.Ratio(), strings.Join(rounds, ", "))
+}
+
+// relayMarkdown writes the relay's deliveries as a table: events/s from
+// the process's start to its exit and past the start (RelayStart), and
+// the CPU an event of erpsync and MariaDB.
+func (e *EventResults) relayMarkdown(w io.Writer) {
+	if e == nil || len(e.Relay) == 0 {
+		return
+	}
+	tableHead(w, fmt.Sprintf("| erpsync relay --once (nothing pending: %.2f s) | events | events/s, start to exit | events/s past the start | erpsync CPU µs an event | MariaDB CPU µs an event |", e.RelayStart),
+		"| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range e.Relay {
+		past := "-"
+		if d := r.Seconds - e.RelayStart; e.RelayStart > 0 && d > 0 {
+			past = fmt.Sprintf("%.0f", float64(r.Records)/d)
+		}
+		per := func(s float64) float64 { return s / float64(r.Records) * 1e6 }
+		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %.1f | %.1f |\n", r.Name, r.Records, r.PerSecond, past, per(r.CPU.Erpsync), per(r.CPU.MySQL))
+	}
 }
 
 // eventsConfig is typedConfig with change events on: the entity's
@@ -169,7 +194,7 @@ func (b *bench) events(ctx context.Context) (*EventResults, error) {
 		}
 	}
 	if b.cfg.wants(Relay) {
-		if res.Relay, err = b.relayRows(ctx, ty, on); err != nil {
+		if err := b.relayRows(ctx, ty, on, res); err != nil {
 			return res, err
 		}
 	}
@@ -258,32 +283,33 @@ type relaySink struct {
 
 // relayRows measures `erpsync relay --once` delivering the outbox of the
 // events-on backfill to each sink at each of RelayBatchSizes, in rounds
-// that rotate their order; before each delivery every event is marked
-// undelivered again, after it the sink must have received each event of
-// the outbox and the outbox must hold none undelivered.
-func (b *bench) relayRows(ctx context.Context, ty *typed, on target) ([]*Result, error) {
+// that rotate their order, into res; before each delivery every event is
+// marked undelivered again, after it the sink must have received each
+// event of the outbox and the outbox must hold none undelivered. Each
+// round ends with a relay that finds nothing pending.
+func (b *bench) relayRows(ctx context.Context, ty *typed, on target, res *EventResults) error {
 	n := int64(b.cfg.Records)
 	if c, err := b.outboxCount(ctx); err != nil {
-		return nil, err
+		return err
 	} else if c != n {
 		b.logf("relay: recording the outbox first")
 		if _, err := b.backfillEvents(ctx, ty, on); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// A fence of an earlier bench's relay, under another lock prefix,
 	// would fence this one's out.
 	if _, err := b.db.ExecContext(ctx, "DELETE FROM erpsync_relay_fence"); err != nil {
-		return nil, fmt.Errorf("reset the relay fence: %w", err)
+		return fmt.Errorf("reset the relay fence: %w", err)
 	}
-	hook, stopHook, err := ty.startHook()
+	wh, stopHook, err := ty.startHook()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer stopHook()
 	js, stopJS, err := b.startStream(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer stopJS()
 	type run struct {
@@ -292,7 +318,7 @@ func (b *bench) relayRows(ctx context.Context, ty *typed, on target) ([]*Result,
 		out   *Result
 	}
 	var runs []*run
-	for _, s := range []*relaySink{hook, js} {
+	for _, s := range []*relaySink{wh, js} {
 		for _, size := range RelayBatchSizes {
 			runs = append(runs, &run{sink: s, batch: size})
 		}
@@ -302,16 +328,29 @@ func (b *bench) relayRows(ctx context.Context, ty *typed, on target) ([]*Result,
 			r := runs[(i+round)%len(runs)]
 			m, err := b.relayOnce(ctx, r.sink, r.batch)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			r.out = best(r.out, m)
 		}
+		// Everything is delivered now.
+		c, err := b.child(ctx, "relay --once, nothing pending", b.relayArgs(wh, RelayBatchSizes[0]), b.ports)
+		if err != nil {
+			return err
+		}
+		if res.RelayStart == 0 || c.wall.Seconds() < res.RelayStart {
+			res.RelayStart = c.wall.Seconds()
+		}
 	}
-	out := make([]*Result, len(runs))
-	for i, r := range runs {
-		out[i] = r.out
+	for _, r := range runs {
+		res.Relay = append(res.Relay, r.out)
 	}
-	return out, nil
+	return nil
+}
+
+// relayArgs are the arguments of `erpsync relay --once` into s.
+func (b *bench) relayArgs(s *relaySink, batch int) []string {
+	return append([]string{"relay", "--once", "--batch-size", strconv.Itoa(batch), "--redis-addr", b.cfg.RedisAddr,
+		"--lock-prefix", "erpsync-bench:" + b.job + ":", "--http-addr", "", "--log-format", "json", "--log-level", "warn"}, s.args...)
 }
 
 // relayOnce marks every event undelivered, runs `erpsync relay --once`
@@ -326,10 +365,8 @@ func (b *bench) relayOnce(ctx context.Context, s *relaySink, batch int) (*Result
 	if err := s.reset(ctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	args := append([]string{"relay", "--once", "--batch-size", strconv.Itoa(batch), "--redis-addr", b.cfg.RedisAddr,
-		"--lock-prefix", "erpsync-bench:" + b.job + ":", "--http-addr", "", "--log-format", "json", "--log-level", "warn"}, s.args...)
 	b.logf("%s", name)
-	c, err := b.child(ctx, name, args, b.ports)
+	c, err := b.child(ctx, name, b.relayArgs(s, batch), b.ports)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ func TestEventsAndRelay(t *testing.T) {
 	if len(ev.Rounds) != 2 || !ev.Rounds[0].OnFirst || ev.Rounds[1].OnFirst || len(ev.On.Rounds) != 2 {
 		t.Errorf("rounds = %+v, on's rounds %v: want two, events on first in the first", ev.Rounds, ev.On.Rounds)
 	}
+	if ev.RelayStart <= 0 {
+		t.Errorf("relay start = %v, want the wall time of a relay with nothing pending", ev.RelayStart)
+	}
 	if got, want := len(ev.Relay), 2*len(bench.RelayBatchSizes); got != want {
 		t.Fatalf("%d relay rows, want %d", got, want)
 	}
@@ -53,7 +56,8 @@ func TestEventsAndRelay(t *testing.T) {
 	var md bytes.Buffer
 	res.Markdown(&md)
 	for _, want := range []string{"| typed backfill (12 columns), events on |", "| relay --once to a webhook, --batch-size 100 |",
-		"| relay --once to NATS JetStream, --batch-size 1000 |", "| typed backfill (12 columns), events on / off |", "(on first), "} {
+		"| relay --once to NATS JetStream, --batch-size 1000 |",
+		"| erpsync relay --once (nothing pending: ", "| typed backfill (12 columns), events on / off |", "(on first), "} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
