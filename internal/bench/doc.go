@@ -24,14 +24,19 @@
 //     against the raw insert of the same header and line rows, in lines a
 //     second, each round's tables checked against the feed;
 //   - a re-run of it over the same, unchanged records;
-//   - the peak RSS of a backfill of a big feed against a small one.
+//   - the peak RSS of a backfill of a big feed against a small one;
+//   - the typed backfill with change events on against off, in rounds
+//     that alternate which goes first, the outbox checked after each, and
+//     `erpsync relay --once` delivering that outbox to a webhook this
+//     process serves and to NATS JetStream, at each of RelayBatchSizes.
 //
 // cmd/erpsync-bench prints the results as markdown tables with the goals
 // of the issue (backfill at least half the ceiling and ten times the seed
 // pipeline, a re-run at least as fast, memory under 150 MiB and flat in
 // the number of records, a Redlock backfill at least half and a Cluster
 // one at least 0.8 of the one-Redis backfill, the typed backfill at least
-// 0.9 of the memberships backfill).
+// 0.9 of the memberships backfill, the typed backfill with events at
+// least 0.7 of it without).
 //
 // The numbers are for one machine at one time: the mock, this process and
 // the database share its CPUs. They are not assertions; nothing here fails

@@ -99,7 +99,7 @@ func (e *EventResults) goals() []Goal {
 // markdown writes the rounds of the events row and the relay's
 // deliveries as tables.
 func (e *EventResults) markdown(w io.Writer) {
-	e.relayMarkdown(w)
+	defer e.relayMarkdown(w)
 	if e.Ratio() == 0 {
 		return
 	}
