@@ -321,11 +321,6 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			res.Rerun = best(res.Rerun, r)
 		}
 	}
-	if cfg.wants(Events) || cfg.wants(Relay) {
-		if res.Events, err = b.events(ctx); err != nil {
-			return res, errors.Join(failed, err)
-		}
-	}
 	if cfg.wants(Seed) {
 		if res.Seed, err = b.seed(ctx, truth[:cfg.SeedRecords]); err != nil {
 			return res, errors.Join(failed, err)
@@ -349,6 +344,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				return res, err
 			}
 			*m.out = r
+		}
+	}
+	// Last: the relay needs a NATS server besides.
+	if cfg.wants(Events) || cfg.wants(Relay) {
+		if res.Events, err = b.events(ctx); err != nil {
+			return res, errors.Join(failed, err)
 		}
 	}
 	return res, failed
