@@ -42,6 +42,11 @@ type Event struct {
 	// as RFC 3339 in UTC with milliseconds (FormatTime). Values are
 	// encoded with encoding/json; a json.RawMessage goes in as it is.
 	Data map[string]any
+	// KeyJSON and DataJSON, when DataJSON is set, are Key and Data as
+	// encoding/json writes them (object members sorted by name): a writer
+	// that encodes its events itself (the store's compiled tables) sets
+	// them instead of Key and Data, and Record takes them as they are.
+	KeyJSON, DataJSON []byte
 }
 
 // Body is an event as its consumers receive it: the webhook's array
@@ -118,20 +123,26 @@ func Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	var q strings.Builder
 	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, body, recorded_at) VALUES ")
 	args := make([]any, 0, 7*len(evs))
+	var err error
 	for i, ev := range evs {
 		if !validOp(ev.Op) {
 			return fmt.Errorf("record event: op %q: want insert, update, delete or restore", ev.Op)
 		}
-		kt, err := KeyText(ev.Key)
-		if err != nil {
-			return err
+		kt := string(ev.KeyJSON)
+		if ev.DataJSON == nil {
+			var err error
+			if kt, err = KeyText(ev.Key); err != nil {
+				return err
+			}
 		}
 		if len(kt) > maxKeyText {
 			return fmt.Errorf("record event of %s: key %s is longer than %d bytes", ev.Entity, kt, maxKeyText)
 		}
 		id := ID(ev.Entity, kt, ev.Version, ev.Op)
-		body, err := json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data})
-		if err != nil {
+		var body []byte
+		if ev.DataJSON != nil {
+			body = appendBody(make([]byte, 0, 96+len(kt)+len(ev.DataJSON)), id, &evs[i], kt)
+		} else if body, err = json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data}); err != nil {
 			return fmt.Errorf("encode event of %s %s: %w", ev.Entity, kt, err)
 		}
 		if i > 0 {

@@ -47,8 +47,19 @@ func jsonValue(k entity.Kind, v entity.Value) any {
 
 // event returns the change event of r written with op: its columns, and
 // under each child's name the child's lines, in order, each an object of
-// the child's columns.
+// the child's columns, encoded by the table's compiled encoder
+// (eventJSON); a value it cannot encode leaves the event to encoding/json
+// (eventMaps), which says what is wrong with it.
 func (t *Table) event(r Row, op string) outbox.Event {
+	ev := outbox.Event{Entity: t.ent.Name, Op: op, Version: r.Version, RunID: r.RunID}
+	if t.evJSON.encode(t, &r, &ev) {
+		return ev
+	}
+	return t.eventMaps(r, op)
+}
+
+// eventMaps is event with its key and data as maps.
+func (t *Table) eventMaps(r Row, op string) outbox.Event {
 	key := make(map[string]any, len(t.keys))
 	data := make(map[string]any, len(t.kinds)+len(t.lines))
 	for i, c := range t.ent.Columns {

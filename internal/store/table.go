@@ -45,6 +45,8 @@ type Table struct {
 	isKey      []bool // of each column
 	// lines are the tables of the entity's children, in order.
 	lines []*lineTable
+	// evJSON encodes the table's change events.
+	evJSON *eventJSON
 }
 
 // Compile compiles the statements of e's table.
@@ -103,6 +105,7 @@ func Compile(e *entity.Entity) (*Table, error) {
 	if err := t.compileLines(); err != nil {
 		return nil, err
 	}
+	t.compileEventJSON()
 	return t, nil
 }
 

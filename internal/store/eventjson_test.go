@@ -1,0 +1,149 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/outbox"
+)
+
+// eventEntity has a column of every kind, names out of sorted order, a
+// composite key and two children, one of them with a json column.
+func eventEntity() *entity.Entity {
+	col := func(name string, k entity.Kind, nullable bool) entity.Column {
+		return entity.Column{Name: name, From: []string{name}, Type: entity.Type{Kind: k, Length: 40, Precision: 15, Scale: 2}, Nullable: nullable}
+	}
+	return &entity.Entity{
+		Name: "docs", Key: []string{"z_key", "a_no"}, UpdatedAt: []string{"u"}, Events: true,
+		Columns: []entity.Column{
+			col("z_key", entity.String, false), col("a_no", entity.Int64, false), col("name", entity.Text, true),
+			col("amount", entity.Decimal, true), col("qty", entity.Int32, true), col("paid", entity.Bool, true),
+			col("on", entity.Date, true), col("at", entity.DateTime, true), col("extra", entity.JSON, true),
+			col("Upper", entity.String, true), col("_under", entity.String, true),
+		},
+		Children: []*entity.Child{
+			{Name: "lines", Table: "doc_lines", Key: []string{"pos"}, Columns: []entity.Column{col("pos", entity.Int32, false), col("note", entity.String, true), col("blob", entity.JSON, true)}},
+			{Name: "b_texts", Table: "doc_texts", Key: []string{"lang"}, Columns: []entity.Column{col("lang", entity.String, false), col("body", entity.Text, true)}},
+		},
+	}
+}
+
+// randText is a string with what JSON escapes: quotes, backslashes,
+// control characters, <, > and &, U+2028 and U+2029, other non-ASCII, and
+// bytes that are not UTF-8.
+func randText(rng *rand.Rand) string {
+	pieces := []string{"a", "Z", "9", " ", `"`, `\`, "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f", "<", ">", "&", "\u2028", "\u2029", "é", "日本", "😀", "\xff", "\xc3", "\xed\xa0\x80", "'", "/"}
+	var b strings.Builder
+	for range rng.IntN(12) {
+		b.WriteString(pieces[rng.IntN(len(pieces))])
+	}
+	return b.String()
+}
+
+func randValue(rng *rand.Rand, k entity.Kind, nullable bool) entity.Value {
+	if nullable && rng.IntN(5) == 0 {
+		return entity.Value{Null: true}
+	}
+	switch k {
+	case entity.Int32:
+		return entity.Value{I: rng.Int64N(1<<32) - 1<<31}
+	case entity.Int64:
+		return entity.Value{I: int64(rng.Uint64())}
+	case entity.Bool:
+		return entity.Value{I: rng.Int64N(2)}
+	case entity.DateTime:
+		return entity.Value{T: time.Unix(rng.Int64N(1<<35), rng.Int64N(1e9)).In(time.FixedZone("x", 3600))}
+	case entity.JSON:
+		docs := []string{`{"b":1,"a":[true,null]}`, ` [ 1 , "x<y&z" ] `, `"\u2028"`, `12.50`, `{"k":"é\n"}`}
+		return entity.Value{S: docs[rng.IntN(len(docs))]}
+	case entity.Decimal:
+		return entity.Value{S: "-12.50"}
+	case entity.Date:
+		return entity.Value{S: "2025-02-28"}
+	}
+	return entity.Value{S: randText(rng)}
+}
+
+// TestEventJSONIsWhatEncodingJSONWrites: for random rows of every kind
+// (strings with everything JSON escapes), the compiled encoder writes the
+// key, the data and the recorded body byte for byte as encoding/json
+// writes the maps: event ids and bodies do not depend on which path wrote
+// them.
+func TestEventJSONIsWhatEncodingJSONWrites(t *testing.T) {
+	tab, err := Compile(eventEntity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		r := Row{Key: "k", Version: rng.Int64N(1 << 60), RunID: randText(rng)}
+		for j, c := range tab.ent.Columns {
+			r.Vals = append(r.Vals, randValue(rng, tab.kinds[j], c.Nullable))
+		}
+		for _, lt := range tab.lines {
+			var lines entity.Lines
+			for range rng.IntN(4) {
+				var line []entity.Value
+				for j, c := range lt.child.Columns {
+					line = append(line, randValue(rng, lt.kinds[j], c.Nullable))
+				}
+				lines = append(lines, line)
+			}
+			r.Children = append(r.Children, lines)
+		}
+		fast := tab.event(r, outbox.OpUpdate)
+		if fast.DataJSON == nil {
+			t.Fatalf("row %d: the compiled encoder fell back", i)
+		}
+		slow := tab.eventMaps(r, outbox.OpUpdate)
+		key, err := outbox.KeyText(slow.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(slow.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(fast.KeyJSON) != key || !bytes.Equal(fast.DataJSON, data) {
+			t.Fatalf("row %d:\nkey  %s\nwant %s\ndata %s\nwant %s", i, fast.KeyJSON, key, fast.DataJSON, data)
+		}
+		if !utf8.Valid(fast.DataJSON) || !json.Valid(fast.DataJSON) {
+			t.Fatalf("row %d: data is not valid JSON: %q", i, fast.DataJSON)
+		}
+	}
+}
+
+// TestAppendStringIsEncodingJSONs checks AppendString against
+// encoding/json on every byte and on random strings.
+func TestAppendStringIsEncodingJSONs(t *testing.T) {
+	check := func(s string) {
+		want, _ := json.Marshal(s)
+		if got := outbox.AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+	for c := range 256 {
+		check(string([]byte{byte(c)}))
+		check("a" + string([]byte{byte(c)}) + "b")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		check(randText(rng))
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	f.Add("a<b>&\u2028\xff\"\\\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := outbox.AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
