@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			StaleRate:     0.3,
 		},
 	})
-	es, err := startERP(mock)
+	es, err := serveHTTP(mock, "erpmock")
 	if err != nil {
 		return nil, err
 	}
