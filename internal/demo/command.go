@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/cli"
+	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -34,9 +36,13 @@ Starts erpmock, a Redis-protocol server (miniredis) and a MySQL-protocol
 server (go-mysql-server, in memory) in this process on loopback ports, then
 runs five sync instances with the production code: two runs at once (one
 finds the job lock taken and is skipped), two backfills of the whole feed
-with different chunk sizes while ERP records change, then a final run. It
-prints each run's report and verify's comparison of the feed with the
-database. Exit 0 when they match, 1 otherwise, 2 on bad usage.
+with different chunk sizes while ERP records change, then a final run.
+Each change is written with its event to the outbox, and a relay delivers
+the events, HMAC-signed, to a webhook in this process while the instances
+run. It prints each run's report, verify's comparison of the feed with the
+database and what the webhook took. Exit 0 when they match and the webhook
+took one event for each row inserted or updated, 1 otherwise, 2 on bad
+usage.
 
 --mysql-dsn and --redis-addr use real servers instead: the database is
 created when missing and must hold no memberships. They do not fall back to
@@ -206,9 +212,15 @@ func Print(w io.Writer, r *Result) {
 		}
 	}
 
+	printEvents(w, r.Events)
+
 	fmt.Fprintln(w)
-	if !r.OK() {
+	switch {
+	case !v.OK():
 		fmt.Fprintf(w, "MISMATCH: the database differs from the ERP feed after %s (see above)\n", r.Took.Round(100*time.Millisecond))
+		return
+	case !r.Events.OK():
+		fmt.Fprintf(w, "MISMATCH: the webhook did not take one event for each row inserted or updated after %s (see above)\n", r.Took.Round(100*time.Millisecond))
 		return
 	}
 	skip := "no run was skipped (the two runs did not overlap)"
@@ -228,10 +240,35 @@ func Print(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(w, "OK: the database holds exactly the ERP's latest version of all %d valid records.\n", v.FeedRecords)
 	fmt.Fprintf(w, "    %d instances wrote at once, %s, and %s;\n", concurrent(r), changed, skip)
-	fmt.Fprintf(w, "    %s; %d records waited for a lock another instance held.\n", once, sum.LockContended)
+	fmt.Fprintf(w, "    %s; %d records waited for a lock another instance held;\n", once, sum.LockContended)
+	fmt.Fprintf(w, "    the webhook took one change event for each row inserted or updated (%d).\n", r.Events.Delivered)
 	fmt.Fprintf(w, "    %s in all.\n", r.Took.Round(100*time.Millisecond))
 	if r.Embedded {
 		fmt.Fprintln(w, "(embedded servers: nothing was kept; see `erpsync demo -h` to run it on real MySQL and Redis)")
+	}
+}
+
+// printEvents writes what the relay delivered: an insert and an update
+// as the webhook took them, and the counts.
+func printEvents(w io.Writer, e *Events) {
+	if e == nil {
+		fmt.Fprintln(w, "\nevents: the relay did not run")
+		return
+	}
+	fmt.Fprintf(w, "\nevents: the relay delivered the outbox to the webhook in %d POSTs, every signature verified (%d did not)\n", e.Posts, e.BadSignatures)
+	for _, b := range []*outbox.Body{e.Insert, e.Update} {
+		if b != nil {
+			key, _ := json.Marshal(b.Key)
+			fmt.Fprintf(w, "  %-6s %s version %d: %s\n", b.Op, key, b.Version, excerpt(b))
+		}
+	}
+	fmt.Fprintf(w, "  delivered %d distinct events (%d with redeliveries); rows inserted + updated over all instances: %d + %d = %d\n",
+		e.Delivered, e.Received, e.Inserted, e.Updated, e.Inserted+e.Updated)
+	if e.Pending != 0 {
+		fmt.Fprintf(w, "  %d events left pending\n", e.Pending)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(w, "  relay: %v\n", e.Err)
 	}
 }
 

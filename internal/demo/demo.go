@@ -122,11 +122,14 @@ type Result struct {
 	// and ChangedAt what run #1 had fetched by then.
 	Changed, ChangedAt int
 	Verify             *verify.Result
-	Took               time.Duration
+	// Events is what the relay delivered to the demo's webhook.
+	Events *Events
+	Took   time.Duration
 }
 
-// OK reports whether the database matched the feed in the end.
-func (r *Result) OK() bool { return r.Verify != nil && r.Verify.OK() }
+// OK reports whether the database matched the feed in the end and the
+// webhook took one event for each row inserted or updated.
+func (r *Result) OK() bool { return r.Verify != nil && r.Verify.OK() && r.Events.OK() }
 
 // Run runs the demo and writes its story to out as it goes; the final
 // tables are written by Print. The error is for a demo that could not run;
@@ -150,7 +153,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			StaleRate:     0.3,
 		},
 	})
-	es, err := startERP(mock)
+	es, err := serveHTTP(mock, "erpmock")
 	if err != nil {
 		return nil, err
 	}
@@ -174,14 +177,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	say("Redis  %s at %s", redisNote, redisAddr)
 
 	// MySQL.
-	dsn, mysqlNote := cfg.MySQLDSN, "given"
+	dsn, relayDSN, mysqlNote := cfg.MySQLDSN, cfg.MySQLDSN, "given"
 	if dsn == "" {
 		m, err := startMySQL()
 		if err != nil {
 			return nil, err
 		}
 		defer m.Close()
-		dsn, mysqlNote = m.DSN(embeddedDB), "embedded (go-mysql-server, in memory)"
+		dsn, relayDSN, mysqlNote = m.DSN(embeddedDB), m.FirstDSN(embeddedDB), "embedded (go-mysql-server, in memory)"
 	}
 	dcfg, err := store.ParseDSN(dsn)
 	if err != nil {
@@ -223,6 +226,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	} else if n > 0 {
 		return nil, fmt.Errorf("%w: database %s already holds %d memberships; the demo needs a database of its own (name a new one: it is created)", errNotEmpty, dcfg.DBName, n)
 	}
+
+	ev, err := startEvents(ctx, relayDSN, check.locks, cfg.Log.With().Str("component", "relay").Logger())
+	if err != nil {
+		return nil, err
+	}
+	defer ev.close()
+	say("events: each change the instances make goes to an outbox; while they run, a relay delivers them, HMAC-signed, to a webhook at %s and the delivered ones are pruned", ev.hook.ev.URL)
 
 	base := syncer.Config{
 		Job:             Job,
@@ -337,6 +347,19 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		return res, err
 	}
 	say("verify paged the whole feed and compared it with every row in %s", since(t))
+
+	var inserted, updated int64
+	for _, in := range res.Instances {
+		if in.Report != nil {
+			inserted += in.Report.Inserted
+			updated += in.Report.Updated
+		}
+	}
+	t = time.Now()
+	ectx, cancel := context.WithTimeout(ctx, time.Minute)
+	res.Events = ev.finish(ectx, inserted, updated)
+	cancel()
+	say("the relay's last pass delivered what the outbox still held in %s", since(t))
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -373,6 +396,7 @@ func connect(ctx context.Context, dsn, redisAddr, prefix, erpURL string, log zer
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
+	st = st.For(eventsTable)
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  redisAddr,
 		DialTimeout:           3 * time.Second,

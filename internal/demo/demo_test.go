@@ -16,13 +16,17 @@ import (
 
 // check asserts what every demo must show: the database matches the feed,
 // run #2 was skipped while run #1 held the job lock, every record was
-// inserted exactly once over all instances, and no instance failed.
+// inserted exactly once over all instances, no instance failed, and the
+// webhook took one event for each row inserted or updated.
 func check(t *testing.T, res *demo.Result, out string) {
 	t.Helper()
-	if !res.OK() {
+	if res.Verify == nil || !res.Verify.OK() {
 		t.Fatalf("verify: %+v\n%s", res.Verify, out)
 	}
-	var inserted int64
+	if !res.OK() {
+		t.Errorf("the result is not OK\n%s", out)
+	}
+	var inserted, updated int64
 	for _, in := range res.Instances {
 		if in.Err != nil || in.Report == nil {
 			t.Errorf("%s: report %v, error %v", in.Name, in.Report, in.Err)
@@ -36,14 +40,23 @@ func check(t *testing.T, res *demo.Result, out string) {
 			t.Errorf("%s: status %s, want %s", in.Name, in.Report.Status, want)
 		}
 		inserted += in.Report.Inserted
+		updated += in.Report.Updated
 	}
 	if inserted != res.Verify.Rows || res.Verify.Rows != res.Verify.FeedRecords {
 		t.Errorf("inserted %d over all instances, %d rows, %d records in the feed", inserted, res.Verify.Rows, res.Verify.FeedRecords)
 	}
+	// The webhook took one event, signed, for each row inserted or
+	// updated, an insert and an update among them.
+	ev := res.Events
+	if ev == nil || ev.Err != nil || ev.BadSignatures != 0 || ev.Posts == 0 || int64(ev.Delivered) != ev.Inserted+ev.Updated ||
+		ev.Inserted != inserted || ev.Updated != updated || updated == 0 || ev.Insert == nil || ev.Update == nil || !ev.OK() {
+		t.Errorf("events: %+v, want one for each of the %d rows inserted and the rows updated", ev, inserted)
+	}
 	if res.Changed != 200 {
 		t.Errorf("changed %d records, want 200", res.Changed)
 	}
-	for _, s := range []string{"run #2 skipped: another instance held the job lock", "OK: the database holds exactly"} {
+	for _, s := range []string{"run #2 skipped: another instance held the job lock", "OK: the database holds exactly",
+		"the webhook took one change event for each row inserted or updated", "  insert {\"erp_id\":", "  update {\"erp_id\":"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}

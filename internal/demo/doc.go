@@ -8,9 +8,12 @@
 // It runs several sync instances at once, as several processes would: two
 // runs (the one that finds the job lock taken reports skipped), two
 // backfills of the whole feed with different chunk sizes, while records
-// change in the ERP; then a final run, then verify. It prints each run's
-// report and verify's result, and exits 0 only when the database matches the
-// feed.
+// change in the ERP; then a final run, then verify. Each change is written
+// with its event to the outbox, and a relay delivers the events to a
+// webhook in the process while the instances run. It prints each run's
+// report, verify's result and what the webhook took, and exits 0 only when
+// the database matches the feed and the webhook took one event for each
+// row inserted or updated.
 //
 // Given --mysql-dsn and --redis-addr it uses those servers instead; the
 // database must be new or empty of memberships, and the lock keys get a

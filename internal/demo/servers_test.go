@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -291,5 +292,128 @@ func TestEmbeddedMySQLKeepsTheOutbox(t *testing.T) {
 	stats, err := ob.Stats(ctx)
 	if err != nil || stats.Pending() != int64(n-2) || len(stats.Entities) != 1 || stats.Entities[0].Delivered != 2 {
 		t.Errorf("stats %+v (%v), want %d pending and 2 delivered", stats, err, n-2)
+	}
+}
+
+// TestEmbeddedMySQLServesTheRelayFirst: while a transaction holds the
+// server's turn, writers queue for it; the relay's connection (firstUser),
+// queued last, writes first once the transaction commits, and the others
+// all write after it. Several rounds, since the order among waiters that
+// the priority did not fix is the scheduler's.
+func TestEmbeddedMySQLServesTheRelayFirst(t *testing.T) {
+	ctx := context.Background()
+	m := StartMySQLForTest(t)
+	open := func(dsn string) *sql.DB {
+		st, err := store.Open(ctx, dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		db, err := st.DB().DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	if _, err := store.Migrate(ctx, m.DSN("erpsync_first")); err != nil {
+		t.Fatal(err)
+	}
+	others, first := open(m.DSN("erpsync_first")), open(m.FirstDSN("erpsync_first"))
+	if _, err := others.ExecContext(ctx, "CREATE TABLE turns (id BIGINT AUTO_INCREMENT PRIMARY KEY, round INT NOT NULL, who VARCHAR(16) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	// waitFor waits until n connections wait for the turn, first of them
+	// of firstUser.
+	waitFor := func(n, first int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			h := m.serial
+			h.mu.Lock()
+			w, f := h.waiting, h.first
+			h.mu.Unlock()
+			if w == n && f == first {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections wait for the turn (%d of them first), want %d (%d)", w, f, n, first)
+			}
+		}
+	}
+	const writers = 6
+	for round := range 10 {
+		tx, err := others.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO turns (round, who) VALUES (?, 'holder')", round); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, writers+1)
+		write := func(i int, db *sql.DB, who string) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = db.ExecContext(ctx, "INSERT INTO turns (round, who) VALUES (?, ?)", round, who)
+			}()
+		}
+		for i := range writers {
+			write(i, others, "other")
+		}
+		waitFor(writers, 0)
+		write(writers, first, "relay")
+		waitFor(writers+1, 1)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := others.QueryContext(ctx, "SELECT who FROM turns WHERE round = ? ORDER BY id", round)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for rows.Next() {
+			var who string
+			if err := rows.Scan(&who); err != nil {
+				t.Fatal(err)
+			}
+			order = append(order, who)
+		}
+		rows.Close()
+		if len(order) != writers+2 || order[0] != "holder" || order[1] != "relay" {
+			t.Errorf("round %d: writes in the order %v, want the holder's, the relay's, then the others'", round, order)
+		}
+	}
+}
+
+// TestEmbeddedMySQLUTCTimestamp: the cheaper UTC_TIMESTAMP (provider)
+// answers the time as go-mysql-server's, whatever the precision, and
+// rejects what go-mysql-server's rejects.
+func TestEmbeddedMySQLUTCTimestamp(t *testing.T) {
+	ctx := context.Background()
+	st := embeddedStore(t, "erpsync_utc")
+	db, err := st.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SELECT UTC_TIMESTAMP()", "SELECT UTC_TIMESTAMP(0)", "SELECT UTC_TIMESTAMP(3)", "SELECT UTC_TIMESTAMP(6)"} {
+		before := time.Now().UTC().Truncate(time.Second)
+		var got time.Time
+		if err := db.QueryRowContext(ctx, q).Scan(&got); err != nil {
+			t.Errorf("%s: %v", q, err)
+			continue
+		}
+		if after := time.Now().UTC(); got.Before(before) || got.After(after) || got.Location() != time.UTC {
+			t.Errorf("%s: %v, want UTC between %v and %v", q, got, before, after)
+		}
+	}
+	for _, q := range []string{"SELECT UTC_TIMESTAMP(7)", "SELECT UTC_TIMESTAMP(-1)", "SELECT UTC_TIMESTAMP('x')", "SELECT UTC_TIMESTAMP(1, 2)"} {
+		var got any
+		if err := db.QueryRowContext(ctx, q).Scan(&got); err == nil {
+			t.Errorf("%s: %v, want an error", q, got)
+		}
 	}
 }
