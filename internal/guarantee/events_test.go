@@ -32,7 +32,7 @@ import (
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
-var flagEventsFeeds = flag.Int("guarantee.events-feeds", 4, "feeds TestEventsGuarantee generates")
+var flagEventsFeeds = flag.Int("guarantee.events-feeds", 8, "feeds TestEventsGuarantee generates")
 
 // Sinks an events feed delivers to.
 const (
