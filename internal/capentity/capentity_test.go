@@ -516,7 +516,10 @@ func TestKilledRunResumes(t *testing.T) {
 	e := setup(t, captest.Options{PageLimit: 10})
 	e.post("1000", 0, 1000)
 	e.use(e.discover())
-	p := e.Start(e.cfg("run", "--page-size", "10", "--workers", "1", "--chunk-size", "5", "--lock-ttl", "2s")...)
+	// 40 requests a second: the run takes seconds however idle the
+	// machine, so that it saves a checkpoint (every second) long before
+	// it ends.
+	p := e.Start(e.cfg("run", "--page-size", "10", "--workers", "1", "--chunk-size", "5", "--lock-ttl", "2s", "--erp-rate", "40/s")...)
 	count := func() int64 { return e.Count("SELECT COUNT(*) FROM %s", "customers") }
 	// Killed once it has saved a checkpoint (every second).
 	checkpoints := func() int64 { return e.Count("SELECT COUNT(*) FROM %s WHERE name = 'customers'", "sync_checkpoints") }
