@@ -603,7 +603,10 @@ func TestDocumentsKilledRun(t *testing.T) {
 	const n = 1000
 	e := setupOrders(t, n, captest.Options{PageLimit: 10})
 	ent := e.file.Entity("sales_orders")
-	p := e.Start(e.cfg("run", "--page-size", "10", "--workers", "1", "--chunk-size", "5", "--lock-ttl", "2s")...)
+	// 40 requests a second: the run takes seconds however idle the
+	// machine, so that it saves a checkpoint (every second) long before
+	// it ends.
+	p := e.Start(e.cfg("run", "--page-size", "10", "--workers", "1", "--chunk-size", "5", "--lock-ttl", "2s", "--erp-rate", "40/s")...)
 	count := func() int64 { return e.Count("SELECT COUNT(*) FROM %s", "sales_orders") }
 	checkpoints := func() int64 {
 		return e.Count("SELECT COUNT(*) FROM %s WHERE name = 'sales_orders'", "sync_checkpoints")
