@@ -2,6 +2,7 @@ package entity
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,18 +232,21 @@ func (e *Entity) Column(name string) *Column {
 
 // KeyIndexes returns the indexes in Columns of the key columns, in key
 // order.
-func (e *Entity) KeyIndexes() []int {
-	out := make([]int, len(e.Key))
-	for i, k := range e.Key {
-		out[i] = -1
-		for j := range e.Columns {
-			if e.Columns[j].Name == k {
-				out[i] = j
-			}
-		}
+func (e *Entity) KeyIndexes() []int { return keyIndexes(e.Columns, e.Key) }
+
+// keyIndexes returns the index in cols of each of key's columns, -1 for
+// one not declared.
+func keyIndexes(cols []Column, key []string) []int {
+	out := make([]int, len(key))
+	for i, k := range key {
+		out[i] = slices.IndexFunc(cols, func(c Column) bool { return c.Name == k })
 	}
 	return out
 }
+
+// KeyIndexes returns the indexes in Columns of the child's key columns,
+// in key order (-1 for a key column not declared).
+func (c *Child) KeyIndexes() []int { return keyIndexes(c.Columns, c.Key) }
 
 // TableName returns Table, or Name when Table is empty.
 func (e *Entity) TableName() string {

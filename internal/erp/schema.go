@@ -350,12 +350,8 @@ func compileChild(ec *entity.Child, root *level, next *int, leaves int) (childSc
 	if ch.cols, ch.exact, err = compileColumns(ec.Columns, ec.Key, entity.Source{}, &ch.root, &ch.nslots); err != nil {
 		return ch, err
 	}
-	for _, k := range ec.Key {
-		i := slices.IndexFunc(ec.Columns, func(c entity.Column) bool { return c.Name == k })
-		if i < 0 {
-			return ch, errors.New("a key column is not declared")
-		}
-		ch.keys = append(ch.keys, i)
+	if ch.keys = ec.KeyIndexes(); slices.Contains(ch.keys, -1) {
+		return ch, errors.New("a key column is not declared")
 	}
 	before := *next
 	switch ch.slot = root.add(from, "", next); {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -61,16 +62,15 @@ func (t *Table) compileLines() error {
 			lt.kinds = append(lt.kinds, col.Type.Kind)
 			cols = append(cols, q(col.Name))
 		}
-		for _, k := range c.Key {
-			i := childIndex(c, k)
-			if i < 0 {
+		lt.keys = c.KeyIndexes()
+		for j, k := range c.Key {
+			if lt.keys[j] < 0 {
 				return fmt.Errorf("compile table %s: key column %s is not declared", lt.name, k)
 			}
-			lt.keys = append(lt.keys, i)
 			key = append(key, q(k))
 		}
 		for i, col := range c.Columns {
-			if !containsInt(lt.keys, i) {
+			if !slices.Contains(lt.keys, i) {
 				set = append(set, q(col.Name)+" = VALUES("+q(col.Name)+")")
 			}
 		}
@@ -85,24 +85,6 @@ func (t *Table) compileLines() error {
 		t.lines = append(t.lines, lt)
 	}
 	return nil
-}
-
-func childIndex(c *entity.Child, name string) int {
-	for i := range c.Columns {
-		if c.Columns[i].Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // transactional reports whether a write of the table runs in a

@@ -35,12 +35,9 @@ type childShape struct {
 func shapesOf(e *entity.Entity) []childShape {
 	out := make([]childShape, len(e.Children))
 	for i, c := range e.Children {
-		s := childShape{name: c.Name}
+		s := childShape{name: c.Name, keys: c.KeyIndexes()}
 		for _, col := range c.Columns {
 			s.kinds = append(s.kinds, col.Type.Kind)
-		}
-		for _, k := range c.Key {
-			s.keys = append(s.keys, slices.IndexFunc(c.Columns, func(col entity.Column) bool { return col.Name == k }))
 		}
 		out[i] = s
 	}
