@@ -142,7 +142,7 @@ func TestDocumentsSyncWhole(t *testing.T) {
 	var region string
 	var no int64
 	var pos int
-	if err := e.DB.QueryRow("SELECT region, `no`, pos FROM " + e.Table("order_lines") + " ORDER BY region, `no`, pos LIMIT 1").Scan(&region, &no, &pos); err != nil {
+	if err := e.DB.QueryRow("SELECT region, `no`, pos FROM "+e.Table("order_lines")+" ORDER BY region, `no`, pos LIMIT 1").Scan(&region, &no, &pos); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
