@@ -1,15 +1,22 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Ops of an event.
@@ -84,14 +91,21 @@ var namespace = [16]byte{0x5d, 0x1f, 0x6c, 0x2a, 0x93, 0x0e, 0x4b, 0x7d, 0xa1, 0
 // ID is the id of the event of (entity, key text, version, op): a UUID
 // version 5 (SHA-1, RFC 9562) of them, the same on every computation.
 func ID(entity, keyText string, version int64, op string) string {
-	h := sha1.New()
-	h.Write(namespace[:])
-	h.Write([]byte(entity + "\x00" + keyText + "\x00" + strconv.FormatInt(version, 10) + "\x00" + op))
-	var u [16]byte
-	copy(u[:], h.Sum(nil))
+	in := make([]byte, 0, len(namespace)+len(entity)+len(keyText)+len(op)+23)
+	in = append(append(in, namespace[:]...), entity...)
+	in = append(append(append(in, 0), keyText...), 0)
+	in = append(strconv.AppendInt(in, version, 10), 0)
+	u := sha1.Sum(append(in, op...))
 	u[6] = u[6]&0x0f | 0x50
 	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	var s [36]byte
+	hex.Encode(s[0:8], u[0:4])
+	hex.Encode(s[9:13], u[4:6])
+	hex.Encode(s[14:18], u[6:8])
+	hex.Encode(s[19:23], u[8:10])
+	hex.Encode(s[24:36], u[10:16])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
 }
 
 func validOp(op string) bool {
@@ -105,51 +119,209 @@ func validOp(op string) bool {
 // maxKeyText is the width of the entity_key column.
 const maxKeyText = 500
 
-// Record records evs in the outbox within tx, the transaction that writes
-// their rows: one multi-row INSERT whose ON DUPLICATE KEY UPDATE changes
-// nothing, so that an event whose identity (entity, key, version, op) is
-// recorded already is dropped silently (INSERT IGNORE would also turn a
-// value that does not fit into a warning). Nothing is recorded for an
-// empty evs.
-//
-// Call it after the statements that write the rows: their row locks make
-// a second transaction that changes the same key wait for this one's
-// commit, so that the outbox's ids of one key follow the order its
-// versions were written in.
+// Recorder records events in the outbox (Record). It loads them with
+// LOAD DATA LOCAL INFILE, which costs the database about half the CPU of
+// the same rows in an INSERT, and falls back to an INSERT once the server
+// refuses local loads (MySQL 8's local_infile is OFF by default),
+// remembering that for its later calls. The zero value is ready to use,
+// and a Recorder is safe for concurrent use.
+type Recorder struct {
+	noLoad atomic.Bool
+	// inserts counts the calls that recorded with an INSERT: a test's
+	// evidence of which path ran.
+	inserts atomic.Int64
+}
+
+// Inserts is how many calls of r recorded their events with an INSERT
+// instead of a load: after the first, each of them, once the server
+// refused a load.
+func (r *Recorder) Inserts() int64 { return r.inserts.Load() }
+
+// Record records evs in the outbox within tx (Recorder.Record), trying
+// a load first.
 func Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	var q strings.Builder
-	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, body, recorded_at) VALUES ")
-	args := make([]any, 0, 7*len(evs))
-	var err error
-	for i, ev := range evs {
+	return new(Recorder).Record(ctx, tx, evs)
+}
+
+// row is an event as the outbox stores it.
+type row struct {
+	ev   *Event
+	id   string
+	key  string
+	body []byte
+}
+
+// encodeRows encodes evs as the outbox stores them, each checked to fit its
+// columns, so that neither statement can truncate a value.
+func encodeRows(evs []Event) ([]row, error) {
+	out := make([]row, len(evs))
+	for i := range evs {
+		ev := &evs[i]
 		if !validOp(ev.Op) {
-			return fmt.Errorf("record event: op %q: want insert, update, delete or restore", ev.Op)
+			return nil, fmt.Errorf("record event: op %q: want insert, update, delete or restore", ev.Op)
+		}
+		if n := utf8.RuneCountInString(ev.Entity); n == 0 || n > maxEntity || !utf8.ValidString(ev.Entity) {
+			return nil, fmt.Errorf("record event: entity %q: want 1 to %d characters of UTF-8", ev.Entity, maxEntity)
+		}
+		if n := utf8.RuneCountInString(ev.RunID); n > maxRunID || !utf8.ValidString(ev.RunID) {
+			return nil, fmt.Errorf("record event of %s: run id %q: want at most %d characters of UTF-8", ev.Entity, ev.RunID, maxRunID)
 		}
 		kt := string(ev.KeyJSON)
 		if ev.DataJSON == nil {
 			var err error
 			if kt, err = KeyText(ev.Key); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if len(kt) > maxKeyText {
-			return fmt.Errorf("record event of %s: key %s is longer than %d bytes", ev.Entity, kt, maxKeyText)
+			return nil, fmt.Errorf("record event of %s: key %s is longer than %d bytes", ev.Entity, kt, maxKeyText)
 		}
 		id := ID(ev.Entity, kt, ev.Version, ev.Op)
 		var body []byte
 		if ev.DataJSON != nil {
-			body = appendBody(make([]byte, 0, 96+len(kt)+len(ev.DataJSON)), id, &evs[i], kt)
-		} else if body, err = json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data}); err != nil {
-			return fmt.Errorf("encode event of %s %s: %w", ev.Entity, kt, err)
+			body = appendBody(make([]byte, 0, 96+len(kt)+len(ev.DataJSON)), id, ev, kt)
+		} else {
+			var err error
+			if body, err = json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data}); err != nil {
+				return nil, fmt.Errorf("encode event of %s %s: %w", ev.Entity, kt, err)
+			}
 		}
+		if len(body) > maxBody {
+			return nil, fmt.Errorf("record event of %s %s: body of %d bytes is longer than %d", ev.Entity, kt, len(body), maxBody)
+		}
+		out[i] = row{ev: ev, id: id, key: kt, body: body}
+	}
+	return out, nil
+}
+
+// Widths of the outbox's columns.
+const (
+	maxEntity = 64
+	maxRunID  = 40
+	maxBody   = 1<<24 - 1 // MEDIUMTEXT
+)
+
+// Record records evs in the outbox within tx, the transaction that writes
+// their rows, in one statement: an event whose identity (entity, key,
+// version, op) is recorded already is dropped silently. Nothing is
+// recorded for an empty evs. Every value is checked to fit its column
+// first: a load, like INSERT IGNORE, would turn a value that does not fit
+// into a warning.
+//
+// Call it after the statements that write the rows: their row locks make
+// a second transaction that changes the same key wait for this one's
+// commit, so that the outbox's ids of one key follow the order its
+// versions were written in.
+func (r *Recorder) Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rs, err := encodeRows(evs)
+	if err != nil {
+		return err
+	}
+	if !r.noLoad.Load() {
+		err := load(ctx, tx, rs)
+		if !refused(err) {
+			return err
+		}
+		// The statement failed whole and the transaction goes on: a
+		// refused command is checked before it reads a byte.
+		r.noLoad.Store(true)
+	}
+	r.inserts.Add(1)
+	return insert(ctx, tx, rs)
+}
+
+// refused reports whether err is the server's refusal of LOAD DATA LOCAL:
+// "command not allowed" (1148, MySQL 5 and older MariaDB), "local infile
+// capability disabled" (4166, MariaDB 10.5 and later), "loading local data
+// is disabled" (3948, MySQL 8).
+func refused(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1148, 3948, 4166:
+		return true
+	}
+	return false
+}
+
+// readers names the outbox's loads for the driver's reader registry.
+var readers atomic.Int64
+
+// load records rs with one LOAD DATA LOCAL INFILE of their lines: fields
+// separated by a tab, a backslash, tab, newline or NUL in a field escaped
+// by a backslash (the separators are written in hex, which no sql_mode
+// reads otherwise). A load IGNOREs a duplicate key
+// as the INSERT's ON DUPLICATE KEY UPDATE that changes nothing does.
+func load(ctx context.Context, tx *sql.Tx, rs []row) error {
+	n := 0
+	for _, r := range rs {
+		n += 72 + len(r.ev.Entity) + len(r.key) + len(r.ev.RunID) + len(r.body) + len(r.body)/16
+	}
+	b := make([]byte, 0, n)
+	for _, r := range rs {
+		b = append(b, r.id...)
+		b = appendField(append(b, '\t'), r.ev.Entity)
+		b = appendField(append(b, '\t'), r.key)
+		b = append(append(b, '\t'), r.ev.Op...)
+		b = strconv.AppendInt(append(b, '\t'), r.ev.Version, 10)
+		b = appendField(append(b, '\t'), r.ev.RunID)
+		b = appendField(append(b, '\t'), r.body)
+		b = append(b, '\n')
+	}
+	name := "erpsync-outbox-" + strconv.FormatInt(readers.Add(1), 10)
+	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(b) })
+	defer mysql.DeregisterReaderHandler(name)
+	_, err := tx.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::"+name+"' IGNORE INTO TABLE erpsync_events CHARACTER SET utf8mb4"+
+		" FIELDS TERMINATED BY X'09' ESCAPED BY X'5c' LINES TERMINATED BY X'0a'"+
+		" (event_id, entity, entity_key, op, version, run_id, body) SET recorded_at = UTC_TIMESTAMP(3)")
+	if err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	return nil
+}
+
+// appendField appends s as a field of a load's line: a backslash, tab,
+// newline or NUL escaped by a backslash.
+func appendField[T string | []byte](b []byte, s T) []byte {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		var esc byte
+		switch s[i] {
+		case '\\':
+			esc = '\\'
+		case '\t':
+			esc = 't'
+		case '\n':
+			esc = 'n'
+		case 0:
+			esc = '0'
+		default:
+			continue
+		}
+		b = append(append(b, s[start:i]...), '\\', esc)
+		start = i + 1
+	}
+	return append(b, s[start:]...)
+}
+
+// insert records rs with one multi-row INSERT whose ON DUPLICATE KEY
+// UPDATE changes nothing (INSERT IGNORE would also turn a value that does
+// not fit into a warning).
+func insert(ctx context.Context, tx *sql.Tx, rs []row) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, body, recorded_at) VALUES ")
+	args := make([]any, 0, 7*len(rs))
+	for i, r := range rs {
 		if i > 0 {
 			q.WriteByte(',')
 		}
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))")
-		args = append(args, id, ev.Entity, kt, ev.Op, ev.Version, ev.RunID, string(body))
+		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, string(r.body))
 	}
 	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {

@@ -107,7 +107,7 @@ func (s *Store) tx(ctx context.Context, what string, write func(tx *sql.Tx) ([]o
 	if err != nil {
 		return err
 	}
-	if err := outbox.Record(ctx, tx, evs); err != nil {
+	if err := s.rec.Record(ctx, tx, evs); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/outbox"
 )
 
 var (
@@ -82,6 +83,9 @@ type Store struct {
 	db  *gorm.DB
 	sql *sql.DB
 	cfg *mysql.Config
+	// rec records the change events of the writes, shared by the Stores
+	// For and Scoped return: it remembers a server that refused a load.
+	rec *outbox.Recorder
 	t   *Table // the entity table the row methods write
 	// scope is the WHERE test of the rows ScanRows reads ("" for all): the
 	// rows of one source of an entity of several.
@@ -230,7 +234,7 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(o.MaxOpenConns)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	return &Store{db: db, sql: sqlDB, cfg: cfg, t: memberships}, nil
+	return &Store{db: db, sql: sqlDB, cfg: cfg, rec: new(outbox.Recorder), t: memberships}, nil
 }
 
 // unavailable translates a failure to reach the database within bound:

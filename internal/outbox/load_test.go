@@ -1,0 +1,201 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/erpsync/erpsync/internal/outbox"
+)
+
+// stored is an outbox row as a test reads it back.
+type stored struct {
+	EventID, Entity, Key, Op, RunID, Body string
+	Version                               int64
+}
+
+func readStored(t *testing.T, db *sql.DB) []stored {
+	t.Helper()
+	rows, err := db.Query("SELECT event_id, entity, entity_key, op, version, run_id, body FROM erpsync_events ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []stored
+	for rows.Next() {
+		var s stored
+		if err := rows.Scan(&s.EventID, &s.Entity, &s.Key, &s.Op, &s.Version, &s.RunID, &s.Body); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// nastyString draws a string of the characters a load's line format and
+// SQL's quoting give meaning to (tab, newline, backslash, NUL, quotes, a
+// lone "\N"), of other control characters, of multi-byte UTF-8 and of
+// invalid bytes, and of plain text.
+func nastyString(r *rand.Rand) string {
+	return drawString(r, append(validParts, "\xff", "\xc3"))
+}
+
+// nastyText is nastyString of valid UTF-8: an entity's name, a run id.
+func nastyText(r *rand.Rand) string { return drawString(r, validParts) }
+
+var validParts = []string{"\t", "\n", "\r", "\\", "\\N", "\x00", "'", `"`, "\x1a", "NULL", "é", "日本", "😀", "<&>", "a", "plain text", " "}
+
+func drawString(r *rand.Rand, parts []string) string {
+	var b strings.Builder
+	for range r.IntN(8) {
+		b.WriteString(parts[r.IntN(len(parts))])
+	}
+	return b.String()
+}
+
+// wantStored is what the outbox must hold of ev: its id computed from its
+// identity and the body encoding/json writes.
+func wantStored(t *testing.T, ev outbox.Event) stored {
+	t.Helper()
+	kt, err := outbox.KeyText(ev.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := outbox.ID(ev.Entity, kt, ev.Version, ev.Op)
+	body, err := json.Marshal(outbox.Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stored{EventID: id, Entity: ev.Entity, Key: kt, Op: ev.Op, RunID: ev.RunID, Body: string(body), Version: ev.Version}
+}
+
+// TestLoadRecordsWhatInsertRecords: for events whose keys, data and run
+// ids hold every character the load's line format or SQL quoting reads
+// specially, the rows a load records are value for value the rows the
+// INSERT records, and both are the events' ids and encoding/json bodies;
+// under NO_BACKSLASH_ESCAPES too.
+func TestLoadRecordsWhatInsertRecords(t *testing.T) {
+	db, _ := setup(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 11))
+	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
+	for round := range 40 {
+		var evs []outbox.Event
+		for i := range 1 + r.IntN(30) {
+			key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
+			data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
+			evs = append(evs, outbox.Event{Entity: "customers" + nastyText(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: nastyText(r), Data: data})
+		}
+		noBackslashEscapes := round%4 == 3
+		var byPath [2][]stored
+		for path, record := range []func(context.Context, *sql.Tx, []outbox.Event) error{outbox.Record, outbox.RecordWithInsert} {
+			if _, err := db.ExecContext(ctx, "DELETE FROM erpsync_events"); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if noBackslashEscapes {
+				if _, err := tx.ExecContext(ctx, "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := record(ctx, tx, evs); err != nil {
+				t.Fatalf("round %d, path %d: %v", round, path, err)
+			}
+			if noBackslashEscapes {
+				if _, err := tx.ExecContext(ctx, "SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			byPath[path] = readStored(t, db)
+		}
+		if !reflect.DeepEqual(byPath[0], byPath[1]) {
+			t.Fatalf("round %d: the load recorded\n%+v\nthe insert\n%+v", round, byPath[0], byPath[1])
+		}
+		if len(byPath[0]) != len(evs) {
+			t.Fatalf("round %d: %d rows of %d events", round, len(byPath[0]), len(evs))
+		}
+		for i, ev := range evs {
+			if want := wantStored(t, ev); byPath[0][i] != want {
+				t.Fatalf("round %d, event %d: stored\n%+v\nwant\n%+v", round, i, byPath[0][i], want)
+			}
+		}
+	}
+}
+
+// TestRecordFallsBackWhenLoadsAreRefused: with the server's local_infile
+// off, a Recorder records with the INSERT, the events whole and a
+// duplicate dropped, and goes on doing so without trying a load again.
+func TestRecordFallsBackWhenLoadsAreRefused(t *testing.T) {
+	db, _ := setup(t)
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "SET GLOBAL local_infile = OFF"); err != nil {
+		t.Fatal(err)
+	}
+	defer db.ExecContext(ctx, "SET GLOBAL local_infile = ON")
+	rec := new(outbox.Recorder)
+	batches := [][]outbox.Event{
+		{ev("C1", 1, outbox.OpInsert), ev("C2", 1, outbox.OpInsert)},
+		{ev("C1", 1, outbox.OpInsert), ev("C1", 2, outbox.OpUpdate)},
+	}
+	for _, evs := range batches {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Record(ctx, tx, evs); err != nil {
+			tx.Rollback()
+			t.Fatalf("record with loads refused: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rec.Inserts(); n != 2 {
+		t.Fatalf("%d calls recorded with the INSERT, want 2", n)
+	}
+	got := readStored(t, db)
+	want := []stored{wantStored(t, batches[0][0]), wantStored(t, batches[0][1]), wantStored(t, batches[1][1])}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("stored\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestRecordRefusesWhatWouldNotFit: a value longer than its column is an
+// error, not a row cut short (a load would only warn).
+func TestRecordRefusesWhatWouldNotFit(t *testing.T) {
+	db, _ := setup(t)
+	ctx := context.Background()
+	long := ev("C1", 1, outbox.OpInsert)
+	long.Entity = strings.Repeat("e", 65)
+	run := ev("C1", 1, outbox.OpInsert)
+	run.RunID = strings.Repeat("r", 41)
+	key := ev(strings.Repeat("k", 500), 1, outbox.OpInsert)
+	for _, bad := range []outbox.Event{long, run, key} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = outbox.Record(ctx, tx, []outbox.Event{ev("C0", 1, outbox.OpInsert), bad})
+		tx.Commit()
+		if err == nil {
+			t.Fatalf("recorded an event of entity %q, run %q, key %v", bad.Entity, bad.RunID, bad.Key)
+		}
+	}
+	if got := readStored(t, db); len(got) != 0 {
+		t.Fatalf("%d rows recorded of batches refused", len(got))
+	}
+}
