@@ -102,6 +102,10 @@ func (c Config) withDefaults() Config {
 // errLockLost says the relay lost its lock while delivering.
 var errLockLost = errors.New("relay: lock lost")
 
+// errLockService says the lock service failed to answer whether the relay
+// may take its lock (Redis down, refused, timed out).
+var errLockService = errors.New("relay: obtain lock")
+
 // ErrSkipped is Run's answer with Once when another relay holds the lock.
 var ErrSkipped = errors.New("relay: skipped, another relay holds the lock")
 
@@ -123,8 +127,9 @@ func New(cfg Config, ob *outbox.Outbox, sink Sink, locks Locker, obs Observer, l
 // Run delivers until ctx ends (or, with Once, one pass: until nothing is
 // pending; a transient failure ends it with an error). When ctx ends,
 // the batch in hand is finished within Grace and Run returns nil. A relay
-// that finds the lock held waits for it (Once: returns ErrSkipped). A
-// rejection by the sink is returned as a *RejectedError.
+// that finds the lock held waits for it (Once: returns ErrSkipped); one
+// whose lock service fails retries with backoff (Once: returns the
+// error). A rejection by the sink is returned as a *RejectedError.
 func (r *Relay) Run(ctx context.Context) error {
 	// work outlives ctx by Grace: the batch in hand gets delivered and
 	// marked after a SIGTERM.
@@ -135,12 +140,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stopGrace()
+	backoff := time.Duration(0) // before the next try after a lock-service failure
 	for {
 		err := r.hold(ctx, work)
+		wait := r.cfg.Poll
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, lock.ErrNotObtained):
+			backoff = 0
 			r.log.Info().Str("lock", LockKey).Msg("relay skipped: another relay holds the lock")
 			if r.obs != nil {
 				r.obs.ObserveRelaySkipped()
@@ -150,14 +158,21 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 		case r.cfg.Once || err == nil:
 			return err
+		case errors.Is(err, errLockService):
+			// Redis down or restarting: nothing can be marked without
+			// the lock, so wait for it like for a failing sink.
+			backoff = r.next(backoff, err)
+			wait = backoff
+			r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("relay lock service failed")
 		case errors.Is(err, errLockLost), errors.Is(err, outbox.ErrFenced):
 			// A pause past the lease: another relay may hold the lock
 			// now. Take it again (or skip) like a relay that starts.
+			backoff = 0
 			r.log.Warn().Err(err).Msg("relay lock lost; taking it again")
 		default:
 			return err
 		}
-		if !sleep(ctx, r.cfg.Poll) {
+		if !sleep(ctx, wait) {
 			return nil
 		}
 	}
@@ -167,8 +182,11 @@ func (r *Relay) Run(ctx context.Context) error {
 // ctx ends or, with Once, when nothing is pending.
 func (r *Relay) hold(ctx, work context.Context) error {
 	l, err := r.locks.Obtain(ctx, LockKey, r.cfg.LockTTL, nil)
-	if err != nil {
+	if errors.Is(err, lock.ErrNotObtained) {
 		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errLockService, err)
 	}
 	hctx, stopHold := context.WithCancel(work)
 	held := l.Hold(hctx)
