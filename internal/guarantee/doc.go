@@ -84,14 +84,14 @@
 // In a share of the contracts' feeds and in TestEventsGuarantee the entity
 // records change events (testdata/events.yaml): bin/erpsync relay
 // processes, two at once, killed and paused, deliver them to a signed
-// webhook of the test or a NATS JetStream stream of its own, while the
-// test stalls writers on row locks (writes that change nothing) and holds
-// transactions that recorded events (late commits). After a final `relay
-// --once`, the events received, without duplicates, must be per key the
-// changes the row went through, one for one, as triggers on the table
-// logged them in the writing transactions; each a version the ERP made;
-// the last the row as it ends; the outbox all delivered; duplicates only
-// after a relay fault.
+// webhook of the test, a NATS JetStream stream or a RabbitMQ queue of its
+// own, while the test stalls writers on row locks (writes that change
+// nothing) and holds transactions that recorded events (late commits).
+// After a final `relay --once`, the events received, without duplicates,
+// must be per key the changes the row went through, one for one, as
+// triggers on the table logged them in the writing transactions; each a
+// version the ERP made; the last the row as it ends; the outbox all
+// delivered; duplicates only after a relay fault.
 //
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee

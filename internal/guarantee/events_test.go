@@ -25,6 +25,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/outbox"
@@ -36,16 +37,17 @@ var flagEventsFeeds = flag.Int("guarantee.events-feeds", 8, "feeds TestEventsGua
 
 // Sinks an events feed delivers to.
 const (
-	sinkWebhook = "webhook"
-	sinkNATS    = "nats"
+	sinkWebhook  = "webhook"
+	sinkNATS     = "nats"
+	sinkRabbitMQ = "rabbitmq"
 )
 
 // eventsSpec is how the change events of a feed reach its consumer.
 type eventsSpec struct {
-	Sink   string // sinkWebhook or sinkNATS
+	Sink   string // sinkWebhook, sinkNATS or sinkRabbitMQ
 	Relays int    // `erpsync relay` processes started at once (1 or 2)
 	// KillAt: the relay that delivers the KillAt-th webhook POST (before
-	// its answer) or NATS message (as the consumer reads it) is killed
+	// its answer) or broker message (as a consumer reads it) is killed
 	// with SIGKILL, and another one started; 0: none is.
 	KillAt int
 	Batch  int // --batch-size
@@ -55,7 +57,7 @@ func (ev *eventsSpec) String() string {
 	s := fmt.Sprintf("change events to a %s, %d relay(s) at once, batch %d", ev.Sink, ev.Relays, ev.Batch)
 	if ev.KillAt > 0 {
 		unit := "POST"
-		if ev.Sink == sinkNATS {
+		if ev.Sink != sinkWebhook {
 			unit = "message"
 		}
 		s += fmt.Sprintf(", the delivering relay SIGKILLed at %s %d", unit, ev.KillAt)
@@ -63,18 +65,22 @@ func (ev *eventsSpec) String() string {
 	return s
 }
 
-// genEvents is the events of seed's feed: a webhook or NATS in turn, one
-// relay or two at once, and a relay killed mid-delivery in three feeds of
-// four.
+// genEvents is the events of seed's feed: a webhook in half the feeds,
+// NATS or RabbitMQ in a quarter each (seeds 2 and 7 of every 8 NATS, 3 and
+// 6 RabbitMQ: each with one relay and with two), one relay or two at once,
+// and a relay killed mid-delivery in three feeds of four.
 func genEvents(seed uint64) *eventsSpec {
 	r := rand.New(rand.NewPCG(seed, 0xe7e175))
 	ev := &eventsSpec{Sink: sinkWebhook, Relays: 1 + int(seed+1)%2, Batch: 1 + r.IntN(20)}
-	if seed%4 >= 2 {
+	switch {
+	case seed%8 == 3 || seed%8 == 6:
+		ev.Sink = sinkRabbitMQ
+	case seed%4 >= 2:
 		ev.Sink = sinkNATS
 	}
 	if seed%4 != 1 {
 		ev.KillAt = 1 + r.IntN(4)
-		if ev.Sink == sinkNATS {
+		if ev.Sink != sinkWebhook {
 			ev.KillAt = 1 + r.IntN(15)
 		}
 	}
@@ -94,9 +100,10 @@ func TestEventsGuarantee(t *testing.T) {
 }
 
 // sink is the consumer of an events feed's change events: a webhook in
-// this process or a NATS JetStream stream of its own, the relays that
-// deliver to it, and what it received. The rows' own history is kept by
-// triggers on contracts, in the write's transaction (changeTriggers).
+// this process, a NATS JetStream stream or a RabbitMQ queue of its own,
+// the relays that deliver to it, and what it received. The rows' own
+// history is kept by triggers on contracts, in the write's transaction
+// (changeTriggers).
 type sink struct {
 	f      *feed
 	ev     *eventsSpec
@@ -114,6 +121,17 @@ type sink struct {
 	relayN   atomic.Int64
 	wg       sync.WaitGroup // the relays' waiters
 
+	// exchange is the feed's RabbitMQ exchange, queue the durable queue
+	// bound to it, read after the final drain; each relay publishes to an
+	// exchange of its own (exchange.<relay>, in exchanges) bound to it, so
+	// that the sink knows who delivered. A queue of amqpConn is read while
+	// the feed runs, to kill a relay.
+	exchange, queue string
+	exchanges       []string
+	amqpConn        *amqp.Connection
+	amqpMu          sync.Mutex // amqpCh
+	amqpCh          *amqp.Channel
+
 	mu       sync.Mutex
 	got      []delivery                // every event received, in order
 	relays   map[string]*proctest.Proc // running relays by id
@@ -122,13 +140,15 @@ type sink struct {
 	posts    int
 	killed   bool
 	faults   []string // relay faults: kills and pauses
-	refused  []string // what the webhook refused
+	refused  []string // what the webhook refused, and broker messages unlike an event's
 }
 
-// delivery is one event as the sink received it, from relay.
+// delivery is one event as the sink received it, from relay: its body
+// and, from RabbitMQ, the message's message_id.
 type delivery struct {
 	relay string
 	raw   []byte
+	msgID string
 }
 
 // startSink starts the consumer and the relays of a feed whose entity
@@ -157,6 +177,8 @@ func (f *feed) startSink() *sink {
 		s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	case sinkNATS:
 		s.consume()
+	case sinkRabbitMQ:
+		s.consumeRabbitMQ()
 	}
 	for range s.ev.Relays {
 		s.startRelay()
@@ -262,6 +284,8 @@ func (s *sink) relayArgs(id string, once bool) []string {
 		args = append(args, "--events-sink", "webhook", "--events-url", s.srv.URL+"/hook/"+id, "--events-secret", string(s.secret))
 	case sinkNATS:
 		args = append(args, "--events-sink", "nats", "--events-url", natsURL(), "--events-subject", s.subject+"."+id)
+	case sinkRabbitMQ:
+		args = append(args, "--events-sink", "rabbitmq", "--events-url", amqpURL(), "--events-exchange", s.relayExchange(id))
 	}
 	return append(args, s.f.lockFlags()...)
 }
@@ -409,7 +433,7 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 
 func (s *sink) refuse(w http.ResponseWriter, why string) {
 	s.mu.Lock()
-	s.refused = append(s.refused, why)
+	s.refused = append(s.refused, "the webhook refused "+why)
 	s.mu.Unlock()
 	http.Error(w, why, http.StatusBadRequest)
 }
@@ -524,8 +548,11 @@ func (s *sink) finish() {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if s.ev.Sink == sinkNATS {
+	switch s.ev.Sink {
+	case sinkNATS:
 		s.readAll()
+	case sinkRabbitMQ:
+		s.readQueue()
 	}
 	s.check(outs)
 }
@@ -550,6 +577,142 @@ func (s *sink) readAll() {
 	<-s.consumed
 }
 
+// amqpURL is the RabbitMQ broker of the feeds that deliver there.
+func amqpURL() string {
+	if u := os.Getenv("ERPSYNC_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// consumeRabbitMQ declares the feed's exchange (a durable topic exchange)
+// and its durable queue, bound to it on the entity's routing key, which
+// readQueue reads after the final drain; and, to kill the relay that
+// published the KillAt-th message as a consumer reads it, consumes a
+// queue of this connection bound alike while the feed runs.
+func (s *sink) consumeRabbitMQ() {
+	f := s.f
+	name := testenv.RandomName("guarantee_")
+	s.exchange, s.queue = name, name
+	var err error
+	if s.amqpConn, err = amqp.Dial(amqpURL()); err != nil {
+		f.t.Fatalf("rabbitmq: %v", err)
+	}
+	var watch *amqp.Channel
+	var w amqp.Queue
+	var msgs <-chan amqp.Delivery
+	s.amqpCh, err = s.amqpConn.Channel()
+	if err == nil {
+		err = s.amqpCh.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil)
+	}
+	if err == nil {
+		_, err = s.amqpCh.QueueDeclare(name, true, false, false, false, nil)
+	}
+	if err == nil {
+		err = s.amqpCh.QueueBind(name, "contracts", name, false, nil)
+	}
+	if err == nil {
+		watch, err = s.amqpConn.Channel()
+	}
+	if err == nil {
+		w, err = watch.QueueDeclare("", false, true, true, false, nil)
+	}
+	if err == nil {
+		err = watch.QueueBind(w.Name, "contracts", name, false, nil)
+	}
+	if err == nil {
+		msgs, err = watch.Consume(w.Name, "", true, true, false, false, nil)
+	}
+	if err != nil {
+		s.closeRabbitMQ()
+		f.t.Fatalf("rabbitmq exchange and queue %s: %v", name, err)
+	}
+	s.consumed = make(chan struct{})
+	go func() {
+		defer close(s.consumed)
+		n := 0
+		for m := range msgs { // closed with the connection
+			n++
+			s.mu.Lock()
+			kill := !s.killed && n == s.ev.KillAt
+			s.killed = s.killed || kill
+			s.mu.Unlock()
+			if kill {
+				s.kill(strings.TrimPrefix(m.Exchange, s.exchange+"."), fmt.Sprintf("message %d, as it was read", n))
+			}
+		}
+	}()
+}
+
+// relayExchange declares the exchange relay id publishes to, as the relay
+// declares it, bound to the feed's exchange: a message keeps it as the
+// exchange it was published to, so the sink knows who delivered it.
+func (s *sink) relayExchange(id string) string {
+	x := s.exchange + "." + id
+	s.amqpMu.Lock()
+	defer s.amqpMu.Unlock()
+	err := s.amqpCh.ExchangeDeclare(x, amqp.ExchangeTopic, true, false, false, false, nil)
+	if err == nil {
+		err = s.amqpCh.ExchangeBind(s.exchange, "#", x, false, nil)
+	}
+	if err != nil {
+		s.f.t.Errorf("rabbitmq exchange %s of relay %s: %v", x, id, err)
+	}
+	s.exchanges = append(s.exchanges, x)
+	return x
+}
+
+// readQueue reads every message of the feed's durable queue, after the
+// final drain, as a consumer does: its message_id and body, from the
+// relay whose exchange it was published to. A message that is not a
+// persistent JSON one on the entity's routing key is wrong.
+func (s *sink) readQueue() {
+	var got []delivery
+	var wrong []string
+	s.amqpMu.Lock()
+	for {
+		m, ok, err := s.amqpCh.Get(s.queue, true)
+		if err != nil {
+			s.f.t.Errorf("read rabbitmq queue %s: %v", s.queue, err)
+			break
+		}
+		if !ok {
+			break
+		}
+		relay := strings.TrimPrefix(m.Exchange, s.exchange+".")
+		got = append(got, delivery{relay: relay, raw: m.Body, msgID: m.MessageId})
+		if m.DeliveryMode != amqp.Persistent || m.ContentType != "application/json" || m.RoutingKey != "contracts" {
+			wrong = append(wrong, fmt.Sprintf("a message from relay %s: delivery mode %d, content type %q, routing key %q, want a persistent application/json one on contracts",
+				relay, m.DeliveryMode, m.ContentType, m.RoutingKey))
+		}
+	}
+	s.amqpMu.Unlock()
+	s.mu.Lock()
+	s.got = append(s.got, got...)
+	s.refused = append(s.refused, wrong...)
+	s.mu.Unlock()
+}
+
+// closeRabbitMQ deletes the feed's queue and exchanges, and closes the
+// connection (which stops the watch consumer).
+func (s *sink) closeRabbitMQ() {
+	if s.amqpConn == nil {
+		return
+	}
+	s.amqpMu.Lock()
+	if ch, err := s.amqpConn.Channel(); err == nil {
+		_, _ = ch.QueueDelete(s.queue, false, false, false)
+		for _, x := range append(s.exchanges, s.exchange) {
+			_ = ch.ExchangeDelete(x, false, false)
+		}
+	}
+	s.amqpMu.Unlock()
+	s.amqpConn.Close()
+	if s.consumed != nil {
+		<-s.consumed
+	}
+}
+
 // close stops the sink and drops the triggers.
 func (s *sink) close() {
 	if s.srv != nil {
@@ -569,6 +732,7 @@ func (s *sink) close() {
 		}
 		s.nc.Close()
 	}
+	s.closeRabbitMQ()
 	for _, q := range changeTriggers()[:3] {
 		_ = s.f.w.st.DB().Exec(q).Error
 	}
@@ -616,7 +780,7 @@ func (s *sink) check(outs []string) {
 		}
 	}
 	for _, r := range refused {
-		add("the webhook refused %s", r)
+		add("%s", r)
 	}
 	raws := map[string][]byte{}
 	events := map[string][]change{} // erp_id -> events, first deliveries in order
@@ -628,6 +792,9 @@ func (s *sink) check(outs []string) {
 		if err := dec.Decode(&b); err != nil {
 			add("an event from relay %s does not decode: %v: %s", d.relay, err, d.raw)
 			continue
+		}
+		if s.ev.Sink == sinkRabbitMQ && d.msgID != b.ID {
+			add("a message from relay %s has message_id %q, its event's id is %s", d.relay, d.msgID, b.ID)
 		}
 		if prev, ok := raws[b.ID]; ok {
 			dups++
