@@ -144,7 +144,8 @@ type sink struct {
 }
 
 // delivery is one event as the sink received it, from relay: its body
-// and, from RabbitMQ, the message's message_id.
+// and, from a broker, the message's id (RabbitMQ's message_id, NATS's
+// Nats-Msg-Id header).
 type delivery struct {
 	relay string
 	raw   []byte
@@ -481,7 +482,7 @@ func (s *sink) consume() {
 			}
 			relay, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), s.subject+"."), ".")
 			s.mu.Lock()
-			s.got = append(s.got, delivery{relay: relay, raw: m.Data()})
+			s.got = append(s.got, delivery{relay: relay, raw: m.Data(), msgID: m.Headers().Get("Nats-Msg-Id")})
 			kill := !s.killed && n == s.ev.KillAt
 			s.killed = s.killed || kill
 			s.mu.Unlock()
@@ -793,8 +794,8 @@ func (s *sink) check(outs []string) {
 			add("an event from relay %s does not decode: %v: %s", d.relay, err, d.raw)
 			continue
 		}
-		if s.ev.Sink == sinkRabbitMQ && d.msgID != b.ID {
-			add("a message from relay %s has message_id %q, its event's id is %s", d.relay, d.msgID, b.ID)
+		if s.ev.Sink != sinkWebhook && d.msgID != b.ID {
+			add("a message from relay %s has message id %q (message_id, Nats-Msg-Id), its event's id is %s", d.relay, d.msgID, b.ID)
 		}
 		if prev, ok := raws[b.ID]; ok {
 			dups++
