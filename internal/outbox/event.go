@@ -236,14 +236,15 @@ func (r *Recorder) Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
 // refused reports whether err is the server's refusal of LOAD DATA LOCAL:
 // "command not allowed" (1148, MySQL 5 and older MariaDB), "local infile
 // capability disabled" (4166, MariaDB 10.5 and later), "loading local data
-// is disabled" (3948, MySQL 8).
+// is disabled" (3948, MySQL 8), and "doesn't yet support" (1235) of a
+// server that speaks the protocol without loads.
 func refused(err error) bool {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return false
 	}
 	switch me.Number {
-	case 1148, 3948, 4166:
+	case 1148, 1235, 3948, 4166:
 		return true
 	}
 	return false
