@@ -204,7 +204,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 
 	// One set of clients per instance, as separate processes would have.
 	prefix := "erpsync:demo:" + randomHex(4) + ":"
-	newDeps := func() (*deps, error) { return connect(ctx, dsn, redisAddr, prefix, es.url, *cfg.Log) }
+	newDeps := func() (*deps, error) {
+		return connect(ctx, dsn, cfg.MySQLDSN == "", redisAddr, prefix, es.url, *cfg.Log)
+	}
 	check, err := newDeps()
 	if err != nil {
 		return nil, err
@@ -389,10 +391,10 @@ type deps struct {
 	logger zerolog.Logger
 }
 
-func connect(ctx context.Context, dsn, redisAddr, prefix, erpURL string, log zerolog.Logger) (*deps, error) {
+func connect(ctx context.Context, dsn string, noLoadData bool, redisAddr, prefix, erpURL string, log zerolog.Logger) (*deps, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := store.Open(cctx, dsn, &store.Options{MaxOpenConns: 8})
+	st, err := store.Open(cctx, dsn, &store.Options{MaxOpenConns: 8, NoLoadData: noLoadData})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}

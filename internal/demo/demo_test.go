@@ -160,7 +160,7 @@ func TestConcurrentMigrateOnEmbeddedMySQL(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, dsn, nil)
+	st, err := store.Open(ctx, dsn, &store.Options{NoLoadData: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func embeddedStore(t *testing.T, name string) *store.Store {
 	if _, err := store.Migrate(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, dsn, nil)
+	st, err := store.Open(ctx, dsn, &store.Options{NoLoadData: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestEmbeddedMySQLKeepsTheOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := outbox.Event{Entity: "memberships", Key: map[string]any{"erp_id": "K0"}, Op: outbox.OpUpdate, Version: top, RunID: "r", Data: map[string]any{}}
-	if err := outbox.Record(ctx, tx, []outbox.Event{again}); err != nil {
+	if err := outbox.NewInsertRecorder().Record(ctx, tx, []outbox.Event{again}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -304,7 +304,7 @@ func TestEmbeddedMySQLServesTheRelayFirst(t *testing.T) {
 	ctx := context.Background()
 	m := StartMySQLForTest(t)
 	open := func(dsn string) *sql.DB {
-		st, err := store.Open(ctx, dsn, nil)
+		st, err := store.Open(ctx, dsn, &store.Options{NoLoadData: true})
 		if err != nil {
 			t.Fatal(err)
 		}

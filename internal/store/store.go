@@ -76,6 +76,11 @@ type Options struct {
 	// configuration (a custom CA, say) and takes precedence over the DSN's
 	// tls parameter. Defaults to nil: the DSN decides.
 	TLS *tls.Config
+	// NoLoadData records change events with an INSERT, never a LOAD DATA
+	// LOCAL INFILE: for a server that answers a load with an error other
+	// than a refusal (the embedded server of `erpsync demo`). Defaults to
+	// false: a load, and an INSERT once the server refuses loads.
+	NoLoadData bool
 }
 
 // Store is a handle on erpsync's MySQL database. It is safe for concurrent use.
@@ -234,7 +239,11 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(o.MaxOpenConns)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	return &Store{db: db, sql: sqlDB, cfg: cfg, rec: new(outbox.Recorder), t: memberships}, nil
+	rec := new(outbox.Recorder)
+	if o.NoLoadData {
+		rec = outbox.NewInsertRecorder()
+	}
+	return &Store{db: db, sql: sqlDB, cfg: cfg, rec: rec, t: memberships}, nil
 }
 
 // unavailable translates a failure to reach the database within bound:
