@@ -91,7 +91,11 @@
 // must be per key the changes the row went through, one for one, as
 // triggers on the table logged them in the writing transactions; each a
 // version the ERP made; the last the row as it ends; the outbox all
-// delivered; duplicates only after a relay fault.
+// delivered; duplicates only after a relay fault. In most of
+// TestEventsGuarantee's feeds, after the waves, records leave the ERP and
+// come back unchanged twice (the same delete and restore again), and
+// records recreated at a lower version climb back to the version they were
+// deleted at (an update at a version of their previous life).
 //
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee

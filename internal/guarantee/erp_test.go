@@ -144,6 +144,9 @@ type erpSim struct {
 	// ever holds every valid version the ERP made of each record, in
 	// every life of it, oldest first: what a change event may carry.
 	ever map[string][]record
+	// lastLife is the version each record recreated at a lower version
+	// was deleted at: where its previous life ended.
+	lastLife map[string]int64
 }
 
 func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
@@ -165,6 +168,8 @@ func newERP(seed uint64, base time.Time, adv adversary) *erpSim {
 		reborn:  map[string]bool{},
 		holding: map[string]*execLog{},
 		ever:    map[string][]record{},
+
+		lastLife: map[string]int64{},
 	}
 }
 
@@ -292,9 +297,19 @@ func (e *erpSim) servedSpoilt(x string) map[string]int64 {
 	return locked(e, func() map[string]int64 { return maps.Clone(e.logLocked(x).spoilt) })
 }
 
-// change makes a new version of record id, stamped with the clock.
-// Callers hold mu.
+// change makes a new version of record id, one or two above its last,
+// stamped with the clock. Callers hold mu.
 func (e *erpSim) change(id string) {
+	old, ok := e.cur[id]
+	if !ok {
+		return
+	}
+	e.changeTo(id, old.Version+1+int64(e.rng.IntN(2)))
+}
+
+// changeTo makes version v of record id, stamped with the clock. Callers
+// hold mu.
+func (e *erpSim) changeTo(id string, v int64) {
 	old, ok := e.cur[id]
 	if !ok {
 		return
@@ -302,7 +317,7 @@ func (e *erpSim) change(id string) {
 	e.touch(id)
 	e.hist[id] = append(e.hist[id], old)
 	n := old
-	n.Version += 1 + int64(e.rng.IntN(2))
+	n.Version = v
 	n.Updated = e.now()
 	e.born[bornKey(id, n.Version)] = n.Updated
 	e.face.changed(e, &n, old)
@@ -405,7 +420,74 @@ func (e *erpSim) rebirth(ids []string) {
 		delete(e.hist, id)
 		e.put(n)
 		e.reborn[id] = true
+		e.lastLife[id] = last.Version
 	}
+}
+
+// pickLives returns up to n of the records ids names, but those of skip,
+// that the ERP may delete (and, when dated, whose versions are all dated
+// before its clock, as deleteOf's).
+func (e *erpSim) pickLives(ids []string, n int, skip []string, dated bool) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if _, ok := e.cur[id]; ok && len(out) < n && !e.wasBad[id] && !e.reborn[id] && !slices.Contains(skip, id) && (!dated || e.datedBefore(id, e.now())) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// leave deletes the records ids, unchanged: each may come back as it was.
+func (e *erpSim) leave(ids []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := e.cur[id]; ok {
+			e.remove(id)
+		}
+	}
+}
+
+// comeBack brings the deleted records ids back as they were: the same
+// version, the same fields and updated_at.
+func (e *erpSim) comeBack(ids []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		if r, ok := e.gone[id]; ok {
+			e.touch(id)
+			e.cur[id] = r
+			delete(e.gone, id)
+		}
+	}
+}
+
+// changeEach changes each of the records ids once.
+func (e *erpSim) changeEach(ids []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		e.change(id)
+	}
+}
+
+// climb changes every record recreated at a lower version to exactly
+// past versions above the one its previous life ended at, unless it is
+// there already, and returns erp_id -> the version it made of each.
+func (e *erpSim) climb(past int64) map[string]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int64{}
+	for _, id := range sortedKeys(e.lastLife) {
+		to := e.lastLife[id] + past
+		if r, ok := e.cur[id]; ok && r.Version < to {
+			e.changeTo(id, to)
+			out[id] = to
+		}
+	}
+	return out
 }
 
 // spoil turns the current copy of record id invalid: an item with its

@@ -214,6 +214,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 			f.settle(fmt.Sprintf("after wave %d's recreations at a lower version and records turned invalid", i))
 		}
 	}
+	f.lives()
 	if sc.Sigterm {
 		f.sigterm()
 		f.settle("after the SIGTERM scenario")
@@ -236,6 +237,63 @@ func (f *feed) between(reborn []string) bool {
 		changed = f.erp.spoilOf(sortedKeys(rows), f.sc.Spoil) > 0 || changed
 	}
 	return changed
+}
+
+// lives runs, after the waves, the records that go through a change of
+// theirs again (Relive, Climb), on the frozen ERP, each step followed by a
+// settling: the Relive ones leave, come back unchanged, leave and come back
+// again; the Climb ones are changed, deleted, recreated at a lower version,
+// then changed to the version they were deleted at and to one past it, as
+// are the records Rebirth recreated.
+func (f *feed) lives() {
+	if f.sc.Relive == 0 && f.sc.Climb == 0 {
+		return
+	}
+	live, err := f.w.versionsWhere(context.Background(), f.tabs[0], "deleted_at IS NULL")
+	if err != nil {
+		f.t.Errorf("read live rows: %v", err)
+		return
+	}
+	e := f.erp
+	relive := e.pickLives(sortedKeys(live), f.sc.Relive, nil, false)
+	climb := e.pickLives(sortedKeys(live), f.sc.Climb, relive, true)
+	f.t.Logf("lives: %v leave and come back unchanged, twice; %v climb back in a new life", relive, climb)
+	steps := []struct {
+		when string
+		do   func() bool // reports whether the ERP changed
+	}{
+		{"after the records that relive left and those that climb changed", func() bool {
+			e.leave(relive)
+			e.changeEach(climb)
+			return len(relive)+len(climb) > 0
+		}},
+		{"after the records that relive came back unchanged and those that climb left", func() bool {
+			e.comeBack(relive)
+			e.leave(climb)
+			return len(relive)+len(climb) > 0
+		}},
+		{"after the records that relive left again and those that climb came back at a lower version", func() bool {
+			e.leave(relive)
+			e.rebirth(climb)
+			return len(relive)+len(climb) > 0
+		}},
+		{"after the records that relive came back unchanged again and the reborn ones climbed to the version they were deleted at", func() bool {
+			e.comeBack(relive)
+			to := e.climb(0)
+			if len(to) > 0 {
+				f.t.Logf("lives: reborn records climbed to %v, the versions their previous lives were deleted at", to)
+			}
+			return len(relive)+len(to) > 0
+		}},
+		{"after the reborn ones climbed past the version they were deleted at", func() bool {
+			return len(e.climb(1)) > 0
+		}},
+	}
+	for _, st := range steps {
+		if st.do() {
+			f.settle(st.when)
+		}
+	}
 }
 
 // watch polls memberships until stop and reports every version that went

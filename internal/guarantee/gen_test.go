@@ -138,6 +138,19 @@ type scenario struct {
 	// each wave, before its settling (whose reconcile soft-deletes them),
 	// and recreates after it at a lower version.
 	Rebirth int
+	// Relive is how many records with a live row, after the waves, leave
+	// the ERP unchanged, come back unchanged, and do both again, each step
+	// followed by a settling (whose reconcile soft-deletes them, then
+	// restores them): a key that goes through the same delete and restore,
+	// at one version, twice.
+	Relive int
+	// Climb is how many records with a live row, after the waves, the ERP
+	// changes, deletes, recreates at a lower version, then changes to the
+	// version it deleted them at and to one past it, each step followed by
+	// a settling; the records Rebirth recreated climb with them. A new life
+	// of a key goes through an update at a version its previous life went
+	// through an update at.
+	Climb int
 	// Spoil is how many records with a row turn invalid after each
 	// settling (about half of those invalid turn valid again).
 	Spoil int
@@ -161,6 +174,12 @@ func (sc *scenario) String() string {
 	}
 	if sc.Rebirth > 0 {
 		fmt.Fprintf(&b, "\n  after each wave: %d records deleted before its settling, recreated at a lower version after it", sc.Rebirth)
+	}
+	if sc.Relive > 0 {
+		fmt.Fprintf(&b, "\n  after the waves: %d records leave the ERP and come back unchanged, twice (the same delete and restore again)", sc.Relive)
+	}
+	if sc.Climb > 0 {
+		fmt.Fprintf(&b, "\n  after the waves: %d records changed, deleted, recreated at a lower version, then changed to the version they were deleted at and past it (an update at a version of their previous life), with the records reborn after a wave", sc.Climb)
 	}
 	if sc.Spoil > 0 {
 		fmt.Fprintf(&b, "\n  after each settling: %d records turn invalid, half of the invalid ones valid again", sc.Spoil)

@@ -6,10 +6,14 @@
 // prune of old delivered events (Prune) and the counts that
 // `erpsync events` and the metrics show (Stats).
 //
-// An event's id is computed from its identity (entity, key, version, op),
-// so a replay of one change computes the id it had; together with the
-// UNIQUE index on that identity, one change is recorded once, however
-// often it is written.
+// An event's id is computed from its identity (entity, key, version, op,
+// life), so a replay of one change computes the id it had; together with
+// the UNIQUE index on that identity, one change is recorded once, however
+// often it is written. The life is how many times the row had come back
+// after a soft delete: a key restored can go through a version and op it
+// went through before (deleted, back unchanged, deleted again at one
+// version; re-created at a lower version and updated past its old one),
+// and those are changes of their own.
 //
 // What it does not promise: the order of ids is the order in which
 // events were recorded, not committed. A transaction that commits late

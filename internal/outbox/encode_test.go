@@ -1,7 +1,10 @@
 package outbox
 
 import (
+	"crypto/sha1"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"testing"
 )
 
@@ -21,7 +24,7 @@ func TestAppendBodyIsEncodingJSONs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := ID(ev.Entity, key, ev.Version, ev.Op)
+		id := ID(ev.Entity, key, ev.Version, ev.Op, 0)
 		want, err := json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data})
 		if err != nil {
 			t.Fatal(err)
@@ -29,6 +32,31 @@ func TestAppendBodyIsEncodingJSONs(t *testing.T) {
 		ev.DataJSON = data
 		if got := appendBody(nil, id, &ev, key); string(got) != string(want) {
 			t.Fatalf("body\n%s\nwant\n%s", got, want)
+		}
+	}
+}
+
+// TestIDOfLifeZeroIsTheIDOfTheChange: the id of a change of a key never
+// restored is the UUID v5 of (entity, key, version, op) alone, the id such
+// events had before the life was part of the identity; a later life hashes
+// the life too.
+func TestIDOfLifeZeroIsTheIDOfTheChange(t *testing.T) {
+	old := func(entity, key string, version int64, op string) string {
+		h := sha1.Sum([]byte(string(namespace[:]) + entity + "\x00" + key + "\x00" + strconv.FormatInt(version, 10) + "\x00" + op))
+		h[6] = h[6]&0x0f | 0x50
+		h[8] = h[8]&0x3f | 0x80
+		return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	}
+	for _, c := range []struct {
+		entity, key string
+		version     int64
+		op          string
+	}{{"customers", `{"customer":"C1"}`, 7, OpInsert}, {"x", `{}`, -3, OpDelete}, {"orders", `{"no":"1\u0000"}`, 1 << 60, OpRestore}} {
+		if got, want := ID(c.entity, c.key, c.version, c.op, 0), old(c.entity, c.key, c.version, c.op); got != want {
+			t.Fatalf("id of %+v at life 0: %s, want %s", c, got, want)
+		}
+		if ID(c.entity, c.key, c.version, c.op, 1) == ID(c.entity, c.key, c.version, c.op, 0) || ID(c.entity, c.key, c.version, c.op, 1) == ID(c.entity, c.key, c.version, c.op, 2) {
+			t.Fatalf("lives 0, 1 and 2 of %+v share an id", c)
 		}
 	}
 }

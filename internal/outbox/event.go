@@ -43,6 +43,11 @@ type Event struct {
 	Version int64
 	// RunID is the run that wrote the row.
 	RunID string
+	// Life is how many times the row had come back after a soft delete
+	// when it went through this change (its restore_count after the
+	// write): after a restore, a key can go through a version and op it
+	// went through before, and Life tells the two changes apart.
+	Life int64
 	// Data maps every column of the row as written (key columns
 	// included; a document: with its lines) to its JSON value: decimal
 	// and int64 values as JSON strings, a date as YYYY-MM-DD, a datetime
@@ -88,14 +93,20 @@ func KeyText(key map[string]any) (string, error) {
 // namespace is the UUID namespace of event ids (a v4 UUID drawn once).
 var namespace = [16]byte{0x5d, 0x1f, 0x6c, 0x2a, 0x93, 0x0e, 0x4b, 0x7d, 0xa1, 0x38, 0x0c, 0x55, 0xe2, 0x9f, 0x41, 0x6b}
 
-// ID is the id of the event of (entity, key text, version, op): a UUID
-// version 5 (SHA-1, RFC 9562) of them, the same on every computation.
-func ID(entity, keyText string, version int64, op string) string {
-	in := make([]byte, 0, len(namespace)+len(entity)+len(keyText)+len(op)+23)
+// ID is the id of the event of (entity, key text, version, op, life): a
+// UUID version 5 (SHA-1, RFC 9562) of them, the same on every
+// computation. Life 0 is left out of what is hashed, so the id of a
+// change of a key never restored is the id of (entity, key, version, op).
+func ID(entity, keyText string, version int64, op string, life int64) string {
+	in := make([]byte, 0, len(namespace)+len(entity)+len(keyText)+len(op)+44)
 	in = append(append(in, namespace[:]...), entity...)
 	in = append(append(append(in, 0), keyText...), 0)
 	in = append(strconv.AppendInt(in, version, 10), 0)
-	u := sha1.Sum(append(in, op...))
+	in = append(in, op...)
+	if life != 0 {
+		in = strconv.AppendInt(append(in, 0), life, 10)
+	}
+	u := sha1.Sum(in)
 	u[6] = u[6]&0x0f | 0x50
 	u[8] = u[8]&0x3f | 0x80
 	var s [36]byte
@@ -187,7 +198,10 @@ func encodeRows(evs []Event) ([]row, error) {
 		if len(kt) > maxKeyText {
 			return nil, fmt.Errorf("record event of %s: key %s is longer than %d bytes", ev.Entity, kt, maxKeyText)
 		}
-		id := ID(ev.Entity, kt, ev.Version, ev.Op)
+		if ev.Life < 0 {
+			return nil, fmt.Errorf("record event of %s %s: life %d", ev.Entity, kt, ev.Life)
+		}
+		id := ID(ev.Entity, kt, ev.Version, ev.Op, ev.Life)
 		var body []byte
 		if ev.DataJSON != nil {
 			body = appendBody(make([]byte, 0, 96+len(kt)+len(ev.DataJSON)), id, ev, kt)
@@ -214,7 +228,7 @@ const (
 
 // Record records evs in the outbox within tx, the transaction that writes
 // their rows, in one statement: an event whose identity (entity, key,
-// version, op) is recorded already is dropped silently. Nothing is
+// version, op, life) is recorded already is dropped silently. Nothing is
 // recorded for an empty evs. Every value is checked to fit its column
 // first: a load, like INSERT IGNORE, would turn a value that does not fit
 // into a warning.
@@ -284,6 +298,7 @@ func load(ctx context.Context, tx *sql.Tx, rs []row) error {
 		b = append(append(b, '\t'), r.ev.Op...)
 		b = strconv.AppendInt(append(b, '\t'), r.ev.Version, 10)
 		b = appendField(append(b, '\t'), r.ev.RunID)
+		b = strconv.AppendInt(append(b, '\t'), r.ev.Life, 10)
 		b = appendField(append(b, '\t'), r.body)
 		b = append(b, '\n')
 	}
@@ -292,7 +307,7 @@ func load(ctx context.Context, tx *sql.Tx, rs []row) error {
 	defer mysql.DeregisterReaderHandler(name)
 	_, err := tx.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::"+name+"' IGNORE INTO TABLE erpsync_events CHARACTER SET utf8mb4"+
 		" FIELDS TERMINATED BY X'09' ESCAPED BY X'5c' LINES TERMINATED BY X'0a'"+
-		" (event_id, entity, entity_key, op, version, run_id, body) SET recorded_at = UTC_TIMESTAMP(3)")
+		" (event_id, entity, entity_key, op, version, run_id, life, body) SET recorded_at = UTC_TIMESTAMP(3)")
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}
@@ -328,14 +343,14 @@ func appendField[T string | []byte](b []byte, s T) []byte {
 // not fit into a warning).
 func insert(ctx context.Context, tx *sql.Tx, rs []row) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, body, recorded_at) VALUES ")
-	args := make([]any, 0, 7*len(rs))
+	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at) VALUES ")
+	args := make([]any, 0, 8*len(rs))
 	for i, r := range rs {
 		if i > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))")
-		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, string(r.body))
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))")
+		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, r.ev.Life, string(r.body))
 	}
 	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {

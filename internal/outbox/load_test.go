@@ -16,12 +16,12 @@ import (
 // stored is an outbox row as a test reads it back.
 type stored struct {
 	EventID, Entity, Key, Op, RunID, Body string
-	Version                               int64
+	Version, Life                         int64
 }
 
 func readStored(t *testing.T, db *sql.DB) []stored {
 	t.Helper()
-	rows, err := db.Query("SELECT event_id, entity, entity_key, op, version, run_id, body FROM erpsync_events ORDER BY id")
+	rows, err := db.Query("SELECT event_id, entity, entity_key, op, version, life, run_id, body FROM erpsync_events ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func readStored(t *testing.T, db *sql.DB) []stored {
 	var out []stored
 	for rows.Next() {
 		var s stored
-		if err := rows.Scan(&s.EventID, &s.Entity, &s.Key, &s.Op, &s.Version, &s.RunID, &s.Body); err != nil {
+		if err := rows.Scan(&s.EventID, &s.Entity, &s.Key, &s.Op, &s.Version, &s.Life, &s.RunID, &s.Body); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, s)
@@ -69,12 +69,12 @@ func wantStored(t *testing.T, ev outbox.Event) stored {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := outbox.ID(ev.Entity, kt, ev.Version, ev.Op)
+	id := outbox.ID(ev.Entity, kt, ev.Version, ev.Op, ev.Life)
 	body, err := json.Marshal(outbox.Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return stored{EventID: id, Entity: ev.Entity, Key: kt, Op: ev.Op, RunID: ev.RunID, Body: string(body), Version: ev.Version}
+	return stored{EventID: id, Entity: ev.Entity, Key: kt, Op: ev.Op, RunID: ev.RunID, Body: string(body), Version: ev.Version, Life: ev.Life}
 }
 
 // TestLoadRecordsWhatInsertRecords: for events whose keys, data and run
@@ -92,7 +92,7 @@ func TestLoadRecordsWhatInsertRecords(t *testing.T) {
 		for i := range 1 + r.IntN(30) {
 			key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
 			data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
-			evs = append(evs, outbox.Event{Entity: "customers" + nastyText(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: nastyText(r), Data: data})
+			evs = append(evs, outbox.Event{Entity: "customers" + nastyText(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: nastyText(r), Life: r.Int64N(3), Data: data})
 		}
 		noBackslashEscapes := round%4 == 3
 		var byPath [2][]stored

@@ -44,15 +44,16 @@ func ev(key string, version int64, op string) outbox.Event {
 }
 
 func TestIDIsDeterministic(t *testing.T) {
-	a := outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert)
-	if b := outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert); a != b {
+	a := outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert, 0)
+	if b := outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert, 0); a != b {
 		t.Fatalf("ids %s and %s of one change", a, b)
 	}
 	for _, other := range []string{
-		outbox.ID("customers", `{"customer":"C1"}`, 8, outbox.OpInsert),
-		outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpUpdate),
-		outbox.ID("customers", `{"customer":"C2"}`, 7, outbox.OpInsert),
-		outbox.ID("vendors", `{"customer":"C1"}`, 7, outbox.OpInsert),
+		outbox.ID("customers", `{"customer":"C1"}`, 8, outbox.OpInsert, 0),
+		outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpUpdate, 0),
+		outbox.ID("customers", `{"customer":"C2"}`, 7, outbox.OpInsert, 0),
+		outbox.ID("vendors", `{"customer":"C1"}`, 7, outbox.OpInsert, 0),
+		outbox.ID("customers", `{"customer":"C1"}`, 7, outbox.OpInsert, 1),
 	} {
 		if other == a {
 			t.Fatalf("two changes share the id %s", a)
@@ -70,18 +71,27 @@ func TestRecordDropsDuplicates(t *testing.T) {
 	// A replay of the page and an overlapping run: the same changes again.
 	record(t, db, ev("C1", 1, outbox.OpInsert), ev("C1", 2, outbox.OpUpdate))
 	record(t, db, ev("C2", 1, outbox.OpInsert))
+	// The same version and op in the key's next life (after a restore) is
+	// a change of its own; again, it is the same change.
+	again := ev("C1", 2, outbox.OpUpdate)
+	again.Life = 1
+	record(t, db, again)
+	record(t, db, again)
 	ps, err := ob.Pending(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 3 {
-		t.Fatalf("%d events recorded, want 3: %+v", len(ps), ps)
+	if len(ps) != 4 {
+		t.Fatalf("%d events recorded, want 4: %+v", len(ps), ps)
 	}
 	want := []struct {
 		key string
 		v   int64
 		op  string
-	}{{"C1", 1, "insert"}, {"C2", 1, "insert"}, {"C1", 2, "update"}}
+	}{{"C1", 1, "insert"}, {"C2", 1, "insert"}, {"C1", 2, "update"}, {"C1", 2, "update"}}
+	if ps[2].ID == ps[3].ID {
+		t.Fatalf("two lives of one change share the id %s", ps[2].ID)
+	}
 	for i, p := range ps {
 		var b outbox.Body
 		if err := json.Unmarshal(p.Body, &b); err != nil {

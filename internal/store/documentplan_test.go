@@ -36,7 +36,7 @@ func TestChildTablesAdditiveChanges(t *testing.T) {
 	e := orders(t)
 	p := migrateEntities(t, s, e)
 	want := []string{
-		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, `restore_count` BIGINT NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 		"CREATE TABLE IF NOT EXISTS `order_items` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `line_no` INT NOT NULL, `material` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `quantity` DECIMAL(13,3) NOT NULL, `note` TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_items_company_order_no_line_no` (`company`, `order_no`, `line_no`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 		"CREATE TABLE IF NOT EXISTS `order_texts` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `lang` VARCHAR(2) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `kind` INT NOT NULL, `body` VARCHAR(80) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_texts_company_order_no_lang_kind` (`company`, `order_no`, `lang`, `kind`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 	}
@@ -129,5 +129,32 @@ func insertDocument(t *testing.T, s *store.Store, e *entity.Entity) {
 		Children: []entity.Lines{{{{I: 10}, {S: "M"}, {S: "1.000"}, {Null: true}}}, {{{S: "de"}, {I: 0}, {S: "Text"}}}}}
 	if err := s.For(tbl).InsertRows(context.Background(), []store.Row{r}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A table made before restore_count was one of erpsync's own columns
+// (migration 008) fails the check every command runs, naming the column,
+// and migrate adds it, nullable, to the table and keeps its rows; the
+// check then lets commands through.
+func TestMigrateAddsRestoreCount(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	e := orders(t)
+	migrateEntities(t, s, e)
+	insertDocument(t, s, e)
+	if err := s.DB().Exec("ALTER TABLE `orders` DROP COLUMN `restore_count`").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckEntities(ctx, []*entity.Entity{e}); err == nil || !strings.Contains(err.Error(), "restore_count") {
+		t.Fatalf("check of a table without restore_count: %v", err)
+	}
+	p := migrateEntities(t, s, e)
+	if want := []string{"ALTER TABLE `orders` ADD COLUMN `restore_count` BIGINT NULL"}; !slices.Equal(p.Statements, want) {
+		t.Fatalf("migrate planned %q, want %q", p.Statements, want)
+	}
+	var n int64
+	if err := s.DB().Raw("SELECT COUNT(*) FROM `orders` WHERE restore_count IS NULL").Scan(&n).Error; err != nil || n == 0 {
+		t.Fatalf("%d rows kept, %v", n, err)
 	}
 }

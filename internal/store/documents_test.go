@@ -194,11 +194,17 @@ func documentModel(t *testing.T, events bool) {
 		return !update
 	}
 	var changes []string // the events the model expects, in order of recording
+	// One event a change of one identity (key, version, op, life); a
+	// restore starts the key's next life.
 	seen := map[string]bool{}
+	lives := map[string]int{}
 	change := func(key, op string, version int64, lines []entity.Lines) {
+		if op == "restore" {
+			lives[key]++
+		}
 		id := fmt.Sprintf("%s %s@%d", key, op, version)
-		if !seen[id] {
-			seen[id] = true
+		if life := fmt.Sprintf("%s life %d", id, lives[key]); !seen[life] {
+			seen[life] = true
 			changes = append(changes, id+eventLines(e, lines, op == "delete"))
 		}
 	}

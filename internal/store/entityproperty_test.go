@@ -233,7 +233,7 @@ func assertTable(t *testing.T, s *store.Store, e *entity.Entity) {
 	}
 	for _, own := range []string{"erp_version bigint false", "erp_updated_at datetime(3) false", "fence_token bigint false",
 		"created_at datetime(3) false", "updated_at datetime(3) false", "deleted_at datetime(3) true",
-		"quarantined_at datetime(3) true", "quarantined_version bigint true"} {
+		"quarantined_at datetime(3) true", "quarantined_version bigint true", "restore_count bigint true"} {
 		name, rest, _ := strings.Cut(own, " ")
 		want[name] = rest
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // ownColumns are erpsync's own columns of every entity's table, after the
-// declared ones, as memberships has them (migrations 001, 003 and 004).
+// declared ones, as memberships has them (migrations 001, 003, 004 and
+// 008).
 var ownColumns = []entity.Column{
 	{Name: "erp_version", Type: entity.Type{Kind: entity.Int64}},
 	{Name: "erp_updated_at", Type: entity.Type{Kind: entity.DateTime}},
@@ -19,6 +20,10 @@ var ownColumns = []entity.Column{
 	{Name: "deleted_at", Type: entity.Type{Kind: entity.DateTime}, Nullable: true},
 	{Name: "quarantined_at", Type: entity.Type{Kind: entity.DateTime}, Nullable: true},
 	{Name: "quarantined_version", Type: entity.Type{Kind: entity.Int64}, Nullable: true},
+	// restore_count is how many times the row came back after a soft
+	// delete (NULL: never): the life of its key that a change event's
+	// identity tells apart (migration 008).
+	{Name: "restore_count", Type: entity.Type{Kind: entity.Int64}, Nullable: true},
 }
 
 // tableColumn is one column of an entity's table: declared, or one of
@@ -27,7 +32,14 @@ type tableColumn struct {
 	entity.Column
 	key bool // a key column: part of the UNIQUE index
 	own bool // one of erpsync's own columns
+	// late: one of erpsync's own columns that tables made before it lack:
+	// migrate adds it (nullable) to a table that has the others.
+	late bool
 }
+
+// lateOwn are the own columns added after entity tables existed
+// (restore_count, with migration 008).
+var lateOwn = map[string]bool{"restore_count": true}
 
 // lineColumns are erpsync's own columns of every child table, after the
 // declared ones: the version of the parent its lines came with.
@@ -78,7 +90,7 @@ func tableColumns(e *entity.Entity) ([]tableColumn, error) {
 		out = append(out, tableColumn{Column: c, key: slices.Contains(e.Key, c.Name)})
 	}
 	for _, c := range ownColumns {
-		out = append(out, tableColumn{Column: c, own: true})
+		out = append(out, tableColumn{Column: c, own: true, late: lateOwn[c.Name]})
 	}
 	return out, nil
 }
@@ -289,7 +301,7 @@ func compareColumn(table string, c tableColumn, lc *liveColumn) (change, bool) {
 	subject := "column " + c.Name
 	if lc == nil {
 		ch := change{kind: addColumn, column: c, subject: subject, file: describe(c.Type, "", c.Nullable, true), db: "absent"}
-		if c.own {
+		if c.own && !c.late {
 			ch.kind, ch.loss, ch.fix = refuse, "erpsync keeps its bookkeeping there", ownFix(table)
 		}
 		return ch, true

@@ -16,7 +16,8 @@ import (
 // that changes it: an insert, an update to a higher version, a restore, a
 // soft delete. A write that changes nothing (a replay, a stale version, a
 // lost fence) records nothing, and the outbox's UNIQUE index over (entity,
-// key, version, op) drops a change recorded twice. Each write reads the
+// key, version, op, life) drops a change recorded twice; life is the row's
+// restore_count after the write, which a restore raises. Each write reads the
 // rows' guards under a lock first (SELECT ... FOR UPDATE), so that what it
 // calls a change is what it changed.
 
@@ -124,6 +125,18 @@ func keysOf(rows []Row) []string {
 	return keys
 }
 
+// lifeAfter is the restore_count of a row that was prior (ok false:
+// absent) after a write landed on it: one more when it restored the row.
+func lifeAfter(prior Current, ok bool) int64 {
+	switch {
+	case !ok:
+		return 0
+	case prior.Deleted:
+		return prior.RestoreCount + 1
+	}
+	return prior.RestoreCount
+}
+
 // changeOp is the op of a landed write of a row that was prior (ok false:
 // absent).
 func changeOp(prior Current, ok bool) string {
@@ -197,7 +210,9 @@ func (s *Store) written(ctx context.Context, tx *sql.Tx, rows []Row, landed, cle
 	for i, r := range rows {
 		if landed == nil || landed[i] {
 			p, had := prior[r.Key]
-			evs = append(evs, s.t.event(r, changeOp(p, had)))
+			ev := s.t.event(r, changeOp(p, had))
+			ev.Life = lifeAfter(p, had)
+			evs = append(evs, ev)
 		}
 	}
 	return evs, nil
@@ -259,7 +274,9 @@ func (s *Store) deleteChanges(ctx context.Context, ts []Tombstone) *changes {
 			r.Vals = append([]entity.Value(nil), st.Vals...)
 			r.RunID = runs[r.Key]
 			r.Children = lines[r.Key]
-			evs = append(evs, s.t.event(r, outbox.OpDelete))
+			ev := s.t.event(r, outbox.OpDelete)
+			ev.Life = st.RestoreCount
+			evs = append(evs, ev)
 			return nil
 		})
 		return evs, err

@@ -37,6 +37,9 @@ type Current struct {
 	// copy that marked it (the row's own version when that copy had none);
 	// 0 when the row is not marked.
 	Mark int64
+	// RestoreCount is the row's restore_count: how many times it came
+	// back after a soft delete.
+	RestoreCount int64
 }
 
 // Restores reports whether a valid copy at version and updatedAt restores

@@ -70,6 +70,9 @@ type Stored struct {
 	Written time.Time // the row's updated_at: when erpsync last wrote it, by the database's clock
 	Deleted bool      // deleted_at is set
 	Mark    int64     // quarantined_version, 0 when not marked
+	// RestoreCount is restore_count: how many times the row came back
+	// after a soft delete.
+	RestoreCount int64
 }
 
 // ScanRows calls fn with every row of the store's table (of its scope, see
@@ -91,21 +94,21 @@ func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func
 	for _, c := range t.ent.Columns {
 		l.sql(quoteIdent(c.Name) + ", ")
 	}
-	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0) FROM " + quoteIdent(t.name))
+	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + quoteIdent(t.name))
 	rows, err := s.queryWhere(ctx, db, l, keys, "")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)
 	}
 	defer rows.Close()
 	cs := make([]cell, len(t.kinds))
-	dest := make([]any, 0, len(cs)+6)
+	dest := make([]any, 0, len(cs)+7)
 	for i := range cs {
 		cs[i].k = t.kinds[i]
 		dest = append(dest, cs[i].dest())
 	}
 	var st Stored
 	st.Vals = make([]entity.Value, len(cs))
-	dest = append(dest, &st.Version, &st.UpdatedAt, &st.Fence, &st.Written, &st.Deleted, &st.Mark)
+	dest = append(dest, &st.Version, &st.UpdatedAt, &st.Fence, &st.Written, &st.Deleted, &st.Mark, &st.RestoreCount)
 	keyParts := make([]string, len(t.keys))
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {

@@ -73,6 +73,7 @@ func Compile(e *entity.Entity) (*Table, error) {
 	t.insertCols = " INTO " + q(t.name) + " (" + strings.Join(cols, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES "
 
 	// The upsert assigns the data first, then the quarantine mark, then
+	// restore_count (a landed write on a soft-deleted row restores it),
 	// fence_token, deleted_at and erp_version last, in that order: MySQL
 	// evaluates the assignments left to right, a later one sees the
 	// columns earlier ones changed, and the guard reads fence_token and
@@ -95,13 +96,14 @@ func Compile(e *entity.Entity) (*Table, error) {
 		"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
 		"quarantined_at = IF(" + unmark + ", NULL, quarantined_at), " +
 		"quarantined_version = IF(" + unmark + ", NULL, quarantined_version), " +
+		"restore_count = IF(" + guard + " AND deleted_at IS NOT NULL, COALESCE(restore_count, 0) + 1, restore_count), " +
 		"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
 		"deleted_at = IF(" + guard + ", NULL, deleted_at), " +
 		"erp_version = IF(" + guard + ", VALUES(erp_version), erp_version)")
 	t.upsert = b.String()
 
 	t.isKey = isKey
-	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0) FROM " + q(t.name) + " WHERE "
+	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + q(t.name) + " WHERE "
 	if err := t.compileLines(); err != nil {
 		return nil, err
 	}
@@ -243,12 +245,12 @@ func (t *Table) readVersionsLocking(ctx context.Context, db querier, keys []stri
 	}
 	defer rows.Close()
 	cs := t.keyCells()
-	dest := make([]any, 0, len(cs)+5)
+	dest := make([]any, 0, len(cs)+6)
 	for i := range cs {
 		dest = append(dest, cs[i].dest())
 	}
 	var c Current
-	dest = append(dest, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark)
+	dest = append(dest, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark, &c.RestoreCount)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read versions: %w", err)
@@ -308,8 +310,8 @@ func (t *Table) insert(ctx context.Context, db querier, verb string, rows []Row,
 // changes the row when the incoming copy is newer, a higher version, or, on
 // a soft-deleted row, a copy that restores it (Current.Restores). The WHERE
 // reads the row once, before any SET, so a restore at a lower version (a
-// re-created record) passes; the quarantine mark is cleared before
-// deleted_at, which its test reads.
+// re-created record) passes; the quarantine mark and restore_count are
+// written before deleted_at, which their tests read.
 func (t *Table) updateRow(l *literal, r Row) error {
 	if len(r.Vals) != len(t.kinds) {
 		return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
@@ -336,6 +338,7 @@ func (t *Table) updateRow(l *literal, r Row) error {
 		l.int(r.Version)
 		l.sql(" >= quarantined_version, NULL, " + col + ")")
 	}
+	l.sql(", restore_count = IF(deleted_at IS NULL, restore_count, COALESCE(restore_count, 0) + 1)")
 	l.sql(", deleted_at = NULL, erp_version = ")
 	l.int(r.Version)
 	l.sql(" WHERE ")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -88,15 +89,21 @@ func tableModel(t *testing.T, events bool) {
 	}
 	model := map[string]*modelRow{}
 	lands := func(r store.Row, update bool) bool { return model[r.Key].lands(r, update) }
-	// changes are the events the model expects, by key: "op@version", a
-	// change of one identity (key, version, op) once.
+	// changes are the events the model expects, by key: "op@version life
+	// n", a
+	// change of one identity (key, version, op, life) once; a restore
+	// starts the key's next life.
 	changes := map[string][]string{}
 	seen := map[string]bool{}
+	lives := map[string]int{}
 	change := func(key, op string, version int64) {
-		id := fmt.Sprintf("%s %s@%d", key, op, version)
+		if op == "restore" {
+			lives[key]++
+		}
+		id := fmt.Sprintf("%s %s@%d life %d", key, op, version, lives[key])
 		if !seen[id] {
 			seen[id] = true
-			changes[key] = append(changes[key], fmt.Sprintf("%s@%d", op, version))
+			changes[key] = append(changes[key], fmt.Sprintf("%s@%d life %d", op, version, lives[key]))
 		}
 	}
 	apply := func(r store.Row) {
@@ -245,11 +252,11 @@ func propertyRand(t *testing.T, stream uint64) *rand.Rand {
 func compareEvents(t *testing.T, step int, s *store.Store, name string, want map[string][]string) {
 	t.Helper()
 	type ev struct {
-		Key, Op string
-		Version int64
+		EventID, Key, Op string
+		Version, Life    int64
 	}
 	var evs []ev
-	if err := s.DB().Raw("SELECT entity_key AS `key`, op, version FROM erpsync_events WHERE entity = ? ORDER BY id", name).Scan(&evs).Error; err != nil {
+	if err := s.DB().Raw("SELECT event_id, entity_key AS `key`, op, version, life FROM erpsync_events WHERE entity = ? ORDER BY id", name).Scan(&evs).Error; err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]string{}
@@ -259,7 +266,10 @@ func compareEvents(t *testing.T, step int, s *store.Store, name string, want map
 			t.Fatalf("event key %s: %v", e.Key, err)
 		}
 		key := entity.KeyText([]string{k["company"], k["customer"]})
-		got[key] = append(got[key], fmt.Sprintf("%s@%d", e.Op, e.Version))
+		got[key] = append(got[key], fmt.Sprintf("%s@%d life %d", e.Op, e.Version, e.Life))
+		if id := outbox.ID(name, e.Key, e.Version, e.Op, e.Life); e.EventID != id {
+			t.Fatalf("step %d: event %s %s@%d life %d has the id %s, its identity's is %s", step, e.Key, e.Op, e.Version, e.Life, e.EventID, id)
+		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		for k := range want {
