@@ -7,11 +7,13 @@ import (
 )
 
 // Outbox holds the change-event relay's collectors: the outbox's pending
-// events, the age of the oldest, and the relays that skipped.
+// events, the age of the oldest, the relays that skipped, and the lock
+// service's failures.
 type Outbox struct {
 	pending       prometheus.Gauge
 	oldestPending prometheus.Gauge
 	skipped       prometheus.Counter
+	lockFailed    prometheus.Counter
 }
 
 // NewOutbox creates the relay's collectors in m's registry.
@@ -23,8 +25,10 @@ func NewOutbox(m *Metrics) *Outbox {
 			Help: "How long the oldest undelivered change event has waited (0: none pending)."}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "erpsync_relay_skipped_total",
 			Help: "Times a relay found the relay lock held by another and did not deliver."}),
+		lockFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "erpsync_relay_lock_failures_total",
+			Help: "Times a running relay could not reach the lock service (Redis) and waited to try again."}),
 	}
-	m.reg.MustRegister(o.pending, o.oldestPending, o.skipped)
+	m.reg.MustRegister(o.pending, o.oldestPending, o.skipped, o.lockFailed)
 	return o
 }
 
@@ -36,3 +40,7 @@ func (o *Outbox) ObserveOutbox(st outbox.Stats) {
 
 // ObserveRelaySkipped counts a relay that found the lock held.
 func (o *Outbox) ObserveRelaySkipped() { o.skipped.Inc() }
+
+// ObserveRelayLockFailed counts a failure of the lock service that a
+// running relay waits out.
+func (o *Outbox) ObserveRelayLockFailed() { o.lockFailed.Inc() }

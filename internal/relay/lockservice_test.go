@@ -66,6 +66,27 @@ func ownRedis(t *testing.T) (*bundle, *redistest.Server) {
 
 const lockServiceFailed = "relay lock service failed"
 
+// lockFailures is a relay.Observer that counts the lock service's
+// failures.
+type lockFailures struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (*lockFailures) ObserveOutbox(outbox.Stats) {}
+func (*lockFailures) ObserveRelaySkipped()       {}
+func (o *lockFailures) ObserveRelayLockFailed() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n++
+}
+
+func (o *lockFailures) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n
+}
+
 // TestRelayOutlivesRedis: a relay started while Redis is down keeps
 // running and retries; once Redis is back on its address, it takes the
 // lock and delivers everything. Redis lost while the relay holds the lock
@@ -76,9 +97,10 @@ func TestRelayOutlivesRedis(t *testing.T) {
 	rec := &received{}
 	hk := hook(t, nil, rec, nil)
 	log := &logLines{}
+	obs := &lockFailures{}
 	r := relay.New(relay.Config{BatchSize: 7, Poll: 20 * time.Millisecond, LockTTL: time.Second,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
-		b.ob, relay.NewWebhook(hk.URL, nil), b.locks, nil, zerolog.New(log))
+		b.ob, relay.NewWebhook(hk.URL, nil), b.locks, obs, zerolog.New(log))
 
 	srv.Kill()
 	b.recordMany(t, []string{"K1", "K2", "K3"}, 10)
@@ -96,6 +118,8 @@ func TestRelayOutlivesRedis(t *testing.T) {
 	if got := len(rec.all()); got != 0 {
 		t.Fatalf("%d events delivered without the lock", got)
 	}
+	// Each failure logged is counted (erpsync_relay_lock_failures_total).
+	running(t, done, func() bool { return obs.count() >= 6 })
 	srv.Start()
 	running(t, done, func() bool { return b.pending(t) == 0 })
 	checkOrder(t, rec.all(), 30)

@@ -51,6 +51,9 @@ type Locker interface {
 type Observer interface {
 	ObserveOutbox(outbox.Stats)
 	ObserveRelaySkipped()
+	// ObserveRelayLockFailed counts a failure of the lock service (Redis
+	// down or unreachable) that the relay waits out.
+	ObserveRelayLockFailed()
 }
 
 // Config are a relay's settings.
@@ -164,6 +167,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			backoff = r.next(backoff, err)
 			wait = backoff
 			r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("relay lock service failed")
+			if r.obs != nil {
+				r.obs.ObserveRelayLockFailed()
+			}
 		case errors.Is(err, errLockLost), errors.Is(err, outbox.ErrFenced):
 			// A pause past the lease: another relay may hold the lock
 			// now. Take it again (or skip) like a relay that starts.
