@@ -125,28 +125,17 @@ func keysOf(rows []Row) []string {
 	return keys
 }
 
-// lifeAfter is the restore_count of a row that was prior (ok false:
-// absent) after a write landed on it: one more when it restored the row.
-func lifeAfter(prior Current, ok bool) int64 {
+// landedChange is the op and the life (the row's restore_count after it) of a
+// landed write of a row that was prior (ok false: absent): an insert at
+// life 0, a restore one life on, an update in the row's life.
+func landedChange(prior Current, ok bool) (op string, life int64) {
 	switch {
 	case !ok:
-		return 0
+		return outbox.OpInsert, 0
 	case prior.Deleted:
-		return prior.RestoreCount + 1
+		return outbox.OpRestore, prior.RestoreCount + 1
 	}
-	return prior.RestoreCount
-}
-
-// changeOp is the op of a landed write of a row that was prior (ok false:
-// absent).
-func changeOp(prior Current, ok bool) string {
-	switch {
-	case !ok:
-		return outbox.OpInsert
-	case prior.Deleted:
-		return outbox.OpRestore
-	}
-	return outbox.OpUpdate
+	return outbox.OpUpdate, prior.RestoreCount
 }
 
 // insertInTx is InsertRows of a transactional table: the rows, their
@@ -210,8 +199,9 @@ func (s *Store) written(ctx context.Context, tx *sql.Tx, rows []Row, landed, cle
 	for i, r := range rows {
 		if landed == nil || landed[i] {
 			p, had := prior[r.Key]
-			ev := s.t.event(r, changeOp(p, had))
-			ev.Life = lifeAfter(p, had)
+			op, life := landedChange(p, had)
+			ev := s.t.event(r, op)
+			ev.Life = life
 			evs = append(evs, ev)
 		}
 	}
