@@ -2,9 +2,7 @@ package bench_test
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -25,7 +23,7 @@ func TestEventsAndRelay(t *testing.T) {
 	const n = 1500
 	var log bytes.Buffer
 	res, err := bench.Run(context.Background(), bench.Config{
-		Bin: bin, MySQLDSN: benchDSN(t), RedisAddr: testenv.RedisAddr(), NATSURL: natsURL(),
+		Bin: bin, MySQLDSN: benchDSN(t), RedisAddr: testenv.RedisAddr(), NATSURL: testenv.NATSURL(),
 		Records: n, Repeat: 2, Only: []string{bench.Events, bench.Relay}, Log: &log,
 	})
 	if err != nil {
@@ -63,6 +61,3 @@ func TestEventsAndRelay(t *testing.T) {
 		}
 	}
 }
-
-// natsURL is the NATS JetStream server of the tests.
-func natsURL() string { return cmp.Or(os.Getenv("ERPSYNC_TEST_NATS_URL"), bench.DefaultNATSURL) }

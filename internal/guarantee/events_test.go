@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -303,9 +302,9 @@ func (s *sink) relayArgs(id string, once bool) []string {
 	case sinkWebhook:
 		args = append(args, "--events-sink", "webhook", "--events-url", s.srv.URL+"/hook/"+id, "--events-secret", string(s.secret))
 	case sinkNATS:
-		args = append(args, "--events-sink", "nats", "--events-url", natsURL(), "--events-subject", s.subject+"."+id)
+		args = append(args, "--events-sink", "nats", "--events-url", testenv.NATSURL(), "--events-subject", s.subject+"."+id)
 	case sinkRabbitMQ:
-		args = append(args, "--events-sink", "rabbitmq", "--events-url", amqpURL(), "--events-exchange", s.relayExchange(id))
+		args = append(args, "--events-sink", "rabbitmq", "--events-url", testenv.AMQPURL(), "--events-exchange", s.relayExchange(id))
 	}
 	return append(args, s.f.lockFlags()...)
 }
@@ -458,13 +457,6 @@ func (s *sink) refuse(w http.ResponseWriter, why string) {
 	http.Error(w, why, http.StatusBadRequest)
 }
 
-func natsURL() string {
-	if u := os.Getenv("ERPSYNC_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
-
 // consume makes the feed's stream and reads it as a consumer does, in
 // order, until finish stops it; it kills the relay that published the
 // KillAt-th message.
@@ -474,7 +466,7 @@ func (s *sink) consume() {
 	name := testenv.RandomName("guarantee_")
 	s.subject = strings.ReplaceAll(name, "_", ".")
 	var err error
-	if s.nc, err = nats.Connect(natsURL()); err != nil {
+	if s.nc, err = nats.Connect(testenv.NATSURL()); err != nil {
 		f.t.Fatalf("nats: %v", err)
 	}
 	js, err := jetstream.New(s.nc)
@@ -597,14 +589,6 @@ func (s *sink) readAll() {
 	<-s.consumed
 }
 
-// amqpURL is the RabbitMQ broker of the feeds that deliver there.
-func amqpURL() string {
-	if u := os.Getenv("ERPSYNC_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
 // consumeRabbitMQ declares the feed's exchange (a durable topic exchange)
 // and its durable queue, bound to it on the entity's routing key, which
 // readQueue reads after the final drain; and, to kill the relay that
@@ -615,7 +599,7 @@ func (s *sink) consumeRabbitMQ() {
 	name := testenv.RandomName("guarantee_")
 	s.exchange, s.queue = name, name
 	var err error
-	if s.amqpConn, err = amqp.Dial(amqpURL()); err != nil {
+	if s.amqpConn, err = amqp.Dial(testenv.AMQPURL()); err != nil {
 		f.t.Fatalf("rabbitmq: %v", err)
 	}
 	var watch *amqp.Channel

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -17,23 +16,9 @@ import (
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
-func natsURL() string {
-	if u := os.Getenv("ERPSYNC_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
-
-func amqpURL() string {
-	if u := os.Getenv("ERPSYNC_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
 func jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(natsURL())
+	nc, err := nats.Connect(testenv.NATSURL())
 	if err != nil {
 		t.Fatalf("nats: %v (is nats-server -js running?)", err)
 	}
@@ -59,7 +44,7 @@ func TestNATSDeduplicatesARedelivery(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
 
-	sink, err := relay.NewNATS(ctx, natsURL(), subject)
+	sink, err := relay.NewNATS(ctx, testenv.NATSURL(), subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +110,7 @@ func TestNATSCreatesTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	subject := testenv.RandomName("erpsync_t_")
-	sink, err := relay.NewNATS(ctx, natsURL(), subject)
+	sink, err := relay.NewNATS(ctx, testenv.NATSURL(), subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +131,12 @@ func TestRabbitMQConfirms(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	exchange := testenv.RandomName("erpsync_t_")
-	sink, err := relay.NewRabbitMQ(amqpURL(), exchange)
+	sink, err := relay.NewRabbitMQ(testenv.AMQPURL(), exchange)
 	if err != nil {
 		t.Fatalf("%v (is rabbitmq-server running?)", err)
 	}
 	defer sink.Close()
-	conn, err := amqp.Dial(amqpURL())
+	conn, err := amqp.Dial(testenv.AMQPURL())
 	if err != nil {
 		t.Fatal(err)
 	}

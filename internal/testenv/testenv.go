@@ -117,6 +117,22 @@ func RedisAddr() string {
 	return "127.0.0.1:6379"
 }
 
+// NATSURL is the address of the test NATS server (with JetStream).
+func NATSURL() string {
+	if u := os.Getenv("ERPSYNC_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// AMQPURL is the address of the test RabbitMQ broker.
+func AMQPURL() string {
+	if u := os.Getenv("ERPSYNC_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
 // Redis returns a client of the test Redis, closed when the test ends.
 func Redis(t testing.TB) *redis.Client {
 	t.Helper()
