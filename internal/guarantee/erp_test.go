@@ -390,12 +390,20 @@ func (e *erpSim) deleteOf(ids []string, n int) []string {
 	defer e.mu.Unlock()
 	var out []string
 	for _, id := range ids {
-		if _, ok := e.cur[id]; ok && len(out) < n && !e.wasBad[id] && !e.reborn[id] && e.datedBefore(id, e.now()) {
+		if len(out) < n && e.mayDelete(id, true) {
 			e.remove(id)
 			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// mayDelete reports whether the ERP may delete the record id: it has it,
+// never served it invalid, did not recreate it, and (dated) all its
+// versions are dated before its clock. The caller holds e.mu.
+func (e *erpSim) mayDelete(id string, dated bool) bool {
+	_, ok := e.cur[id]
+	return ok && !e.wasBad[id] && !e.reborn[id] && (!dated || e.datedBefore(id, e.now()))
 }
 
 // rebirth recreates the deleted records ids at a lower version (version 1,
@@ -432,7 +440,7 @@ func (e *erpSim) pickLives(ids []string, n int, skip []string, dated bool) []str
 	defer e.mu.Unlock()
 	var out []string
 	for _, id := range ids {
-		if _, ok := e.cur[id]; ok && len(out) < n && !e.wasBad[id] && !e.reborn[id] && !slices.Contains(skip, id) && (!dated || e.datedBefore(id, e.now())) {
+		if len(out) < n && !slices.Contains(skip, id) && e.mayDelete(id, dated) {
 			out = append(out, id)
 		}
 	}
