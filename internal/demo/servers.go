@@ -371,9 +371,16 @@ func (h *serialHandler) ComResetConnection(c *mysql.Conn) error {
 }
 
 // ConnectionClosed ends the connection's transaction with it: a client
-// that dropped the connection mid-transaction gives up the turn.
+// that dropped the connection mid-transaction gives up the turn. A
+// connection without a transaction has nothing to roll back and closes
+// without the turn: one closed while another's transaction held it waited
+// for it as a statement does, counted among the waiting.
 func (h *serialHandler) ConnectionClosed(c *mysql.Conn) {
-	h.turn(c)
+	if h.tx.Load() != c {
+		h.Handler.ConnectionClosed(c)
+		return
+	}
+	// c's transaction holds the turn.
 	defer h.done(context.Background(), c, "ROLLBACK", nil)
 	h.Handler.ConnectionClosed(c)
 }
