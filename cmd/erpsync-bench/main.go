@@ -10,7 +10,7 @@
 //
 //	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun] [--nats-url nats://127.0.0.1:4222]
 //	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
-//	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster] [--profile-entity memberships|typed]] [--stages]
+//	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster] [--profile-entity memberships|typed|typed-events]] [--stages]
 package main
 
 import (
@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here")
 	fs.StringVar(&profileLocks, "profile-locks", "redis", "with --cpuprofile: where the record locks live: redis (--redis-addr), redlock (5 redis-servers of its own) or cluster (a 3-master Redis Cluster of its own)")
-	fs.StringVar(&profileEntity, "profile-entity", "memberships", "with --cpuprofile: the entity of the backfill: memberships (erpmock's feed) or typed (the 12-column "+bench.TypedEntity+" of the typed row)")
+	fs.StringVar(&profileEntity, "profile-entity", "memberships", "with --cpuprofile: the entity of the backfill: memberships (erpmock's feed), typed (the 12-column "+bench.TypedEntity+" of the typed row) or typed-events (the same with change events on, as the events row's)")
 	fs.BoolVar(&rerun, "rerun", false, "with --cpuprofile: profile the re-run over unchanged rows instead")
 	fs.BoolVar(&stages, "stages", false, "instead: time each stage of the write path alone, in this process, with --workers, --chunk-size and --page-size")
 	if err := fs.Parse(args); err != nil {
@@ -118,13 +118,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sc := syncer.Config{Workers: workers, ChunkSize: chunk, PageSize: page}
 		switch profileEntity {
 		case "memberships":
-		case "typed":
+		case "typed", "typed-events":
 			sc.Entity = bench.TypedEntity
 		default:
-			fmt.Fprintf(stderr, "erpsync-bench: --profile-entity %q: want memberships or typed\n", profileEntity)
+			fmt.Fprintf(stderr, "erpsync-bench: --profile-entity %q: want memberships, typed or typed-events\n", profileEntity)
 			return 2
 		}
-		r, err := bench.Profile(ctx, cfg, sc, rerun, cpuProfile, profileLocks)
+		r, err := bench.Profile(ctx, cfg, sc, rerun, profileEntity == "typed-events", cpuProfile, profileLocks)
 		if err != nil {
 			fmt.Fprintf(stderr, "erpsync-bench: %v\n", err)
 			return 1

@@ -32,8 +32,9 @@ import (
 // Cluster of ClusterMasters of its own, as the backfill rows have them.
 // With sc.Entity TypedEntity, the backfill is the typed one's: the
 // TypedFeed of cfg.Records records, served from this process too, into
-// the entity's table.
-func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuProfile, locks string) (*Result, error) {
+// the entity's table, and with events its change events into the
+// outbox (emptied first), as the events row's backfill with events on.
+func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun, events bool, cpuProfile, locks string) (*Result, error) {
 	ip, err := startInProcess(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,14 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	var e syncer.Source = ip.erp
 	tg := b.memberships("")
 	if sc.Entity == TypedEntity {
-		ty, err := b.startTyped(ctx, cfg.Records)
+		config := typedConfig
+		if events {
+			config = eventsConfig
+			if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE erpsync_events"); err != nil {
+				return nil, fmt.Errorf("empty erpsync_events: %w", err)
+			}
+		}
+		ty, err := b.startEntity(ctx, TypedEntity, config, NewTypedFeed(cfg.Records))
 		if err != nil {
 			return nil, err
 		}
@@ -96,6 +104,9 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun bool, cpuP
 	name := "in-process backfill"
 	if sc.Entity == TypedEntity {
 		name = "in-process typed backfill"
+		if events {
+			name += " with events"
+		}
 	}
 	if rerun {
 		name = "in-process re-run, unchanged"

@@ -1,6 +1,7 @@
 package capentity
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/captest"
 	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/proctest"
 )
 
@@ -255,19 +257,20 @@ type event struct {
 // events returns the outbox's events of entity name, in recording order.
 func (e *docEnv) events(name string) []event {
 	e.T.Helper()
-	rs, err := e.DB.Query("SELECT op, version, body FROM "+e.Table("erpsync_events")+" WHERE entity = ? ORDER BY id", name)
+	rs, err := e.DB.Query("SELECT "+outbox.StoredColumns+" FROM "+e.Table("erpsync_events")+" WHERE entity = ? ORDER BY id", name)
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	defer rs.Close()
 	var out []event
 	for rs.Next() {
-		var ev event
-		var body string
-		if err := rs.Scan(&ev.op, &ev.version, &body); err != nil {
+		var st outbox.Stored
+		if err := rs.Scan(st.Dest()...); err != nil {
 			e.T.Fatal(err)
 		}
-		dec := json.NewDecoder(strings.NewReader(body))
+		ev := event{op: st.Op, version: st.Version}
+		body := st.Body()
+		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
 		if err := dec.Decode(&ev.body); err != nil {
 			e.T.Fatalf("event body %s: %v", body, err)

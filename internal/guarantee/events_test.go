@@ -938,7 +938,7 @@ func eventKey(b outbox.Body) (string, error) {
 // -> body), each delivered, and no other, and that each event's id is the
 // one its identity (entity, key, version, op, life) computes.
 func (s *sink) checkOutbox(raws map[string][]byte, add func(string, ...any)) {
-	rows, err := s.f.w.st.DB().Raw("SELECT event_id, entity, entity_key, version, op, life, body, delivered_at IS NULL FROM erpsync_events ORDER BY id").Rows()
+	rows, err := s.f.w.st.DB().Raw("SELECT " + outbox.StoredColumns + ", delivered_at IS NULL FROM erpsync_events ORDER BY id").Rows()
 	if err != nil {
 		add("read the outbox: %v", err)
 		return
@@ -947,14 +947,13 @@ func (s *sink) checkOutbox(raws map[string][]byte, add func(string, ...any)) {
 	seen := map[string]bool{}
 	var pending, lost []string
 	for rows.Next() {
-		var id, entity, key, op string
-		var version, life int64
-		var body []byte
+		var st outbox.Stored
 		var undelivered bool
-		if err := rows.Scan(&id, &entity, &key, &version, &op, &life, &body, &undelivered); err != nil {
+		if err := rows.Scan(append(st.Dest(), &undelivered)...); err != nil {
 			add("read the outbox: %v", err)
 			return
 		}
+		id, entity, key, op, version, life, body := st.ID, st.Entity, st.Key, st.Op, st.Version, st.Life, st.Body()
 		if want := outbox.ID(entity, key, version, op, life); id != want {
 			add("event %s has the id %s, its identity (%s %s v%d %s life %d) computes %s", body, id, entity, key, version, op, life, want)
 		}

@@ -6,6 +6,10 @@
 // prune of old delivered events (Prune) and the counts that
 // `erpsync events` and the metrics show (Stats).
 //
+// A row stores the event's data alone (payload) beside its identity and
+// run; the body a consumer receives is written from them when it is read
+// (Stored.Body), so the sync's transaction writes no byte twice.
+//
 // An event's id is computed from its identity (entity, key, version, op,
 // life), so a replay of one change computes the id it had; together with
 // the UNIQUE index on that identity, one change is recorded once, however

@@ -61,15 +61,17 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendBody appends the body of an event whose key and data are JSON
-// already: the bytes encoding/json writes of the Body.
-func appendBody(b []byte, id string, ev *Event, key string) []byte {
+// appendBody appends the body of the event that an outbox row without
+// one holds: its id, entity, op, key (KeyText), version and run id, and
+// payload, its data's JSON. It writes the bytes encoding/json writes of
+// the Body, as the body recorded whole before payload was.
+func appendBody(b []byte, id, entity, op, key string, version int64, runID string, payload []byte) []byte {
 	b = AppendString(append(b, `{"id":`...), id)
-	b = AppendString(append(b, `,"entity":`...), ev.Entity)
-	b = AppendString(append(b, `,"op":`...), ev.Op)
+	b = AppendString(append(b, `,"entity":`...), entity)
+	b = AppendString(append(b, `,"op":`...), op)
 	b = append(append(b, `,"key":`...), key...)
-	b = strconv.AppendInt(append(b, `,"version":`...), ev.Version, 10)
-	b = AppendString(append(b, `,"run_id":`...), ev.RunID)
-	b = append(append(b, `,"data":`...), ev.DataJSON...)
+	b = strconv.AppendInt(append(b, `,"version":`...), version, 10)
+	b = AppendString(append(b, `,"run_id":`...), runID)
+	b = append(append(b, `,"data":`...), payload...)
 	return append(b, '}')
 }

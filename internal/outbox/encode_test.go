@@ -29,8 +29,7 @@ func TestAppendBodyIsEncodingJSONs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev.DataJSON = data
-		if got := appendBody(nil, id, &ev, key); string(got) != string(want) {
+		if got := appendBody(nil, id, ev.Entity, ev.Op, key, ev.Version, ev.RunID, data); string(got) != string(want) {
 			t.Fatalf("body\n%s\nwant\n%s", got, want)
 		}
 	}

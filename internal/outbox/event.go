@@ -165,12 +165,13 @@ func Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	return new(Recorder).Record(ctx, tx, evs)
 }
 
-// row is an event as the outbox stores it.
+// row is an event as the outbox stores it: its id, its key's text and its
+// data's JSON (the payload column).
 type row struct {
-	ev   *Event
-	id   string
-	key  string
-	body []byte
+	ev      *Event
+	id      string
+	key     string
+	payload []byte
 }
 
 // encodeRows encodes evs as the outbox stores them, each checked to fit its
@@ -188,11 +189,14 @@ func encodeRows(evs []Event) ([]row, error) {
 		if n := utf8.RuneCountInString(ev.RunID); n > maxRunID || !utf8.ValidString(ev.RunID) {
 			return nil, fmt.Errorf("record event of %s: run id %q: want at most %d characters of UTF-8", ev.Entity, ev.RunID, maxRunID)
 		}
-		kt := string(ev.KeyJSON)
-		if ev.DataJSON == nil {
+		kt, payload := string(ev.KeyJSON), ev.DataJSON
+		if payload == nil {
 			var err error
 			if kt, err = KeyText(ev.Key); err != nil {
 				return nil, err
+			}
+			if payload, err = json.Marshal(ev.Data); err != nil {
+				return nil, fmt.Errorf("encode event of %s %s: %w", ev.Entity, kt, err)
 			}
 		}
 		if len(kt) > maxKeyText {
@@ -201,29 +205,19 @@ func encodeRows(evs []Event) ([]row, error) {
 		if ev.Life < 0 {
 			return nil, fmt.Errorf("record event of %s %s: life %d", ev.Entity, kt, ev.Life)
 		}
-		id := ID(ev.Entity, kt, ev.Version, ev.Op, ev.Life)
-		var body []byte
-		if ev.DataJSON != nil {
-			body = appendBody(make([]byte, 0, 96+len(kt)+len(ev.DataJSON)), id, ev, kt)
-		} else {
-			var err error
-			if body, err = json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data}); err != nil {
-				return nil, fmt.Errorf("encode event of %s %s: %w", ev.Entity, kt, err)
-			}
+		if len(payload) > maxPayload {
+			return nil, fmt.Errorf("record event of %s %s: data of %d bytes is longer than %d", ev.Entity, kt, len(payload), maxPayload)
 		}
-		if len(body) > maxBody {
-			return nil, fmt.Errorf("record event of %s %s: body of %d bytes is longer than %d", ev.Entity, kt, len(body), maxBody)
-		}
-		out[i] = row{ev: ev, id: id, key: kt, body: body}
+		out[i] = row{ev: ev, id: ID(ev.Entity, kt, ev.Version, ev.Op, ev.Life), key: kt, payload: payload}
 	}
 	return out, nil
 }
 
 // Widths of the outbox's columns.
 const (
-	maxEntity = 64
-	maxRunID  = 40
-	maxBody   = 1<<24 - 1 // MEDIUMTEXT
+	maxEntity  = 64
+	maxRunID   = 40
+	maxPayload = 1<<24 - 1 // MEDIUMTEXT
 )
 
 // Record records evs in the outbox within tx, the transaction that writes
@@ -288,7 +282,7 @@ var readers atomic.Int64
 func load(ctx context.Context, tx *sql.Tx, rs []row) error {
 	n := 0
 	for _, r := range rs {
-		n += 72 + len(r.ev.Entity) + len(r.key) + len(r.ev.RunID) + len(r.body) + len(r.body)/16
+		n += 72 + len(r.ev.Entity) + len(r.key) + len(r.ev.RunID) + len(r.payload) + len(r.payload)/16
 	}
 	b := make([]byte, 0, n)
 	for _, r := range rs {
@@ -299,7 +293,7 @@ func load(ctx context.Context, tx *sql.Tx, rs []row) error {
 		b = strconv.AppendInt(append(b, '\t'), r.ev.Version, 10)
 		b = appendField(append(b, '\t'), r.ev.RunID)
 		b = strconv.AppendInt(append(b, '\t'), r.ev.Life, 10)
-		b = appendField(append(b, '\t'), r.body)
+		b = appendField(append(b, '\t'), r.payload)
 		b = append(b, '\n')
 	}
 	name := "erpsync-outbox-" + strconv.FormatInt(readers.Add(1), 10)
@@ -307,7 +301,7 @@ func load(ctx context.Context, tx *sql.Tx, rs []row) error {
 	defer mysql.DeregisterReaderHandler(name)
 	_, err := tx.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::"+name+"' IGNORE INTO TABLE erpsync_events CHARACTER SET utf8mb4"+
 		" FIELDS TERMINATED BY X'09' ESCAPED BY X'5c' LINES TERMINATED BY X'0a'"+
-		" (event_id, entity, entity_key, op, version, run_id, life, body) SET recorded_at = UTC_TIMESTAMP(3)")
+		" (event_id, entity, entity_key, op, version, run_id, life, payload) SET recorded_at = UTC_TIMESTAMP(3)")
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}
@@ -343,14 +337,14 @@ func appendField[T string | []byte](b []byte, s T) []byte {
 // not fit into a warning).
 func insert(ctx context.Context, tx *sql.Tx, rs []row) error {
 	var q strings.Builder
-	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at) VALUES ")
+	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, payload, recorded_at) VALUES ")
 	args := make([]any, 0, 8*len(rs))
 	for i, r := range rs {
 		if i > 0 {
 			q.WriteByte(',')
 		}
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))")
-		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, r.ev.Life, string(r.body))
+		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, r.ev.Life, string(r.payload))
 	}
 	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {

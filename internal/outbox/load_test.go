@@ -21,18 +21,18 @@ type stored struct {
 
 func readStored(t *testing.T, db *sql.DB) []stored {
 	t.Helper()
-	rows, err := db.Query("SELECT event_id, entity, entity_key, op, version, life, run_id, body FROM erpsync_events ORDER BY id")
+	rows, err := db.Query("SELECT " + outbox.StoredColumns + " FROM erpsync_events ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	var out []stored
 	for rows.Next() {
-		var s stored
-		if err := rows.Scan(&s.EventID, &s.Entity, &s.Key, &s.Op, &s.Version, &s.Life, &s.RunID, &s.Body); err != nil {
+		var s outbox.Stored
+		if err := rows.Scan(s.Dest()...); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, s)
+		out = append(out, stored{EventID: s.ID, Entity: s.Entity, Key: s.Key, Op: s.Op, RunID: s.RunID, Body: string(s.Body()), Version: s.Version, Life: s.Life})
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

@@ -152,3 +152,37 @@ func TestMarkDeliveredIsFenced(t *testing.T) {
 		t.Fatalf("pruned %d, %v; want 2", n, err)
 	}
 }
+
+// TestPendingDeliversBodiesAsRecorded: an event recorded with its whole
+// body, before the outbox stored payload, is read with that body byte for
+// byte, between events recorded since, whose bodies are built from their
+// columns and payload. The body recorded differs on purpose from the one
+// its columns would make.
+func TestPendingDeliversBodiesAsRecorded(t *testing.T) {
+	db, ob := setup(t)
+	ctx := context.Background()
+	record(t, db, ev("C1", 1, outbox.OpInsert))
+	old := `{"id":"0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10","entity":"customers","op":"update","key":{"company":"1000","customer":"C0"},"version":3,"run_id":"before","data":{"note":"as recorded"}}`
+	if _, err := db.ExecContext(ctx, `INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at)
+VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000","customer":"C0"}', 'update', 3, 'run-0', 0, ?, UTC_TIMESTAMP(3))`, old); err != nil {
+		t.Fatal(err)
+	}
+	record(t, db, ev("C2", 1, outbox.OpInsert))
+	ps, err := ob.Pending(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || string(ps[1].Body) != old {
+		t.Fatalf("pending %+v, want the second event's body as recorded: %s", ps, old)
+	}
+	for _, i := range []int{0, 2} {
+		e := ev([]string{"C1", "", "C2"}[i], 1, outbox.OpInsert)
+		want, err := json.Marshal(outbox.Body{ID: ps[i].ID, Entity: e.Entity, Op: e.Op, Key: e.Key, Version: e.Version, RunID: e.RunID, Data: e.Data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ps[i].Body) != string(want) {
+			t.Errorf("event %d: body\n%s\nwant\n%s", i, ps[i].Body, want)
+		}
+	}
+}

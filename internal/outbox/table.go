@@ -21,6 +21,35 @@ type Pending struct {
 	Body []byte
 }
 
+// StoredColumns are the columns of an outbox row that Stored reads, in
+// the order of Stored.Dest.
+const StoredColumns = "event_id, entity, op, entity_key, version, life, run_id, body, payload"
+
+// Stored is an outbox row as read back: the event's identity, its run
+// and what its body is made of.
+type Stored struct {
+	ID, Entity, Op, Key string
+	Version, Life       int64
+	RunID               string
+	// body is the whole body of an event recorded before the outbox had
+	// payload (nil since); payload is the event's data.
+	body, payload []byte
+}
+
+// Dest are the scan destinations of StoredColumns.
+func (s *Stored) Dest() []any {
+	return []any{&s.ID, &s.Entity, &s.Op, &s.Key, &s.Version, &s.Life, &s.RunID, &s.body, &s.payload}
+}
+
+// Body is the event's JSON, the Body a consumer receives: the body it was
+// recorded with, or the one its columns and payload make.
+func (s *Stored) Body() []byte {
+	if s.body != nil {
+		return s.body
+	}
+	return appendBody(make([]byte, 0, 128+len(s.Entity)+len(s.Key)+len(s.RunID)+len(s.payload)), s.ID, s.Entity, s.Op, s.Key, s.Version, s.RunID, s.payload)
+}
+
 // Outbox is the outbox table of one database.
 type Outbox struct {
 	db *sql.DB
@@ -34,19 +63,19 @@ func New(db *sql.DB) *Outbox { return &Outbox{db: db} }
 // what is undelivered, not what lies past an id: an event whose
 // transaction committed after later ones is read at its turn.
 func (o *Outbox) Pending(ctx context.Context, limit int) ([]Pending, error) {
-	rows, err := o.db.QueryContext(ctx, `SELECT id, event_id, entity, entity_key, op, version, body FROM erpsync_events
-WHERE delivered_at IS NULL ORDER BY id LIMIT ?`, limit)
+	rows, err := o.db.QueryContext(ctx, "SELECT id, "+StoredColumns+" FROM erpsync_events WHERE delivered_at IS NULL ORDER BY id LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("read pending events: %w", err)
 	}
 	defer rows.Close()
 	var out []Pending
 	for rows.Next() {
-		var p Pending
-		if err := rows.Scan(&p.Seq, &p.ID, &p.Entity, &p.Key, &p.Op, &p.Version, &p.Body); err != nil {
+		var seq int64
+		var s Stored
+		if err := rows.Scan(append([]any{&seq}, s.Dest()...)...); err != nil {
 			return nil, fmt.Errorf("read pending events: %w", err)
 		}
-		out = append(out, p)
+		out = append(out, Pending{Seq: seq, ID: s.ID, Entity: s.Entity, Key: s.Key, Op: s.Op, Version: s.Version, Body: s.Body()})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read pending events: %w", err)

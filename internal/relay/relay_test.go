@@ -237,19 +237,19 @@ func maxDeliveredSeq(t *testing.T, db *sql.DB) int64 {
 // highWaterMark is the broken relay's read: events past the last id
 // delivered. It exists only here, to show what the trap costs.
 func highWaterMark(t *testing.T, db *sql.DB, after int64) []string {
-	rows, err := db.Query("SELECT body FROM erpsync_events WHERE id > ? ORDER BY id", after)
+	rows, err := db.Query("SELECT "+outbox.StoredColumns+" FROM erpsync_events WHERE id > ? ORDER BY id", after)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	var keys []string
 	for rows.Next() {
-		var body []byte
+		var s outbox.Stored
 		var e outbox.Body
-		if err := rows.Scan(&body); err != nil {
+		if err := rows.Scan(s.Dest()...); err != nil {
 			t.Fatal(err)
 		}
-		_ = json.Unmarshal(body, &e)
+		_ = json.Unmarshal(s.Body(), &e)
 		keys = append(keys, fmt.Sprint(e.Key["customer"]))
 	}
 	return keys

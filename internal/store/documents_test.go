@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -539,8 +540,20 @@ func eventLines(e *entity.Entity, lines []entity.Lines, sorted bool) string {
 // model's changes, in order, each with its lines.
 func compareDocumentEvents(t *testing.T, step int, s *store.Store, e *entity.Entity, want []string) {
 	t.Helper()
+	rows, err := s.DB().Raw("SELECT "+outbox.StoredColumns+" FROM erpsync_events WHERE entity = ? ORDER BY id", e.Name).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
 	var bodies []string
-	if err := s.DB().Raw("SELECT body FROM erpsync_events WHERE entity = ? ORDER BY id", e.Name).Scan(&bodies).Error; err != nil {
+	for rows.Next() {
+		var st outbox.Stored
+		if err := rows.Scan(st.Dest()...); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, string(st.Body()))
+	}
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]string, len(bodies))
