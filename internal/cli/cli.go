@@ -315,7 +315,10 @@ func splitAddrs(v string) []string {
 
 // connectRedis returns the client for pings and the shared rate, the
 // lock service, and the clients to close. One Redis, a Redis Cluster, or
-// Redlock over independent masters, of which a quorum must answer.
+// Redlock over independent masters, of which a quorum must answer. When
+// the servers do not answer (a depError), the clients and the lock
+// service are returned with it, for a command that waits for them (a
+// relay that runs until SIGTERM).
 func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.UniversalClient, syncer.Locker, []redis.UniversalClient, error) {
 	tlsCfg, err := loadTLS("--redis-tls-*", s.RedisTLSFiles)
 	if err != nil {
@@ -353,7 +356,7 @@ func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.U
 			up++
 		}
 		if q := len(addrs)/2 + 1; up < q {
-			return nil, nil, nodes, depError{fmt.Errorf("redis: %d of %d Redlock masters answer, %d needed (down: %s)", up, len(addrs), q, strings.Join(downs, ", "))}
+			return nodes[0], lock.NewRedlock(nodes, lopt), nodes, depError{fmt.Errorf("redis: %d of %d Redlock masters answer, %d needed (down: %s)", up, len(addrs), q, strings.Join(downs, ", "))}
 		}
 		return nodes[0], lock.NewRedlock(nodes, lopt), nodes, nil
 	case s.RedisCluster:
@@ -371,7 +374,7 @@ func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.U
 			PoolSize: o.PoolSize, MaxRetries: 2, ContextTimeoutEnabled: true, TLSConfig: o.TLSConfig,
 		})
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis cluster unavailable at %s: %w", redisHost(s.RedisAddr), err)}
+			return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis cluster unavailable at %s: %w", redisHost(s.RedisAddr), err)}
 		}
 		return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, nil
 	default:
@@ -381,7 +384,7 @@ func connectRedis(ctx context.Context, s *settings, lopt *lock.Options) (redis.U
 		}
 		rdb := redis.NewClient(o)
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			return nil, nil, []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis unavailable at %s: %w", redisHost(s.RedisAddr), err)}
+			return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, depError{fmt.Errorf("redis unavailable at %s: %w", redisHost(s.RedisAddr), err)}
 		}
 		return rdb, lock.New(rdb, lopt), []redis.UniversalClient{rdb}, nil
 	}
@@ -461,6 +464,7 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	d.rdb, d.locks, d.closers, err = connectRedis(cctx, s, lopt)
 	if err != nil {
+		d.locks = nil // nothing was asked of it
 		d.Close()
 		return nil, err
 	}

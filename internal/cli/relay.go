@@ -159,7 +159,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ev.redact(fs)
 	log = log.With().Str("component", "relay").Str("sink", ev.Sink).Logger()
-	ctx, d, done, err := openRelay(ctx, &s)
+	ctx, d, done, err := openRelay(ctx, &s, !cfg.Once, log)
 	if err != nil {
 		return err
 	}
@@ -193,8 +193,11 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // openRelay ties ctx to SIGTERM and SIGINT and connects MySQL and the
-// locks' Redis (see open): the relay needs no ERP.
-func openRelay(ctx context.Context, s *settings) (_ context.Context, _ *deps, done func(), _ error) {
+// locks' Redis (see open): the relay needs no ERP. With waitRedis, Redis
+// that does not answer is logged and waited for: the relay retries its
+// lock with backoff until it answers (relay.Config.Once false), as it
+// does when Redis goes away later, rather than exit.
+func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Logger) (_ context.Context, _ *deps, done func(), _ error) {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -205,7 +208,13 @@ func openRelay(ctx context.Context, s *settings) (_ context.Context, _ *deps, do
 		return nil, nil, nil, err
 	}
 	d.store = st
-	if d.rdb, d.locks, d.closers, err = connectRedis(cctx, s, &lock.Options{Prefix: s.LockPrefix}); err != nil {
+	d.rdb, d.locks, d.closers, err = connectRedis(cctx, s, &lock.Options{Prefix: s.LockPrefix})
+	var down depError
+	switch {
+	case err != nil && waitRedis && errors.As(err, &down) && d.locks != nil:
+		log.Warn().Err(err).Msg("relay lock service unavailable at start; waiting for it")
+	case err != nil:
+		d.locks = nil // nothing was asked of it
 		d.Close()
 		stop()
 		return nil, nil, nil, err

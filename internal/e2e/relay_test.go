@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/redisproc"
 )
 
 // relayEnv is an Env whose outbox holds events: n versions of each key.
@@ -85,6 +87,15 @@ func (p *posts) all() [][]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.batch)
+}
+
+// count is how many events the POSTs carried, redeliveries included.
+func (p *posts) count() int {
+	n := 0
+	for _, b := range p.all() {
+		n += len(b)
+	}
+	return n
 }
 
 // recordingHook is a webhook that takes every POST and records it.
@@ -224,10 +235,7 @@ func TestRelayProcesses(t *testing.T) {
 	if r := first.Wait(); r.Code != 0 {
 		t.Fatalf("relay after SIGTERM exit %d: %s", r.Code, r.Out())
 	}
-	n := 0
-	for _, b := range got.all() {
-		n += len(b)
-	}
+	n := got.count()
 	if n != 10 {
 		t.Fatalf("%d events delivered, want 10", n)
 	}
@@ -247,11 +255,72 @@ func TestScheduleRunsTheRelay(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("schedule exit %d: %s", r.Code, r.Out())
 	}
-	n := 0
-	for _, b := range got.all() {
-		n += len(b)
-	}
+	n := got.count()
 	if p := pendingEvents(t, db); p != 0 || n != 6 {
 		t.Fatalf("%d pending, %d delivered after the schedule; want 0 and 6", p, n)
+	}
+}
+
+// TestRelayWaitsForRedisAtStart: a relay that runs until SIGTERM, started
+// while its Redis refuses connections, logs it, counts its failed lock
+// attempts and waits; once a redis-server listens on that address it
+// takes the lock and delivers everything. `relay --once` against the same
+// refusing address exits 2 with one line, as every command does.
+func TestRelayWaitsForRedisAtStart(t *testing.T) {
+	e, db := relayEnv(t, []string{"K1", "K2"}, 3)
+	got, srv := recordingHook(t)
+	rs, err := redisproc.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := rs.Addr
+	rs.Stop() // the address now refuses connections
+	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--redis-addr", addr, "--poll", "50ms"}
+	once := e.Run(context.Background(), append(args, "--once", "--http-addr", "")...)
+	if once.Code != 2 || !strings.Contains(once.Stderr, "redis unavailable") {
+		t.Fatalf("relay --once with Redis down: exit %d, want 2 naming Redis: %s", once.Code, once.Out())
+	}
+	ops := proctest.FreeAddr(t)
+	proc := e.Start(append(args, "--http-addr", ops)...)
+	failures := func() float64 {
+		resp, err := http.Get("http://" + ops + "/metrics")
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			var n float64
+			if _, err := fmt.Sscanf(l, "erpsync_relay_lock_failures_total %g", &n); err == nil {
+				return n
+			}
+		}
+		return 0
+	}
+	if !proctest.Eventually(time.Minute, func() bool { return failures() >= 2 }) {
+		proc.Signal(syscall.SIGTERM)
+		t.Fatalf("the relay did not wait for Redis: %s", proc.Wait().Out())
+	}
+	if n := pendingEvents(t, db); n != 6 {
+		t.Fatalf("%d pending while Redis is down, want all 6", n)
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	up := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Process.Kill(); up.Wait() })
+	if !proctest.Eventually(time.Minute, func() bool { return pendingEvents(t, db) == 0 }) {
+		proc.Signal(syscall.SIGTERM)
+		t.Fatalf("the relay never delivered once Redis was up: %s", proc.Wait().Out())
+	}
+	proc.Signal(syscall.SIGTERM)
+	r := proc.Wait()
+	if r.Code != 0 || !strings.Contains(r.Out(), "waiting for it") {
+		t.Fatalf("relay exit %d, want 0 after logging the wait: %s", r.Code, r.Out())
+	}
+	n := got.count()
+	if n != 6 {
+		t.Fatalf("%d events delivered, want 6", n)
 	}
 }
