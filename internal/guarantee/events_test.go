@@ -69,14 +69,20 @@ func (ev *eventsSpec) String() string {
 // 6 RabbitMQ: each with one relay and with two), one relay or two at once,
 // and a relay killed mid-delivery in three feeds of four.
 func genEvents(seed uint64) *eventsSpec {
-	r := rand.New(rand.NewPCG(seed, 0xe7e175))
-	ev := &eventsSpec{Sink: sinkWebhook, Relays: 1 + int(seed+1)%2, Batch: 1 + r.IntN(20)}
+	sink := sinkWebhook
 	switch {
 	case seed%8 == 3 || seed%8 == 6:
-		ev.Sink = sinkRabbitMQ
+		sink = sinkRabbitMQ
 	case seed%4 >= 2:
-		ev.Sink = sinkNATS
+		sink = sinkNATS
 	}
+	return genEventsTo(seed, sink)
+}
+
+// genEventsTo is genEvents with the sink given.
+func genEventsTo(seed uint64, sink string) *eventsSpec {
+	r := rand.New(rand.NewPCG(seed, 0xe7e175))
+	ev := &eventsSpec{Sink: sink, Relays: 1 + int(seed+1)%2, Batch: 1 + r.IntN(20)}
 	if seed%4 != 1 {
 		ev.KillAt = 1 + r.IntN(4)
 		if ev.Sink != sinkWebhook {
