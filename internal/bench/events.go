@@ -204,8 +204,8 @@ func (b *bench) events(ctx context.Context) (*EventResults, error) {
 // backfillEvents runs the typed backfill with events on into an emptied
 // table and outbox, and checks the outbox it left.
 func (b *bench) backfillEvents(ctx context.Context, ty *typed, on target) (*Result, error) {
-	if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE erpsync_events"); err != nil {
-		return nil, fmt.Errorf("empty erpsync_events: %w", err)
+	if err := b.emptyOutbox(ctx); err != nil {
+		return nil, err
 	}
 	r, err := b.backfill(ctx, fmt.Sprintf("typed backfill (%d columns), events on", TypedColumns), on, true)
 	if err != nil {
@@ -238,6 +238,14 @@ func (b *bench) backfillNoEvents(ctx context.Context, ty *typed) (*Result, error
 		return nil, fmt.Errorf("%s: inserted %d of %d records, recorded %d events", r.Name, r.Report.Inserted, b.cfg.Records, after-before)
 	}
 	return r, nil
+}
+
+// emptyOutbox truncates erpsync_events.
+func (b *bench) emptyOutbox(ctx context.Context) error {
+	if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE erpsync_events"); err != nil {
+		return fmt.Errorf("empty erpsync_events: %w", err)
+	}
+	return nil
 }
 
 func (b *bench) outboxCount(ctx context.Context) (int64, error) {

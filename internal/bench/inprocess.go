@@ -47,8 +47,8 @@ func Profile(ctx context.Context, cfg Config, sc syncer.Config, rerun, events bo
 		config := typedConfig
 		if events {
 			config = eventsConfig
-			if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE erpsync_events"); err != nil {
-				return nil, fmt.Errorf("empty erpsync_events: %w", err)
+			if err := b.emptyOutbox(ctx); err != nil {
+				return nil, err
 			}
 		}
 		ty, err := b.startEntity(ctx, TypedEntity, config, NewTypedFeed(cfg.Records))

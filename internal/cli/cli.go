@@ -464,7 +464,6 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 	}
 	d.rdb, d.locks, d.closers, err = connectRedis(cctx, s, lopt)
 	if err != nil {
-		d.locks = nil // nothing was asked of it
 		d.Close()
 		return nil, err
 	}

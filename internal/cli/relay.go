@@ -214,7 +214,6 @@ func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Log
 	case err != nil && waitRedis && errors.As(err, &down) && d.locks != nil:
 		log.Warn().Err(err).Msg("relay lock service unavailable at start; waiting for it")
 	case err != nil:
-		d.locks = nil // nothing was asked of it
 		d.Close()
 		stop()
 		return nil, nil, nil, err

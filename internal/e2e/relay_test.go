@@ -282,21 +282,7 @@ func TestRelayWaitsForRedisAtStart(t *testing.T) {
 	}
 	ops := proctest.FreeAddr(t)
 	proc := e.Start(append(args, "--http-addr", ops)...)
-	failures := func() float64 {
-		resp, err := http.Get("http://" + ops + "/metrics")
-		if err != nil {
-			return 0
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, l := range strings.Split(string(b), "\n") {
-			var n float64
-			if _, err := fmt.Sscanf(l, "erpsync_relay_lock_failures_total %g", &n); err == nil {
-				return n
-			}
-		}
-		return 0
-	}
+	failures := func() float64 { return sum(scrape(t, ops), "erpsync_relay_lock_failures_total", nil) }
 	if !proctest.Eventually(time.Minute, func() bool { return failures() >= 2 }) {
 		proc.Signal(syscall.SIGTERM)
 		t.Fatalf("the relay did not wait for Redis: %s", proc.Wait().Out())

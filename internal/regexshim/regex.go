@@ -110,15 +110,23 @@ func (g *goRegex) SetMatchString(_ context.Context, matchStr string) error {
 	return nil
 }
 
+// ready reports whether the regex and then the match string were set.
+func (g *goRegex) ready() error {
+	if g.re == nil {
+		return ErrRegexNotYetSet.New()
+	}
+	if !g.matchSet {
+		return ErrMatchNotYetSet.New()
+	}
+	return nil
+}
+
 // find returns the byte offsets of the occurrence-th match (from 1; below
 // 1 the first) at or after the character at index from (from 0), nil
 // when there is none.
 func (g *goRegex) find(from, occurrence int) ([]int, error) {
-	if g.re == nil {
-		return nil, ErrRegexNotYetSet.New()
-	}
-	if !g.matchSet {
-		return nil, ErrMatchNotYetSet.New()
+	if err := g.ready(); err != nil {
+		return nil, err
 	}
 	off := byteOffset(g.match, from)
 	if off < 0 {
@@ -169,11 +177,8 @@ func (g *goRegex) Matches(_ context.Context, start, occurrence int) (bool, error
 // character, or with occurrence 0 every match there; $1 in replacementStr
 // is the first group.
 func (g *goRegex) Replace(_ context.Context, replacementStr string, position, occurrence int) (string, error) {
-	if g.re == nil {
-		return "", ErrRegexNotYetSet.New()
-	}
-	if !g.matchSet {
-		return "", ErrMatchNotYetSet.New()
+	if err := g.ready(); err != nil {
+		return "", err
 	}
 	from := byteOffset(g.match, position-1)
 	if from < 0 {
