@@ -175,7 +175,8 @@ func TestRecordFallsBackWhenLoadsAreRefused(t *testing.T) {
 }
 
 // TestRecordRefusesWhatWouldNotFit: a value longer than its column is an
-// error, not a row cut short (a load would only warn).
+// error, not a row cut short (a load would only warn); so is a key or data
+// that is not UTF-8, not a row of bytes no utf8mb4 column may hold.
 func TestRecordRefusesWhatWouldNotFit(t *testing.T) {
 	db, _ := setup(t)
 	ctx := context.Background()
@@ -184,7 +185,13 @@ func TestRecordRefusesWhatWouldNotFit(t *testing.T) {
 	run := ev("C1", 1, outbox.OpInsert)
 	run.RunID = strings.Repeat("r", 41)
 	key := ev(strings.Repeat("k", 500), 1, outbox.OpInsert)
-	for _, bad := range []outbox.Event{long, run, key} {
+	// An encoder of its own (KeyJSON, DataJSON) that let a byte through
+	// that is not UTF-8: the load would store it as it is.
+	badData := ev("C1", 1, outbox.OpInsert)
+	badData.KeyJSON, badData.DataJSON = []byte(`{"id":"C1"}`), []byte("{\"id\":\"C1\",\"name\":\"\xff\"}")
+	badKey := ev("C1", 1, outbox.OpInsert)
+	badKey.KeyJSON, badKey.DataJSON = []byte("{\"id\":\"C\xc3\"}"), []byte(`{"id":"C1"}`)
+	for _, bad := range []outbox.Event{long, run, key, badData, badKey} {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -192,7 +199,7 @@ func TestRecordRefusesWhatWouldNotFit(t *testing.T) {
 		err = outbox.Record(ctx, tx, []outbox.Event{ev("C0", 1, outbox.OpInsert), bad})
 		tx.Commit()
 		if err == nil {
-			t.Fatalf("recorded an event of entity %q, run %q, key %v", bad.Entity, bad.RunID, bad.Key)
+			t.Fatalf("recorded an event of entity %q, run %q, key %v %q, data %q", bad.Entity, bad.RunID, bad.Key, bad.KeyJSON, bad.DataJSON)
 		}
 	}
 	if got := readStored(t, db); len(got) != 0 {
