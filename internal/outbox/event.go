@@ -320,6 +320,9 @@ func load(ctx context.Context, tx *sql.Tx, rs []row) error {
 // appendField appends s as a field of a load's line: a backslash, tab,
 // newline or NUL escaped by a backslash.
 func appendField[T string | []byte](b []byte, s T) []byte {
+	if !hasEscapes(s) {
+		return append(b, s...)
+	}
 	start := 0
 	for i := 0; i < len(s); i++ {
 		var esc byte
@@ -339,6 +342,27 @@ func appendField[T string | []byte](b []byte, s T) []byte {
 		start = i + 1
 	}
 	return append(b, s[start:]...)
+}
+
+// hasEscapes reports whether s holds a byte that appendField escapes. The
+// fields of most lines hold none (a compact JSON has no tab, newline or
+// NUL, and a backslash only in a string with a quote or a control
+// character), and four searches of the library's vector code take a sixth
+// of the time of a loop over the bytes.
+func hasEscapes[T string | []byte](s T) bool {
+	for _, c := range [...]byte{'\\', '\t', '\n', 0} {
+		var i int
+		switch s := any(s).(type) {
+		case string:
+			i = strings.IndexByte(s, c)
+		case []byte:
+			i = bytes.IndexByte(s, c)
+		}
+		if i >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // insert records rs with one multi-row INSERT whose ON DUPLICATE KEY

@@ -58,7 +58,9 @@ func randValue(rng *rand.Rand, k entity.Kind, nullable bool) entity.Value {
 	case entity.Bool:
 		return entity.Value{I: rng.Int64N(2)}
 	case entity.DateTime:
-		return entity.Value{T: time.Unix(rng.Int64N(1<<35), rng.Int64N(1e9)).In(time.FixedZone("x", 3600))}
+		// Years from about -200 to 10,700: the digits and the years no
+		// DATETIME holds.
+		return entity.Value{T: time.Unix(rng.Int64N(1<<38)-1<<36, rng.Int64N(1e9)).In(time.FixedZone("x", 3600))}
 	case entity.JSON:
 		docs := []string{`{"b":1,"a":[true,null]}`, ` [ 1 , "x<y&z" ] `, `"\u2028"`, `12.50`, `{"k":"é\n"}`}
 		return entity.Value{S: docs[rng.IntN(len(docs))]}
