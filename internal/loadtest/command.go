@@ -92,6 +92,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	fs.IntVar(&cfg.Workers, "workers", 0, "--workers of each process (0: erpsync's default)")
 	fs.IntVar(&cfg.ChunkSize, "chunk-size", 0, "--chunk-size of each process (0: erpsync's default)")
 	fs.IntVar(&cfg.PageSize, "page-size", 0, "--page-size of each process (0: erpsync's default)")
+	retries := -1
+	cli.IntVar(fs, &retries, "erp-retries", -1, -1, 100, "--erp-retries of each process (0: none; -1: erpsync's default)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", DefaultMySQLDSN, "MySQL DSN; the database is created and migrated when missing")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", DefaultRedisAddr, "Redis address of the locks")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the rows in memberships instead of emptying it first")
@@ -107,6 +109,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	}
 	if timeout <= 0 {
 		return cfg, 0, cli.UsageError(errors.New("--timeout: want a positive duration"))
+	}
+	if retries >= 0 {
+		cfg.ERPRetries = &retries
 	}
 	return cfg, timeout, nil
 }

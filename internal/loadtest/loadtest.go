@@ -58,6 +58,9 @@ type Config struct {
 	// Workers, ChunkSize and PageSize are passed to every process as
 	// --workers, --chunk-size and --page-size. Zero leaves erpsync's default.
 	Workers, ChunkSize, PageSize int
+	// ERPRetries, when set, is passed to every process as --erp-retries
+	// (0: none). Nil leaves erpsync's default.
+	ERPRetries *int
 	// MySQLDSN names the database. It is created and migrated when missing.
 	// Defaults to DefaultMySQLDSN.
 	MySQLDSN string
@@ -117,6 +120,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Workers < 0 || c.ChunkSize < 0 || c.PageSize < 0 {
 		errs = append(errs, errors.New("workers, chunk size and page size must not be negative"))
+	}
+	if r := c.ERPRetries; r != nil && (*r < 0 || *r > 100) {
+		errs = append(errs, fmt.Errorf("erp retries %d: want 0..100", *r))
 	}
 	if err := c.Faults.Validate(); err != nil {
 		errs = append(errs, err)
@@ -178,18 +184,20 @@ type Report struct {
 
 // ReportConfig is the configuration a report was made with.
 type ReportConfig struct {
-	Records   int            `json:"records"`
-	Seed      int64          `json:"seed"`
-	Processes int            `json:"processes"`
-	Workers   int            `json:"workers,omitempty"`
-	ChunkSize int            `json:"chunk_size,omitempty"`
-	PageSize  int            `json:"page_size,omitempty"`
-	Faults    erpmock.Faults `json:"faults"`
-	Database  string         `json:"database"`
-	RedisAddr string         `json:"redis_addr"`
-	Job       string         `json:"job"`
-	Kept      bool           `json:"kept_rows"`
-	Binary    string         `json:"erpsync_bin"`
+	Records   int   `json:"records"`
+	Seed      int64 `json:"seed"`
+	Processes int   `json:"processes"`
+	Workers   int   `json:"workers,omitempty"`
+	ChunkSize int   `json:"chunk_size,omitempty"`
+	PageSize  int   `json:"page_size,omitempty"`
+	// ERPRetries is nil when the processes ran with erpsync's default.
+	ERPRetries *int           `json:"erp_retries,omitempty"`
+	Faults     erpmock.Faults `json:"faults"`
+	Database   string         `json:"database"`
+	RedisAddr  string         `json:"redis_addr"`
+	Job        string         `json:"job"`
+	Kept       bool           `json:"kept_rows"`
+	Binary     string         `json:"erpsync_bin"`
 }
 
 // ProcessResult is what one process did.
@@ -255,7 +263,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{
 		Config: ReportConfig{
 			Records: cfg.Records, Seed: cfg.Seed, Processes: cfg.Processes, Workers: cfg.Workers,
-			ChunkSize: cfg.ChunkSize, PageSize: cfg.PageSize, Faults: cfg.Faults, Database: dbName,
+			ChunkSize: cfg.ChunkSize, PageSize: cfg.PageSize, ERPRetries: cfg.ERPRetries, Faults: cfg.Faults, Database: dbName,
 			RedisAddr: cfg.RedisAddr, Job: cfg.Job, Kept: cfg.Keep, Binary: cfg.Bin,
 		},
 		StartedAt:         time.Now().UTC(),
@@ -356,6 +364,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if f.v > 0 {
 				c.args = append(c.args, f.name, strconv.Itoa(f.v))
 			}
+		}
+		if cfg.ERPRetries != nil {
+			c.args = append(c.args, "--erp-retries", strconv.Itoa(*cfg.ERPRetries))
 		}
 		children[i] = c
 	}

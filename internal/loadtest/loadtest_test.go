@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/loadtest"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
@@ -57,8 +59,13 @@ func TestLoadtest(t *testing.T) {
 		"--redis-addr", testenv.RedisAddr(),
 		"--out", out,
 		// Faults the processes must get through: retries, duplicates,
-		// stale versions and records changing while they page.
+		// stale versions and records changing while they page. At an
+		// error rate of 0.2, erpsync's default of 6 retries gives up on a
+		// request once in 0.2^7, about once in 80,000; the test makes
+		// about 75 requests, and failed that way once in CI. With 12
+		// retries a request fails once in a billion.
 		"--error-rate", "0.2",
+		"--erp-retries", "12",
 		"--retry-after", "0",
 		"--duplicate-rate", "0.2",
 		"--stale-rate", "0.2",
@@ -160,5 +167,35 @@ func TestLoadtestsOnOneDatabase(t *testing.T) {
 	cfg.Keep, cfg.Job = true, "someone-else"
 	if _, err := loadtest.Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "belongs to job") || !strings.Contains(err.Error(), "--job") {
 		t.Fatalf("a kept table of another job: %v, want refused", err)
+	}
+}
+
+// TestLoadtestPassesERPRetries: --erp-retries reaches every process. Against
+// an ERP that answers every request with an error, each process gives up on
+// its first request after the retries it was given, not erpsync's default
+// (its attempts are in its error, as the exit 2 of an ERP down at start
+// leaves no report).
+func TestLoadtestPassesERPRetries(t *testing.T) {
+	bin := buildErpsync(t)
+	retries := 2
+	cfg := loadtest.Config{Bin: bin, Records: 50, Processes: 2, MySQLDSN: loadtestDSN(t), RedisAddr: testenv.RedisAddr(),
+		ERPRetries: &retries, Faults: erpmock.Faults{ErrorRate: 1}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := loadtest.Run(ctx, cfg)
+	if rep == nil {
+		t.Fatalf("no report: %v", err)
+	}
+	if rep.OK {
+		t.Fatalf("a load test against an ERP that always fails passed")
+	}
+	if r := rep.Config.ERPRetries; r == nil || *r != retries {
+		t.Errorf("report config: erp retries %v, want %d", r, retries)
+	}
+	want := fmt.Sprintf("giving up after %d attempts", retries+1)
+	for _, p := range rep.Processes {
+		if p.ExitCode == 0 || !strings.Contains(strings.Join(p.LogTail, "\n"), want) {
+			t.Errorf("process %d (args %q): exit %d, log %q; want a failure %q", p.Index, p.Args, p.ExitCode, p.LogTail, want)
+		}
 	}
 }
