@@ -144,6 +144,8 @@ type Events struct {
 	URL string
 	// Secret (or the file SecretFile names) signs a webhook's bodies.
 	Secret, SecretFile string
+	// Unsigned lets a webhook go without a secret (unsigned: true).
+	Unsigned bool
 	// Subject is the NATS subject prefix.
 	Subject string
 	// Exchange is the RabbitMQ exchange.
@@ -342,7 +344,7 @@ func (d *decoder) url(n *yaml.Node, key string, schemes ...string) string {
 
 // events reads the events block.
 func (d *decoder) events(n *yaml.Node) *Events {
-	m := d.fields(n, "events", "sink", "url", "secret", "secret_file", "subject", "exchange")
+	m := d.fields(n, "events", "sink", "url", "secret", "secret_file", "unsigned", "subject", "exchange")
 	ev := &Events{Line: n.Line}
 	v, ok := m["sink"]
 	if !ok {
@@ -351,8 +353,8 @@ func (d *decoder) events(n *yaml.Node) *Events {
 	}
 	ev.Sink = d.oneOf(v.value, "events.sink", SinkWebhook, SinkNATS, SinkRabbitMQ)
 	schemes := map[string][]string{SinkWebhook: {"http", "https"}, SinkNATS: {"nats", "tls"}, SinkRabbitMQ: {"amqp", "amqps"}}[ev.Sink]
-	only := map[string]string{"secret": SinkWebhook, "secret_file": SinkWebhook, "subject": SinkNATS, "exchange": SinkRabbitMQ}
-	for _, key := range []string{"secret", "secret_file", "subject", "exchange"} {
+	only := map[string]string{"secret": SinkWebhook, "secret_file": SinkWebhook, "unsigned": SinkWebhook, "subject": SinkNATS, "exchange": SinkRabbitMQ}
+	for _, key := range []string{"secret", "secret_file", "unsigned", "subject", "exchange"} {
 		if v, ok := m[key]; ok && d.ok() && only[key] != ev.Sink {
 			d.fail(v.key, "events.%s: only for sink: %s", key, only[key])
 		}
@@ -374,10 +376,15 @@ func (d *decoder) events(n *yaml.Node) *Events {
 	}
 	ev.Secret, ev.SecretFile = str("secret"), str("secret_file")
 	ev.Subject, ev.Exchange = str("subject"), str("exchange")
+	if v, ok := m["unsigned"]; ok && d.ok() {
+		ev.Unsigned = d.boolean(v.value, "events.unsigned")
+	}
 	switch {
 	case !d.ok():
 	case ev.Secret != "" && ev.SecretFile != "":
 		d.fail(m["secret_file"].key, "events: secret and secret_file: want one")
+	case ev.Unsigned && (ev.Secret != "" || ev.SecretFile != ""):
+		d.fail(m["unsigned"].key, "events: unsigned: true and a secret: want one")
 	case strings.ContainsAny(ev.Subject, " \t*>") || strings.HasPrefix(ev.Subject, ".") || strings.HasSuffix(ev.Subject, ".") || strings.Contains(ev.Subject, ".."):
 		d.fail(m["subject"].value, "events.subject %q: want a NATS subject like erpsync.events, without wildcards", ev.Subject)
 	}

@@ -3,7 +3,6 @@ package guarantee
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +29,7 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/webhook"
 )
 
 var flagEventsFeeds = flag.Int("guarantee.events-feeds", 8, "feeds TestEventsGuarantee generates")
@@ -418,10 +418,8 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(body)
-	if want := "sha256=" + hex.EncodeToString(mac.Sum(nil)); !hmac.Equal([]byte(r.Header.Get("X-Erpsync-Signature")), []byte(want)) {
-		s.refuse(w, fmt.Sprintf("relay %s: a POST signed %q, want %s", id, r.Header.Get("X-Erpsync-Signature"), want))
+	if err := webhook.Verify(s.secret, r.Header, body, nil); err != nil {
+		s.refuse(w, fmt.Sprintf("relay %s: a POST signed %q at %q: %v", id, r.Header.Get(webhook.SignatureHeader), r.Header.Get(webhook.TimestampHeader), err))
 		return
 	}
 	var evs []json.RawMessage
