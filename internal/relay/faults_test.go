@@ -259,7 +259,7 @@ func TestWebhookRedirectIsARejection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = b.relay(relay.Config{}, sink).Run(context.Background())
+			err = b.relay(relay.Config{Once: true}, sink).Run(context.Background())
 			var rej *relay.RejectedError
 			if !errors.As(err, &rej) || !strings.Contains(err.Error(), fmt.Sprint(c.code)) || !strings.Contains(err.Error(), loc) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("run: %v, want a rejection naming %d and %s", err, c.code, loc)
