@@ -50,6 +50,8 @@ type eventsSpec struct {
 	// with SIGKILL, and another one started; 0: none is.
 	KillAt int
 	Batch  int // --batch-size
+	// Faults are the sink's own (sinkfaults_test.go).
+	Faults sinkFaults
 }
 
 func (ev *eventsSpec) String() string {
@@ -61,7 +63,7 @@ func (ev *eventsSpec) String() string {
 		}
 		s += fmt.Sprintf(", the delivering relay SIGKILLed at %s %d", unit, ev.KillAt)
 	}
-	return s
+	return s + ev.Faults.String()
 }
 
 // genEvents is the events of seed's feed: a webhook in half the feeds,
@@ -89,6 +91,7 @@ func genEventsTo(seed uint64, sink string) *eventsSpec {
 			ev.KillAt = 1 + r.IntN(15)
 		}
 	}
+	genSinkFaults(seed, ev)
 	return ev
 }
 
@@ -163,8 +166,9 @@ type sink struct {
 	stopping bool
 	posts    int
 	killed   bool
-	faults   []string // relay faults: kills and pauses
-	refused  []string // what the webhook refused, and broker messages unlike an event's
+	faults   []string   // relay faults: kills and pauses
+	faulty   faultState // the sink's own faults
+	refused  []string   // what the webhook refused, and broker messages unlike an event's
 }
 
 // delivery is one event as the sink received it, from relay: its body
@@ -205,6 +209,7 @@ func (f *feed) startSink() *sink {
 	case sinkRabbitMQ:
 		s.consumeRabbitMQ()
 	}
+	s.startFaults()
 	for range s.ev.Relays {
 		s.startRelay()
 	}
@@ -335,7 +340,9 @@ func (s *sink) startRelay() {
 		s.ended[id] = res
 		stopping := s.stopping
 		s.mu.Unlock()
-		if !stopping && res.Code > 0 && strings.Contains(res.Stdout, "lock: redis unavailable") {
+		if !stopping && faultExit(res) {
+			s.startRelay() // a redirect stopped it
+		} else if !stopping && res.Code > 0 && strings.Contains(res.Stdout, "lock: redis unavailable") {
 			// A relay stops when its lock service fails (a Redlock node
 			// that timed out on a loaded machine): another one takes over.
 			s.fault("relay " + id + " stopped by its lock service")
@@ -413,6 +420,9 @@ func (f *feed) stallWriters(stop <-chan struct{}) {
 // KillAt-th POST before answering it.
 func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/hook/")
+	if s.redirected(w, r, id) {
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -514,6 +524,7 @@ func (s *sink) once(when string) {
 	if s == nil {
 		return
 	}
+	s.endFaults()
 	id := s.f.newExec() + "-once"
 	if res := s.f.env(id).Run(context.Background(), s.relayArgs(id, true)...); res.Code != 0 {
 		s.f.t.Errorf("%s: relay --once exit %d: %s", when, res.Code, res.Out())
@@ -528,6 +539,7 @@ func (s *sink) finish() {
 	}
 	f := s.f
 	defer s.close()
+	s.endFaults()
 	close(s.gated)
 	s.gating.Wait()
 	s.mu.Lock()
@@ -542,7 +554,7 @@ func (s *sink) finish() {
 	for _, id := range sortedKeys(s.ended) {
 		res := s.ended[id]
 		outs = append(outs, res.Stdout)
-		if res.Code != 0 && res.Code != -1 && !strings.Contains(res.Stdout, "lock: redis unavailable") {
+		if res.Code != 0 && res.Code != -1 && !strings.Contains(res.Stdout, "lock: redis unavailable") && !faultExit(res) {
 			f.t.Errorf("relay %s exit %d: %s", id, res.Code, res.Stdout)
 		}
 	}
@@ -661,7 +673,7 @@ func (s *sink) relayExchange(id string) string {
 	defer s.amqpMu.Unlock()
 	err := s.amqpCh.ExchangeDeclare(x, amqp.ExchangeTopic, true, false, false, false, nil)
 	if err == nil {
-		err = s.amqpCh.ExchangeBind(s.exchange, "#", x, false, nil)
+		err = s.bindRelay(x)
 	}
 	if err != nil {
 		s.f.t.Errorf("rabbitmq exchange %s of relay %s: %v", x, id, err)
