@@ -89,23 +89,8 @@ func (s *Store) Repair(ctx context.Context, rows []Row) ([]bool, error) {
 // and fencing token, and a new life, where the row is live at r's version
 // with a token no newer than r's.
 func (t *Table) repairRow(l *literal, r Row) error {
-	if len(r.Vals) != len(t.kinds) {
-		return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
-	}
-	l.sql("UPDATE " + quoteIdent(t.name) + " SET ")
-	for j, v := range r.Vals {
-		if t.isKey[j] {
-			continue
-		}
-		l.sql(quoteIdent(t.ent.Columns[j].Name) + " = ")
-		if err := l.value(t.kinds[j], v); err != nil {
-			return fmt.Errorf("key %q: %s: %w", r.Key, t.ent.Columns[j].Name, err)
-		}
-		l.sql(", ")
-	}
-	l.sql("erp_updated_at = ")
-	if err := l.time(r.UpdatedAt); err != nil {
-		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
+	if err := t.updateData(l, r); err != nil {
+		return err
 	}
 	l.sql(", updated_at = UTC_TIMESTAMP(3), restore_count = COALESCE(restore_count, 0) + 1, fence_token = ")
 	l.int(r.Fence)
