@@ -72,7 +72,10 @@ func (s *Store) Repair(ctx context.Context, rows []Row) ([]bool, error) {
 			}
 			done[i] = true
 			if s.t.events() {
-				ev := s.t.event(r, outbox.OpUpdate)
+				ev, err := s.t.event(r, outbox.OpUpdate)
+				if err != nil {
+					return nil, err
+				}
 				ev.Life = c.RestoreCount + 1
 				evs = append(evs, ev)
 			}
