@@ -95,7 +95,18 @@
 // TestEventsGuarantee's feeds, after the waves, records leave the ERP and
 // come back unchanged twice (the same delete and restore again), and
 // records recreated at a lower version climb back to the version they were
-// deleted at (an update at a version of their previous life).
+// deleted at (an update at a version of their previous life). In most of
+// them a writer of the test replays rows of the table through the store's
+// upsert while the feed runs (as they are, one version lower, at their
+// version with other data, one version higher under an older fencing
+// token): writes that must change nothing and record no event, which the
+// syncer's own reads under its locks keep from the database almost
+// always. In two feeds of three the ERP changes records at their version
+// after the waves (a field, neither version nor updated_at), which the
+// settling's reconcile must repair, with an update event at that version
+// each. A consumer that applies each key's events as received, by seq,
+// skipping any at or below the last it applied, must end holding every
+// row as the table does, live or soft-deleted.
 //
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee

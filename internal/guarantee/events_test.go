@@ -52,6 +52,13 @@ type eventsSpec struct {
 	Batch  int // --batch-size
 	// Faults are the sink's own (sinkfaults_test.go).
 	Faults sinkFaults
+	// Replays: a writer of the test replays rows through the store's
+	// upsert while the feed runs, writes that must record nothing;
+	// InPlace: how many records the ERP changes at their version after
+	// the waves, which a reconcile repairs with an event each
+	// (events_writes_test.go).
+	Replays bool
+	InPlace int
 }
 
 func (ev *eventsSpec) String() string {
@@ -62,6 +69,12 @@ func (ev *eventsSpec) String() string {
 			unit = "message"
 		}
 		s += fmt.Sprintf(", the delivering relay SIGKILLed at %s %d", unit, ev.KillAt)
+	}
+	if ev.Replays {
+		s += ", rows replayed through the upsert (writes that change nothing, stale and fenced ones)"
+	}
+	if ev.InPlace > 0 {
+		s += fmt.Sprintf(", %d records changed at their version after the waves", ev.InPlace)
 	}
 	return s + ev.Faults.String()
 }
@@ -104,6 +117,7 @@ func TestEventsGuarantee(t *testing.T) {
 		sc := typedFeed(seed, &typedSpec{}, opts{MaxRecords: 24, MaxWaves: 2, MaxExecs: 4})
 		sc.Typed.Events = genEvents(seed)
 		genLives(seed, sc)
+		genEventWrites(seed, sc)
 		return sc
 	})
 }
@@ -169,6 +183,10 @@ type sink struct {
 	faults   []string   // relay faults: kills and pauses
 	faulty   faultState // the sink's own faults
 	refused  []string   // what the webhook refused, and broker messages unlike an event's
+
+	replaying sync.WaitGroup
+	replayed  [4]int          // replayWrites' writes, by kind
+	inPlace   map[string]bool // records the ERP changed at their version
 }
 
 // delivery is one event as the sink received it, from relay: its body
@@ -187,7 +205,7 @@ func (f *feed) startSink() *sink {
 		return nil
 	}
 	s := &sink{f: f, ev: f.sc.Typed.Events, secret: []byte(testenv.RandomName("secret-")),
-		relays: map[string]*proctest.Proc{}, ended: map[string]proctest.Result{}}
+		relays: map[string]*proctest.Proc{}, ended: map[string]proctest.Result{}, inPlace: map[string]bool{}}
 	db := f.w.st.DB()
 	for _, q := range append([]string{
 		"CREATE TABLE IF NOT EXISTS guarantee_row_changes (seq BIGINT AUTO_INCREMENT PRIMARY KEY, erp_id VARCHAR(100) NOT NULL, op VARCHAR(8) NOT NULL, erp_version BIGINT NOT NULL, data LONGTEXT NOT NULL)",
@@ -216,6 +234,10 @@ func (f *feed) startSink() *sink {
 	s.gated = make(chan struct{})
 	s.gating.Add(1)
 	go s.gateCommits()
+	if s.ev.Replays {
+		s.replaying.Add(1)
+		go s.replayWrites(s.gated)
+	}
 	return s
 }
 
@@ -542,6 +564,7 @@ func (s *sink) finish() {
 	s.endFaults()
 	close(s.gated)
 	s.gating.Wait()
+	s.replaying.Wait()
 	s.mu.Lock()
 	s.stopping = true
 	for _, p := range s.relays {
@@ -841,6 +864,9 @@ func (s *sink) check(outs []string) {
 		}
 	}
 	f.t.Logf("events: %d received, %d distinct (%v), %d duplicates; relay faults: %s", len(got), len(raws), ops, dups, tally(faults))
+	if s.ev.Replays {
+		f.t.Logf("events: %s", s.replays())
+	}
 	s.checkOutbox(raws, add)
 	history, err := rowHistory(f.w)
 	if err != nil {
@@ -877,13 +903,15 @@ func (s *sink) check(outs []string) {
 			add("%s: a row (%s) and no event", erpID, r)
 		}
 	}
+	s.consumeBySeq(got, rows, add)
 	if len(bad) > 0 {
 		f.t.Errorf("the change events the %s received are not the rows' changes: %s", s.ev.Sink, strings.Join(bad, "; "))
 	}
 }
 
 // checkOrder checks the events of one key: an insert first and never
-// again, an update above the version before it, a delete at the version
+// again, an update above the version before it (or at it, with other
+// data, for a record the ERP changed at its version), a delete at the version
 // it deletes, a restore after a delete (below it only for a record the ERP
 // recreated at a lower version), each a version the ERP made of the record
 // with the data it carries.
@@ -895,7 +923,7 @@ func (s *sink) checkOrder(erpID string, evs []change, add func(string, ...any)) 
 		case outbox.OpInsert:
 			wrong = i > 0
 		case outbox.OpUpdate:
-			wrong = i == 0 || prev.op == outbox.OpDelete || e.version <= prev.version
+			wrong = i == 0 || prev.op == outbox.OpDelete || e.version <= prev.version && !s.sameVersionUpdate(erpID, e, prev)
 		case outbox.OpDelete:
 			wrong = i == 0 || prev.op == outbox.OpDelete || e.version != prev.version
 		case outbox.OpRestore:

@@ -215,6 +215,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		}
 	}
 	f.lives()
+	f.inPlace()
 	if sc.Sigterm {
 		f.sigterm()
 		f.settle("after the SIGTERM scenario")

@@ -25,11 +25,11 @@ func TestAppendBodyIsEncodingJSONs(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := ID(ev.Entity, key, ev.Version, ev.Op, 0)
-		want, err := json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, RunID: ev.RunID, Data: ev.Data})
+		want, err := json.Marshal(Body{ID: id, Entity: ev.Entity, Op: ev.Op, Key: ev.Key, Version: ev.Version, Seq: 42, RunID: ev.RunID, Data: ev.Data})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendBody(nil, id, ev.Entity, ev.Op, key, ev.Version, ev.RunID, data); string(got) != string(want) {
+		if got := appendBody(nil, id, ev.Entity, ev.Op, key, ev.Version, 42, ev.RunID, data); string(got) != string(want) {
 			t.Fatalf("body\n%s\nwant\n%s", got, want)
 		}
 	}

@@ -236,7 +236,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	rep.Fetched = res.FeedRecords + res.FeedInvalid
+	rep.Fetched = res.Fetched()
 	windowDeleted, err := rc.store.ReconcileDeletedSince(ctx, rc.sy.Config().Job, Mode, scanStart.Add(-rc.cfg.Window))
 	if err != nil {
 		return err
@@ -255,7 +255,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	for _, r := range diff.Restore {
 		plan.Restore.Add(r.ErpID)
 	}
-	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale, diff.Lines} {
+	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale, diff.Repair} {
 		for _, r := range recs {
 			plan.Repair.Add(r.ErpID)
 		}
@@ -288,8 +288,8 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(diff.Lines) > 0 {
-		l, err := rc.sy.RepairLines(ctx, diff.Lines, log)
+	if len(diff.Repair) > 0 {
+		l, err := rc.sy.Repair(ctx, diff.Repair, rep.RunID, log)
 		rep.Updated += l.Updated
 		rep.Repaired += l.Updated
 		rep.Unchanged += l.Unchanged

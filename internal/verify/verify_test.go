@@ -2,8 +2,11 @@ package verify_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,5 +67,62 @@ func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 	}
 	if !res.OK() || res.Matching != 2 {
 		t.Fatalf("verify: matching %d, stale %+v; want both rows current", res.Matching, res.Stale)
+	}
+}
+
+// TestSupersededInvalidCopyIsNoFinding: a feed that replays an old invalid
+// copy of a record whose newest copy is valid (A) has nothing invalid to
+// report once the table holds that newest copy; a record whose newest
+// copy is invalid (B) is a finding, whatever valid copies came before.
+func TestSupersededInvalidCopyIsNoFinding(t *testing.T) {
+	t.Parallel()
+	st, _ := testenv.MigratedStore(t)
+	item := func(id, status string, version int) string {
+		return fmt.Sprintf(`{"erp_id":%q,"member_id":"U1","product_code":"P","status":%q,"starts_at":"2025-01-01T10:00:00Z","ends_at":null,"version":%d,"updated_at":"2025-02-0%dT10:00:00Z"}`, id, status, version, version)
+	}
+	var served atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"data":[` + served.Load().(string) + `],"next_cursor":null}`))
+	}))
+	defer srv.Close()
+	src, err := erp.New(erp.Config{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	served.Store(strings.Join([]string{item("A", "BOGUS", 3), item("A", "ACTIVE", 5), item("A", "BOGUS", 2)}, ","))
+	page, err := src.Page(ctx, erp.Query{})
+	if err != nil || len(page.Records) != 1 || len(page.Invalid) != 2 {
+		t.Fatalf("page: %v, %+v", err, page)
+	}
+	a := page.Records[0]
+	if err := st.Insert(ctx, []store.Membership{{ErpID: a.ErpID, MemberID: a.MemberID, ProductCode: a.ProductCode, Status: a.Status,
+		StartsAt: a.StartsAt, Version: a.Version, UpdatedAt: a.UpdatedAt, Fence: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := verify.Verify(ctx, src, st, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() || res.FeedInvalid != 0 {
+		t.Fatalf("verify of A's old invalid copies replayed: ok %v, feed_invalid %d; want OK and none", res.OK(), res.FeedInvalid)
+	}
+	// B's newest copy is invalid: a finding, its row quarantined.
+	served.Store(strings.Join([]string{item("A", "BOGUS", 3), item("A", "ACTIVE", 5), item("B", "ACTIVE", 1), item("B", "BOGUS", 2)}, ","))
+	page, err = src.Page(ctx, erp.Query{})
+	if err != nil || len(page.Records) != 2 {
+		t.Fatalf("page: %v, %+v", err, page)
+	}
+	b := page.Records[1]
+	if err := st.Insert(ctx, []store.Membership{{ErpID: b.ErpID, MemberID: b.MemberID, ProductCode: b.ProductCode, Status: b.Status,
+		StartsAt: b.StartsAt, Version: b.Version, UpdatedAt: b.UpdatedAt, Fence: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = verify.Verify(ctx, src, st, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if res.FeedInvalid != 1 || res.Quarantined.Count != 1 || res.Quarantined.IDs[0] != "B" {
+		t.Fatalf("verify of B's invalid newest copy: feed_invalid %d, quarantined %+v; want B", res.FeedInvalid, res.Quarantined)
 	}
 }
