@@ -427,6 +427,13 @@ func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
 		}
 		rr.vals = append(rr.vals, v)
 	}
+	read := leaves(e, src)
+	for _, ch := range e.Children {
+		read = append(read, ch.From)
+	}
+	for _, p := range repeatedPaths(raw, read) {
+		rr.labels = append(rr.labels, p+": "+givenTwice+".")
+	}
 	leaf, _ := lookup(e.UpdatedAt)
 	var s string
 	updOK := json.Unmarshal(leaf, &s) == nil && dateTimeRe.MatchString(s)
@@ -526,7 +533,10 @@ func refLines(ch *entity.Child, leaf json.RawMessage, badParent bool, rr *refRec
 			bad[j] = []string{fmt.Sprintf("%s[%d]: ", ch.Name, j)}
 			continue
 		}
-		var failed []string
+		var failed, twice []string
+		for _, p := range repeatedPaths(raw, columnPaths(ch.Columns)) {
+			twice = append(twice, p+": "+givenTwice+".")
+		}
 		ok := make([]bool, len(ch.Columns))
 		for i, c := range ch.Columns {
 			leaf, badParent := lookupRaw(obj, pathOf(c))
@@ -546,14 +556,14 @@ func refLines(ch *entity.Child, leaf json.RawMessage, badParent bool, rr *refRec
 				failed = append(failed, c.Name+": before "+c.NotBefore+".")
 			}
 		}
-		if len(failed) == 0 {
+		if len(failed)+len(twice) == 0 {
 			continue
 		}
 		prefix := fmt.Sprintf("%s[%d]", ch.Name, j)
 		if !slices.ContainsFunc(keys, func(k int) bool { return !ok[k] }) {
 			prefix = name(j)
 		}
-		for _, f := range failed {
+		for _, f := range append(twice, failed...) {
 			bad[j] = append(bad[j], prefix+": "+f)
 		}
 	}
@@ -565,9 +575,6 @@ func refLines(ch *entity.Child, leaf json.RawMessage, badParent bool, rr *refRec
 		var parts []string
 		for _, k := range keys {
 			t := lines[j][k].Text(ch.Columns[k].Type.Kind)
-			if ch.Columns[k].Type.Kind == entity.String {
-				t = strings.TrimRight(t, " ") // utf8mb4_bin pads with spaces
-			}
 			parts = append(parts, t)
 		}
 		key := strings.Join(parts, "\x1f")
@@ -686,6 +693,10 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 		return refConstant(c, to)
 	}
 	str, isString := v.(string)
+	if isString && loneSurrogate(leaf) {
+		// encoding/json made it U+FFFD; the decoder refuses it.
+		return entity.Value{}, false
+	}
 	switch c.Type.Kind {
 	case entity.String:
 		if !isString || utf8.RuneCountInString(str) > c.Type.Length || key && str == "" ||
@@ -850,6 +861,10 @@ func FuzzTypedDecode(f *testing.F) {
 		`{"c0":"a","u":"2025-01-01T00:00:00Z","v":1}`, `{"n":{"c0":1},"n":null,"meta":{"u":"2025-01-01T00:00:00Z"}}`,
 		"{\"c0\":\"\xff\"}", "[1]\x00{\"a\" : [ 1, 2 ]}\x00\"\\u0000\"", "1e999999\x00\"1e-3\"\x00\"12.50e1\"",
 		"\"A\"\x00\"1\"\x001\x00true\x001.0\x002\x00false",
+		// Keys that differ by a trailing space or a lone surrogate, a
+		// member given twice.
+		"\"A \"\x00\"\\ud800\"\x00\"a\\udfff\"", `{"c0":"a","c0":"a","u":"2025-01-01T00:00:00Z","v":1}`,
+		`{"n":{"c0":1,"c0":2},"n":{"c0":3},"meta":{"u":"2025-01-01T00:00:00Z","u":"2025-01-01T00:00:00Z"}}`,
 	} {
 		f.Add(uint64(i*7919+1), []byte(data))
 	}

@@ -109,10 +109,19 @@ func TestTypedRecord(t *testing.T) {
 			t.Errorf("%s -> %s: no NULL value", c.from, c.to)
 		}
 	}
-	// A repeated member replaces the first, nested leaves included.
-	raw := strings.Replace(customerItem, `"Unknown"`, `"Address":{"Zip":"1"},"Unknown"`, 1)
-	if rec, _, ok, _ := s.DecodeItem([]byte(raw)); !ok || !rec.Vals[8].Null {
-		t.Errorf("repeated Address: %v %+v", ok, rec.Vals[8])
+	// A member the decoder reads, given twice, makes the item invalid,
+	// nested ones included; one it does not read is no matter.
+	for _, c := range []struct{ from, to, reason string }{
+		{`"Unknown"`, `"Address":{"Zip":"1"},"Unknown"`, "Address: given more than once in the item"},
+		{`"City":"Köln"`, `"City":"Köln","City":"Bonn"`, "Address.City: given more than once in the item"},
+	} {
+		raw := strings.Replace(customerItem, c.from, c.to, 1)
+		if _, inv, ok, err := s.DecodeItem([]byte(raw)); err != nil || ok || inv.Reason != c.reason {
+			t.Errorf("%s: %v %v %q, want %q", raw, err, ok, inv.Reason, c.reason)
+		}
+	}
+	if _, inv, ok, _ := s.DecodeItem([]byte(strings.Replace(customerItem, `"Unknown"`, `"Unread":1,"Unread":2,"Unknown"`, 1))); !ok {
+		t.Errorf("an unread member given twice: %s", inv.Reason)
 	}
 
 	// Invalid items name every column that failed, and carry what could
