@@ -413,11 +413,11 @@ func (d *decoder) record(f *fields) (Record, string) {
 	}
 
 	dates := d.m != nil // a mapped source may serve dates (Edm.Date) for starts_at and ends_at
-	startsAt, okStart := f.time(fStartsAt, dates, bad)
-	updatedAt, okUpdated := f.time(fUpdatedAt, false, bad)
+	startsAt, okStart := f.time(fStartsAt, dates, true, bad)
+	updatedAt, okUpdated := f.time(fUpdatedAt, false, false, bad)
 	var endsAt *time.Time
 	if e := f.f[fEndsAt]; e.kind != kMissing && e.kind != kNull {
-		if t, ok := f.time(fEndsAt, dates, bad); ok {
+		if t, ok := f.time(fEndsAt, dates, true, bad); ok {
 			if okStart && t.Before(startsAt) {
 				bad(fEndsAt, "before starts_at")
 			}
@@ -514,8 +514,9 @@ func controlChar(b []byte) (rune, bool) {
 }
 
 // time checks a required RFC 3339 date-time, or also a date
-// (YYYY-MM-DD, UTC midnight) when dates is true.
-func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool) {
+// (YYYY-MM-DD, UTC midnight) when dates is true. A column's (column true)
+// may not have more fraction digits than its DATETIME(3) keeps.
+func (f *fields) time(k int, dates, column bool, bad func(int, string)) (time.Time, bool) {
 	v := f.f[k]
 	if v.kind != kString {
 		bad(k, describe(v)+", want an RFC 3339 date-time")
@@ -529,8 +530,12 @@ func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool
 		return t, ok
 	}
 	t, ok := parseTime(v.val)
-	if !ok {
+	switch {
+	case !ok:
 		bad(k, quote(v.val)+" is not an RFC 3339 date-time")
+	case column && !entity.FractionKept(v.val, entity.DefaultDigits):
+		bad(k, quote(v.val)+" has more fraction digits of a second than datetime keeps")
+		return t, false
 	}
 	return t, ok
 }

@@ -895,8 +895,12 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 		return val, append(buf, v.val...), msg == "", msg
 	case entity.DateTime:
 		t, ok := parseTime(v.val)
-		val.T = t.Truncate(time.Millisecond)
+		val.T = t
 		msg = timeProblem(v, ok, storable(val.T), "an RFC 3339 date-time")
+		if msg == "" && !entity.FractionKept(v.val, c.typ.Digits()) {
+			// Never cut: a value the column cannot keep whole is refused.
+			msg = quote(v.val) + fmt.Sprintf(" has more fraction digits of a second than %s keeps", c.typ)
+		}
 		return val, buf, false, msg
 	}
 	// entity.JSON

@@ -83,7 +83,7 @@ func genColumns(r *rand.Rand, n int) ([]entity.Column, []string) {
 		},
 		func() entity.Type { return entity.Type{Kind: entity.Bool} },
 		func() entity.Type { return entity.Type{Kind: entity.Date} },
-		func() entity.Type { return entity.Type{Kind: entity.DateTime} },
+		func() entity.Type { return entity.DateTimeOf([]int{0, 3, 3, 6}[r.IntN(4)]) },
 		func() entity.Type { return entity.Type{Kind: entity.JSON} },
 	}
 	var cols []entity.Column
@@ -678,6 +678,9 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 		var from string
 		switch x := v.(type) {
 		case string:
+			if loneSurrogate(leaf) {
+				return entity.Value{}, false // encoding/json made it U+FFFD
+			}
 			from = x
 		case json.Number:
 			from = string(x)
@@ -693,7 +696,7 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 		return refConstant(c, to)
 	}
 	str, isString := v.(string)
-	if isString && loneSurrogate(leaf) {
+	if isString && loneSurrogate(leaf) && (c.Type.Kind == entity.String || c.Type.Kind == entity.Text) {
 		// encoding/json made it U+FFFD; the decoder refuses it.
 		return entity.Value{}, false
 	}
@@ -760,8 +763,10 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 			return entity.Value{}, false
 		}
 		t, err := time.Parse(time.RFC3339Nano, str)
-		t = t.UTC().Truncate(time.Millisecond)
-		if err != nil || t.Year() < 1000 || t.Year() > 9999 {
+		t = t.UTC()
+		// The digits past the column's, after the point, are zeros.
+		_, frac, _ := strings.Cut(strings.TrimRight(str[:strings.IndexAny(str[19:], "Zz+-")+19], "0"), ".")
+		if err != nil || t.Year() < 1000 || t.Year() > 9999 || len(frac) > c.Type.Digits() {
 			return entity.Value{}, false
 		}
 		return entity.Value{T: t}, true

@@ -25,12 +25,19 @@ type eventJSON struct {
 
 // member is one member of an event object: its name as `"name":`, and
 // which value it holds: column col of the row (or the line), or, when
-// child >= 0, the lines of that child.
+// child >= 0, the lines of that child. digits are the fraction digits a
+// datetime column's value is written with (eventDigits).
 type member struct {
-	name  string
-	col   int
-	child int
+	name   string
+	col    int
+	child  int
+	digits int
 }
+
+// eventDigits are the fraction digits of a second an event writes a value
+// of type t with: milliseconds, or the P digits of a datetime(P) with P
+// above 3.
+func eventDigits(t entity.Type) int { return max(t.Digits(), entity.DefaultDigits) }
 
 func sortedMembers(ms []member, names []string) []member {
 	idx := make([]int, len(ms))
@@ -51,7 +58,7 @@ func (t *Table) compileEventJSON() {
 	var key, data []member
 	var keyNames, dataNames []string
 	for i, c := range t.ent.Columns {
-		data, dataNames = append(data, member{col: i, child: -1}), append(dataNames, c.Name)
+		data, dataNames = append(data, member{col: i, child: -1, digits: eventDigits(c.Type)}), append(dataNames, c.Name)
 	}
 	for _, k := range t.keys {
 		key, keyNames = append(key, member{col: k, child: -1}), append(keyNames, t.ent.Columns[k].Name)
@@ -62,7 +69,7 @@ func (t *Table) compileEventJSON() {
 		var ms []member
 		var names []string
 		for j, col := range lt.child.Columns {
-			ms, names = append(ms, member{col: j, child: -1}), append(names, col.Name)
+			ms, names = append(ms, member{col: j, child: -1, digits: eventDigits(col.Type)}), append(names, col.Name)
 		}
 		e.lines = append(e.lines, sortedMembers(ms, names))
 	}
@@ -70,10 +77,11 @@ func (t *Table) compileEventJSON() {
 	t.evJSON = e
 }
 
-// appendValue appends v, of kind k, as jsonValue's value encodes: ok is
-// false for a json column whose text does not encode (the caller falls
-// back to encoding/json, which reports it).
-func appendValue(b []byte, k entity.Kind, v entity.Value) ([]byte, bool) {
+// appendValue appends v, of kind k (a datetime with digits fraction
+// digits), as jsonValue's value encodes: ok is false for a json column
+// whose text does not encode (the caller falls back to encoding/json,
+// which reports it).
+func appendValue(b []byte, k entity.Kind, digits int, v entity.Value) ([]byte, bool) {
 	switch {
 	case v.Null:
 		return append(b, "null"...), true
@@ -84,7 +92,7 @@ func appendValue(b []byte, k entity.Kind, v entity.Value) ([]byte, bool) {
 	case k == entity.Bool:
 		return strconv.AppendBool(b, v.I != 0), true
 	case k == entity.DateTime:
-		return append(appendEventTime(append(b, '"'), v.T), '"'), true
+		return append(appendEventTime(append(b, '"'), v.T, digits), '"'), true
 	case k == entity.JSON:
 		raw, err := json.Marshal(json.RawMessage(v.S)) // compacted and escaped as encoding/json does
 		return append(b, raw...), err == nil
@@ -93,13 +101,17 @@ func appendValue(b []byte, k entity.Kind, v entity.Value) ([]byte, bool) {
 }
 
 // appendEventTime appends t as outbox.FormatTime writes it, RFC 3339 in
-// UTC with milliseconds, digit by digit: time.AppendFormat parses its
-// layout at every call, which was a tenth of the CPU of an event. A year
-// outside [0, 9999], which no DATETIME holds, goes to AppendFormat.
-func appendEventTime(b []byte, t time.Time) []byte {
+// UTC with milliseconds (or digits fraction digits, when more than 3),
+// digit by digit: time.AppendFormat parses its layout at every call,
+// which was a tenth of the CPU of an event. A year outside [0, 9999],
+// which no DATETIME holds, goes to AppendFormat.
+func appendEventTime(b []byte, t time.Time, digits int) []byte {
 	t = t.UTC()
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
+		if digits > entity.DefaultDigits {
+			return t.AppendFormat(b, "2006-01-02T15:04:05."+"000000"[:digits]+"Z07:00")
+		}
 		return append(b, outbox.FormatTime(t)...)
 	}
 	hour, min, sec := t.Clock()
@@ -109,8 +121,18 @@ func appendEventTime(b []byte, t time.Time) []byte {
 	b = append(appendDigits(b, hour, 2), ':')
 	b = append(appendDigits(b, min, 2), ':')
 	b = append(appendDigits(b, sec, 2), '.')
+	if digits > entity.DefaultDigits {
+		return append(appendDigits(b, t.Nanosecond()/pow10[9-digits], digits), 'Z')
+	}
 	return append(appendDigits(b, t.Nanosecond()/1e6, 3), 'Z')
 }
+
+// pow10 are the powers of ten up to 10^9.
+var pow10 = [10]int{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
+// eventTime is t as an event writes a datetime of digits fraction digits
+// (eventDigits).
+func eventTime(t time.Time, digits int) string { return string(appendEventTime(nil, t, digits)) }
 
 // appendObject appends the object of ms over vals, of kinds.
 func appendObject(b []byte, ms []member, vals []entity.Value, kinds []entity.Kind) ([]byte, bool) {
@@ -122,7 +144,7 @@ func appendObject(b []byte, ms []member, vals []entity.Value, kinds []entity.Kin
 		}
 		b = append(b, m.name...)
 		var good bool
-		b, good = appendValue(b, kinds[m.col], vals[m.col])
+		b, good = appendValue(b, kinds[m.col], m.digits, vals[m.col])
 		ok = ok && good
 	}
 	return append(b, '}'), ok
@@ -144,7 +166,7 @@ func (e *eventJSON) encode(t *Table, r *Row, ev *outbox.Event) bool {
 		b = append(b, m.name...)
 		if m.child < 0 {
 			var good bool
-			if b, good = appendValue(b, t.kinds[m.col], r.Vals[m.col]); !good {
+			if b, good = appendValue(b, t.kinds[m.col], m.digits, r.Vals[m.col]); !good {
 				return false
 			}
 			continue

@@ -24,10 +24,12 @@ import (
 // events reports whether the table's writes record change events.
 func (t *Table) events() bool { return t.ent.Events }
 
-// jsonValue is a value of kind k as an event carries it: decimal and
+// jsonValue is a value of type t as an event carries it: decimal and
 // int64 as JSON strings, a date YYYY-MM-DD, a datetime RFC 3339 in UTC
-// with milliseconds, a json column as its JSON.
-func jsonValue(k entity.Kind, v entity.Value) any {
+// with milliseconds (a datetime(P) with P above 3: P digits), a json
+// column as its JSON.
+func jsonValue(t entity.Type, v entity.Value) any {
+	k := t.Kind
 	if v.Null {
 		return nil
 	}
@@ -39,7 +41,7 @@ func jsonValue(k entity.Kind, v entity.Value) any {
 	case entity.Bool:
 		return v.I != 0
 	case entity.DateTime:
-		return outbox.FormatTime(v.T)
+		return eventTime(v.T, eventDigits(t))
 	case entity.JSON:
 		return json.RawMessage(v.S)
 	}
@@ -64,7 +66,7 @@ func (t *Table) eventMaps(r Row, op string) outbox.Event {
 	key := make(map[string]any, len(t.keys))
 	data := make(map[string]any, len(t.kinds)+len(t.lines))
 	for i, c := range t.ent.Columns {
-		v := jsonValue(t.kinds[i], r.Vals[i])
+		v := jsonValue(c.Type, r.Vals[i])
 		data[c.Name] = v
 		if t.isKey[i] {
 			key[c.Name] = v
@@ -79,7 +81,7 @@ func (t *Table) eventMaps(r Row, op string) outbox.Event {
 		for n, line := range lines {
 			obj := make(map[string]any, len(line))
 			for j, col := range lt.child.Columns {
-				obj[col.Name] = jsonValue(lt.kinds[j], line[j])
+				obj[col.Name] = jsonValue(col.Type, line[j])
 			}
 			objs[n] = obj
 		}
