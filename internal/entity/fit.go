@@ -29,7 +29,7 @@ func IndexBytes(t Type) int {
 	case Bool:
 		return 1
 	case DateTime:
-		return 7
+		return 5 + (t.Digits()+1)/2 // 0 to 3 bytes for the fraction
 	case Decimal:
 		// 4 bytes for each 9 digits of the integer part and of the
 		// fraction, and 0 to 4 for the digits left over.
@@ -79,6 +79,9 @@ func Fits(t Type, s string) error {
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
 			return errors.New("want an RFC 3339 date-time with a zone, like 2024-05-01T12:00:00Z")
 		}
+		if !FractionKept(s, t.Digits()) {
+			return fmt.Errorf("more fraction digits of a second than %s keeps", t)
+		}
 	case JSON:
 		if !json.Valid([]byte(s)) {
 			return errors.New("want JSON text")
@@ -87,6 +90,21 @@ func Fits(t Type, s string) error {
 		return fmt.Errorf("no such type %v", t)
 	}
 	return nil
+}
+
+// FractionKept reports whether the RFC 3339 date-time s (its fraction after
+// the seconds, at offset 19) has no non-zero digit past the p-th: whether
+// a DATETIME(p) keeps it whole. Trailing zeros are no digits lost.
+func FractionKept[T string | []byte](s T, p int) bool {
+	if len(s) <= 20 || s[19] != '.' && s[19] != ',' {
+		return true
+	}
+	for i := 20; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if i >= 20+p && s[i] != '0' {
+			return false
+		}
+	}
+	return true
 }
 
 // fitsDecimal tells whether s is a decimal within t's precision and scale:

@@ -507,6 +507,7 @@ func (d *decoder) typedItem(p *Page) error {
 	}
 	f := d.slots[:s.nslots]
 	clear(f)
+	d.twice = d.twice[:0]
 	notObject := false
 	if d.next() == '{' {
 		if err := d.typedObject(&s.root, f); err != nil {
@@ -528,12 +529,24 @@ func (d *decoder) typedItem(p *Page) error {
 }
 
 // typedObject reads an object whose '{' is next into the slots f of lv's
-// members, skipping the members lv does not name. A repeated member
-// replaces the first, as in encoding/json, nested leaves included.
+// members, skipping the members lv does not name. A member lv names that
+// the object gives more than once is added to d.twice (its path): the last
+// one is read, nested leaves included, as encoding/json does, and the item
+// is invalid for it.
 func (d *decoder) typedObject(lv *level, f []slot) error {
 	next := 0
+	var seen uint64 // the members of lv met, the first 64 of them
 	return d.object(func(key []byte) (err error) {
-		switch m := lv.find(key, &next); {
+		m := lv.find(key, &next)
+		if m != nil {
+			// find left next past m.
+			if i := next - 1; i < 64 && seen&(1<<i) != 0 || i >= 64 && m.slot >= 0 && f[m.slot].kind != kMissing {
+				d.twice = append(d.twice, m.path)
+			} else if i < 64 {
+				seen |= 1 << i
+			}
+		}
+		switch {
 		case m == nil:
 			err = d.skip()
 		case m.child == nil:
@@ -565,7 +578,9 @@ func (d *decoder) parent(m *member, f []slot) error {
 	switch c {
 	case '{':
 		sub := decoder{b: v.raw, depth: d.depth}
-		return sub.typedObject(m.child, f)
+		err := sub.typedObject(m.child, f)
+		d.twice = append(d.twice, sub.twice...)
+		return err
 	case 'n':
 		return nil // a null object: its leaves are missing
 	}
@@ -627,6 +642,7 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 	var pb [16]string
 	buf, problems, keyOK := decodeColumns(s.cols, f, vals, spans, d.scratch[:0], pb[:0])
 	d.scratch = buf
+	problems = appendTwice(problems, d.twice)
 
 	updatedAt, updOK := s.updatedAt(f)
 	if !updOK {
@@ -674,6 +690,15 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 	}
 	d.vals = d.vals[:len(d.vals)+n]
 	return Record{ErpID: erpID, Version: version, UpdatedAt: updatedAt, Vals: vals, Children: children}, Invalid{}, true
+}
+
+// appendTwice appends a problem for each member path of twice, which an
+// object gave more than once.
+func appendTwice(problems, twice []string) []string {
+	for _, p := range twice {
+		problems = append(problems, p+": "+givenTwice)
+	}
+	return problems
 }
 
 // decodeColumns decodes the leaves f of the columns cols into vals (the
@@ -839,7 +864,7 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 		case v.kind != kString:
 			msg = describeSlot(*v) + ", want a string"
 		case !utf8.Valid(v.val):
-			msg = "not valid UTF-8"
+			msg = badUTF8(v.val)
 		case len(v.val) > maxText:
 			msg = "longer than 65,535 bytes"
 		case c.pattern != nil && !c.pattern.Match(v.val):
@@ -870,8 +895,12 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 		return val, append(buf, v.val...), msg == "", msg
 	case entity.DateTime:
 		t, ok := parseTime(v.val)
-		val.T = t.Truncate(time.Millisecond)
+		val.T = t
 		msg = timeProblem(v, ok, storable(val.T), "an RFC 3339 date-time")
+		if msg == "" && !entity.FractionKept(v.val, c.typ.Digits()) {
+			// Never cut: a value the column cannot keep whole is refused.
+			msg = quote(v.val) + fmt.Sprintf(" has more fraction digits of a second than %s keeps", c.typ)
+		}
 		return val, buf, false, msg
 	}
 	// entity.JSON
@@ -888,7 +917,7 @@ func checkString(v *slot, n int) string {
 	case v.kind != kString:
 		return describeSlot(*v) + ", want a string"
 	case !utf8.Valid(v.val):
-		return "not valid UTF-8"
+		return badUTF8(v.val)
 	case len(v.val) > n && utf8.RuneCount(v.val) > n:
 		return fmt.Sprintf("longer than %d characters", n)
 	}
@@ -1200,12 +1229,13 @@ func (d *decoder) lines(ch *childSchema, v *slot, problems []string) (entity.Lin
 			continue
 		}
 		clear(f)
+		sub.twice = sub.twice[:0]
 		if err := sub.typedObject(&ch.root, f); err != nil {
 			return nil, append(problems, ch.label+": "+err.Error())
 		}
 		var lp [8]string
 		var msgs []string
-		buf, msgs, _ = decodeColumns(ch.cols, f, lv, lspans, buf, lp[:0])
+		buf, msgs, _ = decodeColumns(ch.cols, f, lv, lspans, buf, appendTwice(lp[:0], sub.twice))
 		for _, m := range msgs {
 			bad = append(bad, lineProblem{n, m})
 		}
@@ -1302,7 +1332,8 @@ func (ch *childSchema) lineLabel(j int, vals []entity.Value, spans []int) string
 }
 
 // compareKeys orders two lines of ch by their keys. Strings compare as
-// the child table's key index does: bytes, trailing spaces ignored.
+// the child table's key index does: byte for byte, a trailing space
+// included (a NO PAD binary collation).
 func (ch *childSchema) compareKeys(a, b []entity.Value) int {
 	for _, k := range ch.keys {
 		x, y := &a[k], &b[k]
@@ -1312,7 +1343,7 @@ func (ch *childSchema) compareKeys(a, b []entity.Value) int {
 		if c := x.T.Compare(y.T); c != 0 {
 			return c
 		}
-		if c := strings.Compare(strings.TrimRight(x.S, " "), strings.TrimRight(y.S, " ")); c != 0 {
+		if c := strings.Compare(x.S, y.S); c != 0 {
 			return c
 		}
 	}

@@ -128,11 +128,19 @@ func withSeq(body []byte, seq int64) []byte {
 // milliseconds, digit by digit: time.AppendFormat parses its layout at
 // every call, which was a tenth of the CPU of an event. A year outside
 // [0, 9999], which no DATETIME holds, goes to AppendFormat.
-func AppendTime(b []byte, t time.Time) []byte {
+func AppendTime(b []byte, t time.Time) []byte { return AppendTimeDigits(b, t, 3) }
+
+// AppendTimeDigits appends t as AppendTime does with digits fraction
+// digits of a second: 3 (milliseconds) or fewer write milliseconds, a
+// datetime(P) with P from 4 to 6 writes its P digits.
+func AppendTimeDigits(b []byte, t time.Time, digits int) []byte {
+	if digits < 3 {
+		digits = 3
+	}
 	t = t.UTC()
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, timeLayout)
+		return t.AppendFormat(b, "2006-01-02T15:04:05."+"000000000"[:digits]+"Z07:00")
 	}
 	hour, min, sec := t.Clock()
 	b = append(appendDigits(b, year, 4), '-')
@@ -141,11 +149,11 @@ func AppendTime(b []byte, t time.Time) []byte {
 	b = append(appendDigits(b, hour, 2), ':')
 	b = append(appendDigits(b, min, 2), ':')
 	b = append(appendDigits(b, sec, 2), '.')
-	return append(appendDigits(b, t.Nanosecond()/1e6, 3), 'Z')
+	return append(appendDigits(b, t.Nanosecond()/pow10[9-digits], digits), 'Z')
 }
 
-// timeLayout is the layout of FormatTime.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+// pow10 are the powers of ten up to 10^9.
+var pow10 = [10]int{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
 // appendDigits appends n, 0 <= n, in at least width digits.
 func appendDigits(b []byte, n, width int) []byte {

@@ -168,12 +168,19 @@ func (s *Store) underMigrationLock(ctx context.Context, fn func(conn *sql.Conn) 
 
 func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, error) {
 	p := &EntityPlan{Entities: ents}
+	keyColl, err := keyCollationOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	pending, err := pendingMigrations(ctx, q)
 	if err != nil {
 		return nil, err
 	}
+	for i := range pending {
+		pending[i].SQL = dialectSQL(pending[i].SQL, keyColl)
+	}
 	p.Pending = pending
-	defs, tables, err := entityTables(ents)
+	defs, tables, err := entityTables(ents, keyColl)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +198,7 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 			if len(pending) > 0 && d.name == MembershipsTable {
 				// The pending migrations bring memberships to the table the
 				// built-in entity declares.
-				builtin, err := tableDefs(entity.Memberships())
+				builtin, err := tableDefs(entity.Memberships(), keyColl)
 				if err != nil {
 					return nil, err
 				}
@@ -214,12 +221,12 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 	return p, nil
 }
 
-// entityTables are the tables of each of ents (tableDefs) and all their
-// names.
-func entityTables(ents []*entity.Entity) (defs [][]tableDef, names []string, err error) {
+// entityTables are the tables of each of ents (tableDefs, their key
+// strings of collation keyColl) and all their names.
+func entityTables(ents []*entity.Entity, keyColl string) (defs [][]tableDef, names []string, err error) {
 	defs = make([][]tableDef, len(ents))
 	for i, e := range ents {
-		if defs[i], err = tableDefs(e); err != nil {
+		if defs[i], err = tableDefs(e, keyColl); err != nil {
 			return nil, nil, err
 		}
 		for _, d := range defs[i] {
@@ -259,6 +266,21 @@ func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists 
 			}
 			clauses = append(clauses, addColumnClause(ch.column))
 		case modifyColumn:
+			if c := ch.column; c.key && c.Type.Kind == entity.Decimal && ch.live.Scale != c.Type.Scale {
+				// A key's text is its stored digits: "1.50" would be
+				// "1.500", another lock key and event key of one
+				// record, also between the processes of a rolling
+				// deploy. Only a table without rows may change it.
+				rows, err := hasRows(ctx, q, table, exists)
+				if err != nil {
+					return nil, err
+				}
+				if rows {
+					ch.loss = fmt.Sprintf("the key's text would change (a key %s of %s is written with %d decimal places, its lock and event keys with it)", c.Name, ch.live, c.Type.Scale)
+					ch.fix = fmt.Sprintf("keep the scale of %s (a wider precision is fine), or sync the new key into a table of another name (table:)", ch.live)
+					return nil, ch.lossy(table)
+				}
+			}
 			clauses = append(clauses, modifyColumnClause(ch.column))
 		case addIndex:
 			clauses = append(clauses, addIndexClause(table))
@@ -408,7 +430,11 @@ func execStrict(ctx context.Context, conn *sql.Conn, stmts []string) error {
 // table matches the config file: what every command that writes runs
 // before it starts. It reads every table in one query.
 func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error {
-	defs, tables, err := entityTables(ents)
+	keyColl, err := keyCollationOf(ctx, s.sql)
+	if err != nil {
+		return err
+	}
+	defs, tables, err := entityTables(ents, keyColl)
 	if err != nil {
 		return err
 	}

@@ -25,12 +25,19 @@ type eventJSON struct {
 
 // member is one member of an event object: its name as `"name":`, and
 // which value it holds: column col of the row (or the line), or, when
-// child >= 0, the lines of that child.
+// child >= 0, the lines of that child. digits are the fraction digits a
+// datetime column's value is written with (eventDigits).
 type member struct {
-	name  string
-	col   int
-	child int
+	name   string
+	col    int
+	child  int
+	digits int
 }
+
+// eventDigits are the fraction digits of a second an event writes a value
+// of type t with: milliseconds, or the P digits of a datetime(P) with P
+// above 3.
+func eventDigits(t entity.Type) int { return max(t.Digits(), entity.DefaultDigits) }
 
 func sortedMembers(ms []member, names []string) []member {
 	idx := make([]int, len(ms))
@@ -51,7 +58,7 @@ func (t *Table) compileEventJSON() {
 	var key, data []member
 	var keyNames, dataNames []string
 	for i, c := range t.ent.Columns {
-		data, dataNames = append(data, member{col: i, child: -1}), append(dataNames, c.Name)
+		data, dataNames = append(data, member{col: i, child: -1, digits: eventDigits(c.Type)}), append(dataNames, c.Name)
 	}
 	for _, k := range t.keys {
 		key, keyNames = append(key, member{col: k, child: -1}), append(keyNames, t.ent.Columns[k].Name)
@@ -62,7 +69,7 @@ func (t *Table) compileEventJSON() {
 		var ms []member
 		var names []string
 		for j, col := range lt.child.Columns {
-			ms, names = append(ms, member{col: j, child: -1}), append(names, col.Name)
+			ms, names = append(ms, member{col: j, child: -1, digits: eventDigits(col.Type)}), append(names, col.Name)
 		}
 		e.lines = append(e.lines, sortedMembers(ms, names))
 	}
@@ -70,11 +77,12 @@ func (t *Table) compileEventJSON() {
 	t.evJSON = e
 }
 
-// appendValue appends v, of kind k, as an event carries it: decimal and
-// int64 as JSON strings, a date YYYY-MM-DD, a datetime RFC 3339 in UTC
-// with milliseconds, a json column as its JSON (an error when its text is
-// not JSON).
-func appendValue(b []byte, k entity.Kind, v entity.Value) ([]byte, error) {
+// appendValue appends v, of kind k (a datetime with digits fraction
+// digits), as an event carries it: decimal and int64 as JSON strings, a
+// date YYYY-MM-DD, a datetime RFC 3339 in UTC with milliseconds (a
+// datetime(P) with P above 3: P digits), a json column as its JSON (an
+// error when its text is not JSON).
+func appendValue(b []byte, k entity.Kind, digits int, v entity.Value) ([]byte, error) {
 	switch {
 	case v.Null:
 		return append(b, "null"...), nil
@@ -85,7 +93,7 @@ func appendValue(b []byte, k entity.Kind, v entity.Value) ([]byte, error) {
 	case k == entity.Bool:
 		return strconv.AppendBool(b, v.I != 0), nil
 	case k == entity.DateTime:
-		return append(outbox.AppendTime(append(b, '"'), v.T), '"'), nil
+		return append(outbox.AppendTimeDigits(append(b, '"'), v.T, digits), '"'), nil
 	case k == entity.JSON:
 		return outbox.AppendJSONText(b, v.S)
 	}
@@ -102,7 +110,7 @@ func appendObject(b []byte, ms []member, vals []entity.Value, kinds []entity.Kin
 		}
 		b = append(b, m.name...)
 		var err error
-		if b, err = appendValue(b, kinds[m.col], vals[m.col]); err != nil {
+		if b, err = appendValue(b, kinds[m.col], m.digits, vals[m.col]); err != nil {
 			return b, fmt.Errorf("%s: %w", cols[m.col].Name, err)
 		}
 	}
@@ -123,7 +131,7 @@ func (e *eventJSON) encode(t *Table, r *Row, ev *outbox.Event) error {
 		}
 		b = append(b, m.name...)
 		if m.child < 0 {
-			if b, err = appendValue(b, t.kinds[m.col], r.Vals[m.col]); err != nil {
+			if b, err = appendValue(b, t.kinds[m.col], m.digits, r.Vals[m.col]); err != nil {
 				return fmt.Errorf("%s: %w", t.ent.Columns[m.col].Name, err)
 			}
 			continue

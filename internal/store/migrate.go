@@ -154,6 +154,10 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`).Error; err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
+		keyColl, err := keyCollationOf(ctx, conn.Statement.ConnPool)
+		if err != nil {
+			return err
+		}
 		var done []int
 		if err := conn.Raw("SELECT version FROM schema_migrations").Scan(&done).Error; err != nil {
 			return fmt.Errorf("read schema_migrations: %w", err)
@@ -169,7 +173,7 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 			if applied[m.Version] {
 				continue
 			}
-			for _, stmt := range statements(m.SQL) {
+			for _, stmt := range statements(dialectSQL(m.SQL, keyColl)) {
 				if err := conn.Exec(stmt).Error; err != nil && !alreadyApplied(err) {
 					return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
 				}

@@ -135,7 +135,7 @@ func (l *literal) value(k entity.Kind, v entity.Value) error {
 	case k == entity.Int32 || k == entity.Int64 || k == entity.Bool:
 		l.int(v.I)
 	case k == entity.DateTime:
-		return l.time(v.T)
+		return l.exactTime(v.T)
 	default:
 		l.str(v.S)
 	}

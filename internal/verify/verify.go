@@ -106,6 +106,15 @@ func valsSum(vals []entity.Value, updated time.Time, form int) uint64 {
 		}
 		return ro.UnixMilli()
 	}
+	// A column's value is stored whole: a datetime(P) keeps its P digits,
+	// and the decoder refuses a value with more. Form 1 is a DATETIME(3)
+	// that MySQL 8 rounded.
+	us := func(t time.Time) int64 {
+		if form == 0 {
+			return t.Truncate(time.Microsecond).UnixMicro()
+		}
+		return ms(t) * 1000
+	}
 	var h maphash.Hash
 	h.SetSeed(seed)
 	var b [8]byte
@@ -120,7 +129,7 @@ func valsSum(vals []entity.Value, updated time.Time, form int) uint64 {
 		binary.LittleEndian.PutUint64(b[:], uint64(v.I))
 		h.Write(b[:])
 		if !v.T.IsZero() {
-			binary.LittleEndian.PutUint64(b[:], uint64(ms(v.T)))
+			binary.LittleEndian.PutUint64(b[:], uint64(us(v.T)))
 			h.Write(b[:])
 		}
 	}
