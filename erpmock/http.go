@@ -104,6 +104,7 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
+	m.tenantOf(&q.window, r.URL.Query())
 	items, next := m.pageItems(q, f)
 	if c := r.URL.Query().Get("cursor"); f.StuckCursor && c != "" {
 		next = c
@@ -149,6 +150,7 @@ func (m *Mock) serveCount(r *http.Request, _ Faults) (int, []byte) {
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
+	m.tenantOf(&w, r.URL.Query())
 	return http.StatusOK, fmt.Appendf(nil, "{\"count\":%d}\n", m.count(w))
 }
 

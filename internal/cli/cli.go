@@ -31,6 +31,7 @@ import (
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/odata"
 	"github.com/erpsync/erpsync/internal/ratelimit"
 	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/internal/store"
@@ -531,6 +532,9 @@ func probe(ctx context.Context, s *settings, t *target) error {
 	}
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, odata.ErrUnfilterable) {
+		return usageError{fmt.Errorf("%s:%d: entity %s: %w", s.ConfigFile, t.src.Line, t.ent.Name, err)}
 	}
 	if errors.Is(err, erp.ErrUnauthorized) {
 		return depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}

@@ -113,6 +113,7 @@ func (d *decoder) entity(n *yaml.Node, f *File) *Entity {
 	if v, ok := m["children"]; ok {
 		e.Children = d.children(v.value, e)
 	}
+	d.checkSources(e, f)
 	return e
 }
 
@@ -161,7 +162,7 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 	}
 	var out []Source
 	for _, it := range items {
-		m := d.fields(it, "a source", "source", "set")
+		m := d.fields(it, "a source", "source", "set", "params")
 		if !d.ok() {
 			return nil
 		}
@@ -173,6 +174,9 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 		s := Source{Name: d.source(v.value, "source"), Line: it.Line}
 		if v, ok := m["set"]; ok {
 			s.Set = d.set(v.value, e)
+		}
+		if v, ok := m["params"]; ok {
+			s.Params = d.sourceParams(v.value)
 		}
 		out = append(out, s)
 	}
@@ -204,6 +208,24 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 			return nil
 		}
 		seen[KeyText(vals)] = s.Line
+	}
+	return out
+}
+
+// sourceParams reads a source's params: REST query parameter names and
+// their values.
+func (d *decoder) sourceParams(n *yaml.Node) map[string]string {
+	pairs := d.pairs(n, "params")
+	if d.ok() && len(pairs) == 0 {
+		d.fail(n, "params: empty: want {name: value}, or leave params out")
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v := p[0], p[1]
+		if k.Value == "" || strings.ContainsFunc(k.Value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			d.fail(k, "params: %q: want a query parameter name, without spaces", k.Value)
+		}
+		out[k.Value] = v.Value
 	}
 	return out
 }

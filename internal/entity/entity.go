@@ -198,6 +198,10 @@ type Source struct {
 	// Set holds constant column values of the records of this source:
 	// column name to value, as the column stores it.
 	Set map[string]string
+	// Params are REST query parameters sent with every request of this
+	// source (its pages, counts and the scans of verify and reconcile):
+	// what selects its own records, like company=1000. Nil: none.
+	Params map[string]string
 	// Line is the line of the config file that declares the source (0 for
 	// a built-in entity).
 	Line int

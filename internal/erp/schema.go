@@ -76,6 +76,9 @@ type column struct {
 	key      bool
 	slot     int          // the leaf it reads; -1: a constant of the source
 	konst    entity.Value // the constant, when slot < 0
+	// check is the leaf of a constant's own property, which a record
+	// need not carry but, when it does, must hold the constant; -1: none.
+	check int
 	// values maps a source value (a string, or a number or boolean as
 	// written) to its stored value; nil: stored as it comes.
 	values map[string]entity.Value
@@ -249,6 +252,7 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 			return fail("child %s: from %s: a property inside the collection is read as a column, updated_at, version or another child's", ch.name, root.path)
 		}
 	}
+	s.addChecks()
 	s.root.collect()
 	for _, m := range s.root.members {
 		if m.reads(leaves) {
@@ -268,7 +272,7 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 	}
 	cols = make([]column, len(decl))
 	for i, ec := range decl {
-		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(key, ec.Name), notBefore: -1}
+		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, check: -1, key: slices.Contains(key, ec.Name), notBefore: -1}
 		if ec.Pattern != "" {
 			re, err := regexp.Compile(ec.Pattern)
 			if err != nil {
@@ -288,15 +292,6 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 		if c.key && (c.nullable || c.typ.Kind == entity.Text || c.typ.Kind == entity.JSON) {
 			return fail("key column %s: a key column is neither nullable nor of type text or json", c.name)
 		}
-		if v, ok := src.Set[ec.Name]; ok {
-			konst, err := c.constant(v)
-			if err != nil {
-				return fail("source %s sets %s to %q: %v", src.Name, c.name, v, err)
-			}
-			c.konst = konst
-			cols[i] = c
-			continue
-		}
 		path := ec.From
 		if len(path) == 0 {
 			path = []string{ec.Name}
@@ -304,7 +299,16 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 		if slices.Contains(path, "") {
 			return fail("column %s: from %q has an empty name", c.name, strings.Join(path, "."))
 		}
-		c.slot = root.add(path, "", next)
+		v, set := src.Set[ec.Name]
+		if set {
+			konst, err := c.constant(v)
+			if err != nil {
+				return fail("source %s sets %s to %q: %v", src.Name, c.name, v, err)
+			}
+			c.konst = konst
+		} else {
+			c.slot = root.add(path, "", next)
+		}
 		if ec.Values != nil {
 			c.values = make(map[string]entity.Value, len(ec.Values))
 			var listed []string
@@ -322,10 +326,64 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 				c.listed = c.listed[:200] + "..."
 			}
 		}
-		exact = exact || c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64
+		exact = exact || !set && (c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64)
 		cols[i] = c
 	}
 	return cols, exact, nil
+}
+
+// addChecks reads, beside the record's own leaves, the property of each
+// column the source sets (its from, or its name): a record that carries
+// it must hold the constant there (checkSet). A property inside a child's
+// collection is not read.
+func (s *Schema) addChecks() {
+	for i := range s.cols {
+		c := &s.cols[i]
+		if c.slot >= 0 {
+			continue
+		}
+		path := s.e.Columns[i].From
+		if len(path) == 0 {
+			path = []string{c.name}
+		}
+		if slices.ContainsFunc(s.children, func(ch childSchema) bool { return ch.from[0] == path[0] }) {
+			continue
+		}
+		c.check = s.root.add(path, "", &s.nslots)
+	}
+}
+
+// checkSet says what is wrong when the record carries the property of c,
+// a column its source sets, with another value than the constant: a
+// record of another company than its source's, which the API served
+// though the source's params or filter should have left it out. Missing
+// and null are no value. "" when nothing is wrong.
+func (c *column) checkSet(f []slot) string {
+	if c.check < 0 {
+		return ""
+	}
+	v := &f[c.check]
+	if v.kind == kMissing || v.kind == kNull {
+		return ""
+	}
+	var buf [64]byte
+	got, out, spanned, msg := c.decode(v, buf[:0])
+	text := got.Text(c.typ.Kind)
+	if spanned {
+		text = string(out)
+	}
+	want := c.konst.Text(c.typ.Kind)
+	if msg == "" && text == want {
+		return ""
+	}
+	held := describeSlot(*v)
+	switch v.kind {
+	case kString:
+		held = quote(v.val)
+	case kInt, kNumber, kTrue, kFalse:
+		held = string(v.raw)
+	}
+	return "the record holds " + held + ", its source sets " + strconv.Quote(want) + ": a record that is not the source's own (its params or filter did not select its records)"
 }
 
 // compileChild compiles the child ec of an entity whose leaves are read
@@ -714,6 +772,12 @@ func decodeColumns(cols []column, f []slot, vals []entity.Value, spans []int, bu
 		spans[2*i] = -1
 		if c.slot < 0 {
 			vals[i] = c.konst
+			if msg := c.checkSet(f); msg != "" {
+				// Another source's record: the row of this source's
+				// key is not the record's to mark, so it has no key.
+				problems = append(problems, c.name+": "+msg)
+				keyOK = false
+			}
 			continue
 		}
 		before := len(buf)

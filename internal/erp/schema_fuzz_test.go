@@ -121,7 +121,8 @@ func genColumns(r *rand.Rand, n int) ([]entity.Column, []string) {
 }
 
 // leaves returns the paths an item of e is read at: the columns (not
-// those the source sets), updated_at and version.
+// those the source sets), updated_at and version, then the properties of
+// the columns the source sets.
 func leaves(e *entity.Entity, src entity.Source) [][]string {
 	var out [][]string
 	for _, c := range e.Columns {
@@ -132,6 +133,13 @@ func leaves(e *entity.Entity, src entity.Source) [][]string {
 	out = append(out, e.UpdatedAt)
 	if e.Version != nil {
 		out = append(out, e.Version)
+	}
+	// Last, the property of a column the source sets: a record may carry
+	// it, with the constant or with another company's value.
+	for _, c := range e.Columns {
+		if _, set := src.Set[c.Name]; set {
+			out = append(out, pathOf(c))
+		}
 	}
 	return out
 }
@@ -411,12 +419,25 @@ func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
 	// whether an object on the way is another value.
 	lookup := func(path []string) (json.RawMessage, bool) { return lookupRaw(top, path) }
 	var rr refRecord
-	keyOK := true
+	keyOK, foreign := true, false
 	for _, c := range e.Columns {
 		var v entity.Value
 		var ok bool
 		if text, set := src.Set[c.Name]; set {
 			v, ok = refConstant(c, text)
+			// A record that carries the constant's own property holds
+			// the constant there, or it is another source's record.
+			path := pathOf(c)
+			if slices.ContainsFunc(e.Children, func(ch *entity.Child) bool { return ch.From[0] == path[0] }) {
+				continue
+			}
+			if leaf, badParent := lookup(path); badParent || leaf != nil && string(leaf) != "null" {
+				got, gotOK := refValue(c, leaf, badParent, false, &refRecord{})
+				if !gotOK || got.Text(c.Type.Kind) != v.Text(c.Type.Kind) {
+					rr.labels = append(rr.labels, c.Name)
+					foreign = true
+				}
+			}
 		} else {
 			leaf, badParent := lookup(pathOf(c))
 			v, ok = refValue(c, leaf, badParent, slices.Contains(e.Key, c.Name), &rr)
@@ -462,7 +483,7 @@ func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
 			rr.labels = append(rr.labels, "version")
 		}
 	}
-	if keyOK {
+	if keyOK && !foreign {
 		var parts []string
 		for _, k := range e.KeyIndexes() {
 			parts = append(parts, rr.vals[k].Text(e.Columns[k].Type.Kind))

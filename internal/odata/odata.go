@@ -46,7 +46,20 @@ type Config struct {
 	// body cap, shared rate and hooks (its BaseURL and Mapping are
 	// ignored). Defaults to erp.Config's defaults.
 	HTTP erp.Config
+	// Shared tells that another source of the entity reads the same
+	// entity set: the constants the Schema's source sets must then be
+	// filtered on, each property $metadata declares, or every page and
+	// count fails with ErrUnfilterable. Without $metadata the filter is
+	// sent as it is, for the service to apply or refuse. Defaults to
+	// false: a constant the entity set has no property for filters
+	// nothing (its own entity set tells the source's records apart).
+	Shared bool
 }
+
+// ErrUnfilterable is the error of a Shared source whose constant has no
+// property in the entity set's $metadata: it would read the records of
+// the entity set's other sources.
+var ErrUnfilterable = errors.New("odata: the source's constant cannot be filtered on")
 
 // Source reads memberships from an OData v4 entity set. It is safe for
 // concurrent use.
@@ -68,7 +81,8 @@ type Source struct {
 	// property the entity set may serve: once $metadata says it does, the
 	// source filters on it (setTerms), so that one entity set read as one
 	// source per company yields each company's records to its own source.
-	sets []setProp
+	sets   []setProp
+	shared bool // Config.Shared
 
 	mu       sync.Mutex
 	keyTypes map[string]string // the Edm type of a key property, once a $metadata document declared it
@@ -78,8 +92,9 @@ type Source struct {
 
 // setProp is one constant of the source: the property that would hold it.
 type setProp struct {
-	key   keyProp
-	value string
+	key    keyProp
+	column string
+	value  string
 }
 
 // nav is the navigation property of one child: its collection is
@@ -108,7 +123,7 @@ func New(cfg Config) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("odata: paging %q: want %s or %s", cfg.Paging, PagingKeyset, PagingServer)
 	}
-	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}}
+	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}, shared: cfg.Shared}
 	switch {
 	case cfg.Schema != nil && cfg.Mapping != nil:
 		return nil, errors.New("odata: a Mapping or a Schema, not both")
@@ -184,7 +199,7 @@ func (s *Source) typed(sc *erp.Schema) error {
 		if len(from) == 0 {
 			from = []string{c.Name}
 		}
-		s.sets = append(s.sets, setProp{key: keyProp{prop: strings.Join(from, "/"), kind: c.Type.Kind}, value: v})
+		s.sets = append(s.sets, setProp{key: keyProp{prop: strings.Join(from, "/"), kind: c.Type.Kind}, column: c.Name, value: v})
 	}
 	return nil
 }
@@ -204,6 +219,13 @@ func (s *Source) setFilter(ctx context.Context) ([]string, error) {
 	for _, sp := range s.sets {
 		t, err := s.propertyType(ctx, sp.key.prop)
 		switch {
+		case errors.Is(err, errNoProperty) && s.shared:
+			set := s.url[strings.LastIndexByte(s.url, '/')+1:]
+			return nil, fmt.Errorf("%w: source %s sets %s to %q and shares the entity set with other sources, but $metadata declares no property %s on %s to filter it: it would read their records too",
+				ErrUnfilterable, set, sp.column, sp.value, sp.key.prop, set)
+		case notFound(err) && s.shared:
+			// No $metadata to tell: the filter goes as a string, for the
+			// service to apply or to refuse.
 		case errors.Is(err, errNoProperty) || notFound(err):
 			continue // the entity set has no such property, or the service no $metadata to tell
 		case err != nil:
