@@ -213,16 +213,11 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", s.LogLevel)}
 	}
 	format := s.LogFormat
+	tty := IsTerminal(stderr)
 	if format == "" {
 		format = "json"
-		out := stderr
-		if w, ok := out.(interface{ Unwrap() io.Writer }); ok {
-			out = w.Unwrap()
-		}
-		if f, ok := out.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				format = "console"
-			}
+		if tty {
+			format = "console"
 		}
 	}
 	var w io.Writer
@@ -230,7 +225,11 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 	case "json":
 		w = stderr
 	case "console":
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+		if tty {
+			s.live = &liveLine{w: stderr}
+			stderr = s.live
+		}
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339, NoColor: !Colour(stderr)}
 	default:
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want json or console", s.LogFormat)}
 	}

@@ -68,6 +68,9 @@ type settings struct {
 	// ownership says what the command does about the owner of the table
 	// it writes: syncFlags sets claimsTable.
 	ownership ownership
+	// live is the terminal line of the progress bar, set by newLogger
+	// when console logs go to a terminal.
+	live *liveLine
 }
 
 // envPrefix is the prefix of every environment variable: --lock-ttl is

@@ -107,7 +107,7 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 		}
 		tcfg := cfg
 		tcfg.Job, tcfg.Entity = t.job, t.ent.Name
-		stopProgress := progress(ctx, &tcfg, t.erp, stderr, log)
+		stopProgress := progress(ctx, &tcfg, t.erp, s.live, log)
 		sy, err := syncer.New(tcfg, t.erp, t.st, d.locks, log)
 		if err != nil {
 			return usageError{err}
