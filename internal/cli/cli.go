@@ -110,7 +110,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 	var more strings.Builder
 	for _, c := range extra {
 		fmt.Fprintf(&more, "  %-10s %s\n", c.Name, c.Summary)
+		red.Keep("erpsync " + c.Name)
 	}
+	keepProgramWords(red)
 	help := strings.Replace(usage, "{{extra}}", more.String(), 1)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, help)
@@ -157,6 +159,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		return ExitUsage
 	}
 	return exitCodeOf(err, stdout, stderr)
+}
+
+// commands are the built-in commands' names.
+var commands = []string{"migrate", "run", "backfill", "schedule", "verify", "reconcile", "runs", "config", "discover", "relay", "events", "version", "help"}
+
+// keepProgramWords tells red the program's own texts that hold its name: a
+// secret that happens to be "erpsync" (the docs' example password) stays
+// masked in values but leaves "erpsync: ..." and "run erpsync migrate"
+// readable (see package secret).
+func keepProgramWords(red *secret.Redactor) {
+	red.Keep("^erpsync: ", "Usage: erpsync", "erpsync <command>", "erpsync_")
+	for _, c := range commands {
+		red.Keep("erpsync " + c)
+	}
 }
 
 // exitCodeOf is exitCode, with -h's help printed to stdout.

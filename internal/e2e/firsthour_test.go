@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/proctest"
 )
 
 // lastScreenLine is what a terminal shows on the line of the progress bar:
@@ -52,4 +57,57 @@ func TestProgressBarOnATerminal(t *testing.T) {
 	if code != 0 || strings.Contains(screen, "\r") {
 		t.Errorf("--log-format json on a terminal: exit %d, want 0 and no bar: %q", code, screen)
 	}
+}
+
+// The docs' example password, "erpsync", is the program's name: the
+// program's own lines keep it, every value that holds it masks it.
+func TestSecretThatIsTheProgramsNameLeavesItsLinesReadable(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 1})
+	dir := t.TempDir()
+	cfg, err := os.ReadFile("../../examples/customers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(strings.Replace(string(cfg), "    every: 5m", "    evry: 5m", 1), "password_file: /run/secrets/erp-password", "password: erpsync", 1)
+	if err := os.WriteFile(filepath.Join(dir, "typo1.yaml"), []byte(typo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := e.Cmd(context.Background(), "run", "--config", "typo1.yaml")
+	c.Dir = dir
+	c.Env = append(c.Env, "ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=erpsync")
+	assertExit(t, c, 2, `erpsync: typo1.yaml:18: unknown key "evry" (did you mean "every"?)`+"\n")
+
+	nodb := strings.Replace(e.DSN, "/"+e.DBName, "/"+e.DBName+"_none", 1)
+	c = e.Cmd(context.Background(), "run", "--mysql-dsn", nodb)
+	c.Env = append(c.Env, "ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=erpsync")
+	assertExit(t, c, 2, `erpsync: database "`+e.DBName+`_none" does not exist: run erpsync migrate`+"\n")
+
+	// In a value (the ERP URL's path), the secret is masked.
+	closed := "http://" + proctest.FreeAddr(t) + "/erpsync/api"
+	c = e.Cmd(context.Background(), "run", "--erp-url", closed)
+	c.Env = append(c.Env, "ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=erpsync")
+	out := assertExit(t, c, 2, "")
+	if !strings.HasPrefix(out, "erpsync: ") || strings.Contains(out, "/erpsync/api") || !strings.Contains(out, "/***/api") {
+		t.Errorf("the secret in the ERP URL: %q, want it masked (/***/api) and the line to start erpsync: ", out)
+	}
+}
+
+// assertExit runs c and fails the test unless it exits code with stderr
+// equal to want (any stderr when want is ""); it returns stderr.
+func assertExit(t *testing.T, c *exec.Cmd, code int, want string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	got := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		got = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", c.Args, err)
+	}
+	if got != code || (want != "" && stderr.String() != want) {
+		t.Errorf("%v: exit %d, stderr:\n%s\nwant exit %d, stderr:\n%s", c.Args[1:], got, stderr.String(), code, want)
+	}
+	return stderr.String()
 }
