@@ -17,11 +17,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -70,9 +68,10 @@ A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token,
 --erp-password, --erp-oauth-client-secret) may come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
 Run "erpsync <command> -h" for a command's flags.
 
-Exit codes: 0 succeeded, skipped, or interrupted after finishing the records
-in hand; 1 failed; 2 bad usage, or a dependency unreachable at start
-(nothing written). docs/troubleshooting.md explains each error line.
+Exit codes: 0 succeeded or skipped; 1 failed; 2 bad usage, or a dependency
+unreachable at start (nothing written); 130 (SIGINT, Ctrl-C) or 143
+(SIGTERM): stopped before it finished, the records in hand written, one line
+says how to resume. docs/troubleshooting.md explains each error line.
 `
 
 // Command is a command that main adds to the built-in ones (demo and
@@ -208,7 +207,11 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ue usageError
 	var de depError
+	var ie interruptedError
 	switch {
+	case errors.As(err, &ie):
+		fmt.Fprintf(stderr, "erpsync: %v\n", err)
+		return ie.code()
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "erpsync: %v\n", err)
 		return ExitUsage
@@ -588,9 +591,10 @@ func checkRun(s *settings, cfg syncer.Config, log zerolog.Logger) error {
 // open ties ctx to SIGTERM and SIGINT and connects (see connect); done
 // closes the connections, then lets the signals go.
 func open(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics, log zerolog.Logger) (_ context.Context, _ *deps, done func(), _ error) {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	ctx, stop := withSignals(ctx)
 	d, err := connect(ctx, s, probeERP, m, log)
 	if err != nil {
+		err = interrupted(ctx, err, "stopped while connecting, nothing written; run the same command again")
 		stop()
 		return nil, nil, nil, err
 	}

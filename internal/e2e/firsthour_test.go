@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/proctest"
@@ -110,4 +112,89 @@ func assertExit(t *testing.T, c *exec.Cmd, code int, want string) string {
 		t.Errorf("%v: exit %d, stderr:\n%s\nwant exit %d, stderr:\n%s", c.Args[1:], got, stderr.String(), code, want)
 	}
 	return stderr.String()
+}
+
+// interruptMidway starts erpsync with args against a feed of 3,000
+// records, lets it write some, makes every further ERP answer take a
+// minute and sends sig: the process is then surely in the middle.
+func interruptMidway(t *testing.T, e *env, sig syscall.Signal, args ...string) proctest.Result {
+	t.Helper()
+	p := e.Start(args...)
+	e.WaitRows(50)
+	e.Mock.SetFaults(erpmock.Faults{Latency: time.Minute})
+	if err := p.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	r := p.Wait()
+	e.Mock.SetFaults(erpmock.Faults{})
+	t.Logf("%v on %v: exit %d: %s", args, sig, r.Code, lastLine(r.Stdout))
+	return r
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out string) string {
+	lines := proctest.Lines(out)
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}
+
+// Ctrl-C (SIGINT) stops a backfill with exit 130 and SIGTERM a run with
+// 143, each with one line that says what was done and how to resume; the
+// same command then resumes and ends with the truth.
+func TestInterruptedRunsExit130And143AndSayHowToResume(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 7})
+	r := interruptMidway(t, e, syscall.SIGINT, "backfill", "--since", "2020-01-01T00:00:00Z", "--page-size", "50")
+	want := regexp.MustCompile(`^erpsync: interrupted by SIGINT: \d+ records done, the window's checkpoint is at \S+; run the same command again to resume from there$`)
+	if r.Code != 130 || !want.MatchString(lastLine(r.Stdout)) {
+		t.Errorf("backfill on SIGINT: exit %d, last line %q; want 130 and a line matching %s", r.Code, lastLine(r.Stdout), want)
+	}
+	dir := t.TempDir()
+	e.MustRun("backfill", "--since", "2020-01-01T00:00:00Z", "--page-size", "50", "--report", filepath.Join(dir, "b.json"))
+	if e.report(filepath.Join(dir, "b.json"))["resumed_from"] == nil {
+		t.Errorf("the backfill run again did not resume")
+	}
+	e.assertTruth()
+
+	e = setup(t, erpmock.Options{Records: 3000, Seed: 8})
+	r = interruptMidway(t, e, syscall.SIGTERM, "run", "--page-size", "50")
+	want = regexp.MustCompile(`^erpsync: interrupted by SIGTERM: \d+ records done(, the job's checkpoint is at \S+; the next run continues from there|; the next run starts from the job's last checkpoint)$`)
+	if r.Code != 143 || !want.MatchString(lastLine(r.Stdout)) {
+		t.Errorf("run on SIGTERM: exit %d, last line %q; want 143 and a line matching %s", r.Code, lastLine(r.Stdout), want)
+	}
+	e.MustRun("run")
+	e.assertTruth()
+}
+
+// A backfill whose --since is in the future (a mistyped year) is bad
+// usage: exit 2, one line that names the flag.
+func TestBackfillSinceInTheFutureIsBadUsage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 1})
+	c := e.Cmd(context.Background(), "backfill", "--since", "2030-01-01T00:00:00Z")
+	out := assertExit(t, c, 2, "")
+	want := regexp.MustCompile(`^erpsync: --since 2030-01-01T00:00:00Z is in the future \(now \S+\): the window holds no record yet\n$`)
+	if !want.MatchString(out) {
+		t.Errorf("stderr %q, want a line matching %s", out, want)
+	}
+}
+
+// Ctrl-C stops verify with exit 130 (not 1, a mismatch), saying to run it
+// again.
+func TestInterruptedVerifyExits130(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 9})
+	p := e.Start("verify", "--page-size", "10")
+	if !proctest.Eventually(time.Minute, func() bool { return e.Mock.Requests() >= 5 }) {
+		t.Fatal("verify never paged")
+	}
+	e.Mock.SetFaults(erpmock.Faults{Latency: time.Minute})
+	p.Signal(syscall.SIGINT)
+	r := p.Wait()
+	const want = "erpsync: interrupted by SIGINT: verify compared part of the feed; run it again (it starts over)"
+	if r.Code != 130 || lastLine(r.Stdout) != want {
+		t.Errorf("verify on SIGINT: exit %d, last line %q; want 130 and %q", r.Code, lastLine(r.Stdout), want)
+	}
 }
