@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -543,6 +544,9 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 // probe reads one count or page of t's source: the start-up check that the
 // ERP answers, with the credentials and at the path it was given.
 func probe(ctx context.Context, s *settings, t *target) error {
+	if err := entitySetAsRoot(s); err != nil {
+		return err
+	}
 	_, err := t.erp.Count(ctx, time.Time{}, time.Time{})
 	if errors.Is(err, erp.ErrNoCount) {
 		_, err = t.erp.Page(ctx, erp.Query{Limit: 1})
@@ -553,18 +557,60 @@ func probe(ctx context.Context, s *settings, t *target) error {
 	if errors.Is(err, erp.ErrUnauthorized) {
 		return depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
 	}
+	which := ""
+	if s.ConfigFile != "" {
+		which = fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
+	}
 	var se *erp.StatusError
-	if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
+	switch {
+	case errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST && s.ConfigFile == "":
 		return depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
+	case errors.As(err, &se) && se.Code == http.StatusNotFound:
+		// The ERP answered: it is reachable, the path is wrong. Its 404
+		// page (HTML, often) tells nothing more.
+		return depError{fmt.Errorf("erp at %s: 404 Not Found from %s: check the service path (%s)%s", erpHost(s.ERPURL), se.URL, urlMeans(s), which)}
 	}
 	what := "erp unreachable at " + erpHost(s.ERPURL)
 	if errors.Is(err, erp.ErrNotJSON) {
 		what = "erp at " + erpHost(s.ERPURL) + " answered, but not with the feed (check --erp-url and that no proxy or login page stands in front)"
+	} else if errors.As(err, &se) {
+		what = "erp at " + erpHost(s.ERPURL) + " answered with an error"
 	}
-	if s.ConfigFile != "" {
-		what += fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
+	return depError{fmt.Errorf("%s%s: %w", what, which, err)}
+}
+
+// urlMeans says what --erp-url is for s's kind of source, for messages.
+func urlMeans(s *settings) string {
+	switch {
+	case s.ERP.Kind == kindOData && s.ConfigFile != "":
+		return "--erp-url or the config's erp.url is the OData service root, like https://host/odata/v4/sales/; the sources name its entity sets"
+	case s.ERP.Kind == kindOData:
+		return "--erp-url is the entity set's URL, like https://host/odata/v4/erp/Memberships"
 	}
-	return depError{fmt.Errorf("%s: %w", what, err)}
+	return "--erp-url or the config's erp.url is the API's base URL, like http://host:8090; each source is a path under it"
+}
+
+// entitySetAsRoot refuses, with a config file's OData sources, a service
+// root that ends in one of their entity sets: each source's URL is the
+// root and the set's name, so ".../sales/Customers" would be read as
+// ".../sales/Customers/Customers", which the server takes for a key.
+func entitySetAsRoot(s *settings) error {
+	if s.ERP.Kind != kindOData || s.ConfigFile == "" {
+		return nil
+	}
+	u, err := url.Parse(s.ERPURL)
+	if err != nil {
+		return nil
+	}
+	last := path.Base(strings.TrimSuffix(u.Path, "/"))
+	for _, t := range s.targets {
+		if t.src.Name == last {
+			root := *u
+			root.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), last)
+			return usageError{fmt.Errorf("erp url %s ends in the entity set %s: give the service root, %s (the sources name the entity sets)", erpHost(s.ERPURL), last, erpHost(root.String()))}
+		}
+	}
+	return nil
 }
 
 // erpHost is the ERP URL without a password, for messages.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/captest"
 	"github.com/erpsync/erpsync/internal/proctest"
 )
 
@@ -197,4 +198,79 @@ func TestInterruptedVerifyExits130(t *testing.T) {
 	if r.Code != 130 || lastLine(r.Stdout) != want {
 		t.Errorf("verify on SIGINT: exit %d, last line %q; want 130 and %q", r.Code, lastLine(r.Stdout), want)
 	}
+}
+
+// customersConfig writes examples/customers.yaml with its erp.url set to
+// url and no credentials, and returns its path.
+func customersConfig(t *testing.T, url string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/customers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(l, "  url: "):
+			l = "  url: " + url
+		case strings.HasPrefix(l, "  username: "), strings.HasPrefix(l, "  password_file: "):
+			continue
+		}
+		out = append(out, l)
+	}
+	p := filepath.Join(t.TempDir(), "customers.yaml")
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The ERP's errors at start say what is wrong: a wrong service path is a
+// 404 from the URL asked, without the server's HTML; a closed port names
+// the request, not the built-in memberships; an entity set's URL given
+// for the service root is named as such.
+func TestERPErrorsAtStartSayWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 1})
+	srv := captest.Start(t, captest.Options{Records: 10, Seed: 3})
+	base := strings.TrimSuffix(srv.SalesURL, "/odata/v4/sales/")
+	e.MustRun("migrate", "--config", customersConfig(t, srv.SalesURL))
+	run := func(url string) *exec.Cmd {
+		// ERPSYNC_ERP_URL (the Env's erpmock) would win over the file.
+		return e.Cmd(context.Background(), "run", "--config", customersConfig(t, url), "--erp-url", url, "--entity", "customers", "--erp-retries", "0")
+	}
+
+	wrong := base + "/odata/v4/salez/"
+	out := assertExit(t, run(wrong), 2, "erpsync: erp at "+wrong+": 404 Not Found from "+wrong+"Customers/$count: check the service path "+
+		"(--erp-url or the config's erp.url is the OData service root, like https://host/odata/v4/sales/; the sources name its entity sets) (entity customers, source Customers)\n")
+	if strings.Contains(out, "<") {
+		t.Errorf("HTML in the line: %q", out)
+	}
+
+	closed := "http://" + proctest.FreeAddr(t) + "/odata/v4/sales/"
+	out = assertExit(t, run(closed), 2, "")
+	want := "erpsync: erp unreachable at " + closed + " (entity customers, source Customers): "
+	if !strings.HasPrefix(out, want) || strings.Contains(out, "memberships") {
+		t.Errorf("closed port: %q, want it to start %q and not to name memberships", out, want)
+	}
+
+	// A REST entity of another name: the request, not memberships.
+	b, err := os.ReadFile("../../examples/rest-invoices.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := filepath.Join(t.TempDir(), "invoices.yaml")
+	cfg := strings.Replace(strings.Replace(string(b), "  token_file: /run/secrets/erp-token\n", "", 1), "  secret_file: /run/secrets/hook\n", "  secret: s3cret-hook\n", 1)
+	if err := os.WriteFile(rest, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.MustRun("migrate", "--config", rest)
+	closed = "http://" + proctest.FreeAddr(t)
+	out = assertExit(t, e.Cmd(context.Background(), "run", "--config", rest, "--erp-url", closed, "--erp-retries", "0"), 2, "")
+	want = "erpsync: erp unreachable at " + closed + " (entity invoices, source invoices): erp: page request: giving up after 1 attempts: "
+	if !strings.HasPrefix(out, want) || strings.Contains(out, "memberships") {
+		t.Errorf("closed port: %q, want it to start %q and not to name memberships", out, want)
+	}
+
+	assertExit(t, run(srv.SalesURL+"Customers"), 2, "erpsync: erp url "+srv.SalesURL+"Customers ends in the entity set Customers: give the service root, "+srv.SalesURL+" (the sources name the entity sets)\n")
 }
