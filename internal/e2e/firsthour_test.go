@@ -274,3 +274,31 @@ func TestERPErrorsAtStartSayWhatIsWrong(t *testing.T) {
 
 	assertExit(t, run(srv.SalesURL+"Customers"), 2, "erpsync: erp url "+srv.SalesURL+"Customers ends in the entity set Customers: give the service root, "+srv.SalesURL+" (the sources name the entity sets)\n")
 }
+
+// On a fresh install, migrate --plan plans the database too: CREATE
+// DATABASE, then every table (a config file's entities' included), and
+// creates nothing; migrate then does it, and the plan is empty.
+func TestMigratePlanBeforeTheDatabaseExists(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 1})
+	fresh := e.DBName + "_fresh"
+	dsn := strings.Replace(e.DSN, "/"+e.DBName, "/"+fresh, 1)
+	t.Cleanup(func() { e.DB.Exec("DROP DATABASE IF EXISTS `" + fresh + "`") })
+	cfg := customersConfig(t, "http://127.0.0.1:4004/odata/v4/sales/")
+
+	r := e.Run(context.Background(), "migrate", "--plan", "--mysql-dsn", dsn, "--config", cfg)
+	lines := proctest.Lines(r.Stdout)
+	if r.Code != 0 || len(lines) < 3 || lines[0] != "CREATE DATABASE IF NOT EXISTS `"+fresh+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;" ||
+		!strings.HasPrefix(lines[len(lines)-1], "CREATE TABLE IF NOT EXISTS `customers` (") {
+		t.Fatalf("migrate --plan on a fresh install: exit %d:\n%s", r.Code, r.Out())
+	}
+	var n int
+	if err := e.DB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", fresh).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("migrate --plan created the database (%d, %v)", n, err)
+	}
+	e.MustRun("migrate", "--mysql-dsn", dsn, "--config", cfg)
+	r = e.MustRun("migrate", "--plan", "--mysql-dsn", dsn, "--config", cfg)
+	if r.Stdout != "nothing to migrate: the database matches\n" {
+		t.Errorf("the plan after migrate: %q", r.Stdout)
+	}
+}
