@@ -302,3 +302,30 @@ func TestMigratePlanBeforeTheDatabaseExists(t *testing.T) {
 		t.Errorf("the plan after migrate: %q", r.Stdout)
 	}
 }
+
+// The demo's result is not buried: its quarantine warnings are one line,
+// and its log has colours only on a terminal without NO_COLOR.
+func TestDemoLogIsOneLineWithoutColoursOffATerminal(t *testing.T) {
+	t.Parallel()
+	demo := func() *exec.Cmd {
+		c := exec.Command(bin, "demo", "--records", "600")
+		c.Env = append(os.Environ(), "NO_COLOR=")
+		return c
+	}
+	out := assertExit(t, demo(), 0, "")
+	want := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} WRN invalid records quarantined \(erpmock serves some on purpose\): the invalid column below counts them per instance warnings=\d+\n$`)
+	if !want.MatchString(out) {
+		t.Errorf("demo's stderr in a pipe:\n%q\nwant one line matching %s", out, want)
+	}
+
+	code, _, screen := runOnTerminal(t, demo())
+	if code != 0 || !strings.Contains(screen, "\x1b[33mWRN\x1b[0m") {
+		t.Errorf("demo on a terminal: exit %d, want 0 and a coloured WRN: %q", code, screen)
+	}
+	c := demo()
+	c.Env = append(c.Env, "NO_COLOR=1")
+	code, _, screen = runOnTerminal(t, c)
+	if code != 0 || strings.Contains(screen, "\x1b[") || !strings.Contains(screen, " WRN invalid records quarantined") {
+		t.Errorf("demo on a terminal with NO_COLOR: exit %d, want 0 and no colour: %q", code, screen)
+	}
+}
