@@ -329,3 +329,24 @@ func TestDemoLogIsOneLineWithoutColoursOffATerminal(t *testing.T) {
 		t.Errorf("demo on a terminal with NO_COLOR: exit %d, want 0 and no colour: %q", code, screen)
 	}
 }
+
+// A run most of whose items are invalid is not a success, however small:
+// --max-invalid's floor of 10 no longer lets 2 invalid of 3 through.
+func TestMostlyInvalidSmallRunFails(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3, Seed: 5})
+	truth := e.Mock.Truth()
+	if err := e.Mock.Invalidate([]string{truth[0].ErpID, truth[1].ErpID}); err != nil {
+		t.Fatal(err)
+	}
+	out := assertExit(t, e.Cmd(context.Background(), "run"), 1, "")
+	want := "erpsync: run failed: too many invalid records: 2 of 3 items fetched were invalid (66.7%), above --max-invalid 10% (1 items): "
+	if !strings.HasPrefix(lastLine(out), want) {
+		t.Errorf("last line %q, want it to start %q", lastLine(out), want)
+	}
+	// 1 of 3 stays within the allowance.
+	if err := e.Mock.Revalidate([]string{truth[0].ErpID}); err != nil {
+		t.Fatal(err)
+	}
+	assertExit(t, e.Cmd(context.Background(), "run"), 0, "")
+}
