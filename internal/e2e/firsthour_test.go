@@ -350,3 +350,42 @@ func TestMostlyInvalidSmallRunFails(t *testing.T) {
 	}
 	assertExit(t, e.Cmd(context.Background(), "run"), 0, "")
 }
+
+// A composite key reads company=1000,customer=C0001 in the log lines, not
+// "1000\u001fC0001".
+func TestCompositeKeysReadableInLogs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 1, Seed: 1})
+	srv := captest.Start(t, captest.Options{Records: 1, Seed: 4})
+	// 1000/C0001's name, 24 characters, does not fit string(20).
+	cfg := filepath.Join(t.TempDir(), "narrow.yaml")
+	if err := os.WriteFile(cfg, []byte(`erp:
+  kind: odata
+entities:
+  - name: customers
+    source: Customers
+    key: [company, customer]
+    updated_at: modifiedAt
+    version: ChangeCounter
+    columns:
+      - {name: company,  from: CompanyCode,  type: string(4)}
+      - {name: customer, from: Customer,     type: string(10)}
+      - {name: name,     from: CustomerName, type: string(20)}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.MustRun("migrate", "--config", cfg)
+	r := e.MustRun("run", "--config", cfg, "--erp-url", srv.SalesURL, "--max-invalid", "100%")
+	var found bool
+	for _, l := range proctest.Lines(r.Stderr) {
+		if strings.Contains(l, "invalid records quarantined") {
+			found = true
+			if !strings.Contains(l, `"erp_id":"company=1000,customer=C0001"`) {
+				t.Errorf("the key is not readable: %s", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no quarantine line:\n%s", r.Stderr)
+	}
+}

@@ -23,6 +23,7 @@ const MinInvalidAllowance = 10
 type invalidTally struct {
 	mu    sync.Mutex
 	rules map[string]*ruleCount
+	keys  []string // the key columns, for readableKey
 }
 
 // ruleCount is one rule: its field ("status", or the whole reason when it
@@ -65,7 +66,7 @@ func (t *invalidTally) page(invs []erp.Invalid, log zerolog.Logger) {
 		for _, r := range rulesOf(inv.Reason) {
 			l := lines[r.field]
 			if l == nil {
-				l = &line{example: r.text, erpID: inv.ErpID}
+				l = &line{example: r.text, erpID: readableKey(t.keys, inv.ErpID)}
 				lines[r.field] = l
 				order = append(order, r.field)
 			}
