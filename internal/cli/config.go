@@ -68,6 +68,9 @@ type settings struct {
 	// ownership says what the command does about the owner of the table
 	// it writes: syncFlags sets claimsTable.
 	ownership ownership
+	// live is the terminal line of the progress bar, set by newLogger
+	// when console logs go to a terminal.
+	live *liveLine
 }
 
 // envPrefix is the prefix of every environment variable: --lock-ttl is
@@ -101,7 +104,7 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 func (s *settings) connFlags(fs *flag.FlagSet) {
 	s.mysqlFlags(fs)
 	s.redisFlags(fs)
-	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL (rest), or the entity set URL (odata)")
+	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "the ERP's URL: rest, the API's base URL; odata, with --config the service root (its sources name the entity sets), without it the entity set's URL")
 	s.ERP.flags(fs)
 	s.erpRequestFlags(fs, 10*time.Second)
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")

@@ -45,7 +45,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, t := range d.targets {
 		res, err := verify.Verify(ctx, t.erp, t.st, s.PageSize)
 		if err != nil {
-			return fmt.Errorf("verify: %w", targetError(&s, t, err))
+			return interrupted(ctx, fmt.Errorf("verify: %w", targetError(&s, t, err)), "verify compared part of the feed; run it again (it starts over)")
 		}
 		ok := res.OK() && (ignoreInvalid || res.FeedInvalid == 0)
 		allOK = allOK && ok

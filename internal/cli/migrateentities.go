@@ -30,14 +30,7 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 			fmt.Fprintln(out, nothingToMigrate)
 			return nil
 		}
-		for _, m := range p.Pending {
-			for _, stmt := range m.Statements() {
-				fmt.Fprintln(out, strings.Join(strings.Fields(stmt), " ")+";")
-			}
-		}
-		for _, stmt := range p.Statements {
-			fmt.Fprintln(out, stmt+";")
-		}
+		printMigratePlan(out, p)
 		return nil
 	}
 	applied, err := st.ApplyEntities(ctx, p)
@@ -53,6 +46,19 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 	}
 	fmt.Fprintf(out, "entities %s: tables match (%d statements applied)\n", strings.Join(names, ", "), len(applied.Statements))
 	return nil
+}
+
+// printMigratePlan prints p's statements, one a line ending in ';': the pending
+// migrations', then the entities'.
+func printMigratePlan(out io.Writer, p *store.EntityPlan) {
+	for _, m := range p.Pending {
+		for _, stmt := range m.Statements() {
+			fmt.Fprintln(out, strings.Join(strings.Fields(stmt), " ")+";")
+		}
+	}
+	for _, stmt := range p.Statements {
+		fmt.Fprintln(out, stmt+";")
+	}
 }
 
 // checkEntities refuses, exit 2 and one line, a database whose entities'

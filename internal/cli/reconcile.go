@@ -154,6 +154,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			firstErr = runErr
 		}
 	}
+	firstErr = interrupted(ctx, firstErr, "what reconcile changed stays; run it again to finish (it scans the source again)")
 	return saveReports(log, s.Report, reports, firstErr)
 }
 

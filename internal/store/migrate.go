@@ -122,7 +122,7 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 		return nil, fmt.Errorf("look up database: %w", err)
 	}
 	if n == 0 {
-		err := as.db.WithContext(ctx).Exec("CREATE DATABASE IF NOT EXISTS `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci").Error
+		err := as.db.WithContext(ctx).Exec(CreateDatabaseSQL(cfg.DBName)).Error
 		if err != nil {
 			as.Close()
 			return nil, fmt.Errorf("create database %s: %w", cfg.DBName, err)

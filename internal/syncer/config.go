@@ -52,7 +52,8 @@ type Config struct {
 	LockWait time.Duration
 	// MaxInvalid, when set, fails a run whose invalid items exceed it: a
 	// count, or a percentage of the items the run fetched (never fewer
-	// than MinInvalidAllowance). The invalid items are quarantined and the
+	// than MinInvalidAllowance, unless that is more than half of them).
+	// The invalid items are quarantined and the
 	// valid ones written either way; the run ends failed. Defaults to no
 	// limit (the cli's --max-invalid defaults to 10%).
 	MaxInvalid *Limit

@@ -313,6 +313,7 @@ func (s *Syncer) HoldJob(ctx context.Context, key string, holdUntil time.Time, l
 // newRun returns the state of one execution that reports into rep.
 func (s *Syncer) newRun(rep *Report, log zerolog.Logger) *run {
 	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
+	r.invalid.keys = s.keyNames()
 	r.preRead.Store(true)
 	r.cleanNeeded.Store(1)
 	return r
@@ -397,7 +398,7 @@ func (r *run) finish(ctx context.Context, status string, err error) {
 
 func (r *run) recordFailed(id string, err error) {
 	r.c.failed.Add(1)
-	r.log.Error().Str("erp_id", id).Err(err).Msg("record failed after retries")
+	r.log.Error().Str("erp_id", readableKey(r.invalid.keys, id)).Err(err).Msg("record failed after retries")
 	r.failedMu.Lock()
 	if len(r.failedIDs) < 1000 {
 		r.failedIDs = append(r.failedIDs, id)

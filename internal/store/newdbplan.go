@@ -1,0 +1,47 @@
+package store
+
+import (
+	"context"
+
+	"github.com/erpsync/erpsync/internal/entity"
+)
+
+// CreateDatabaseSQL is the statement that creates the database name when
+// Migrate finds it missing.
+func CreateDatabaseSQL(name string) string {
+	return "CREATE DATABASE IF NOT EXISTS " + quoteIdent(name) + " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+}
+
+// PlanNewDatabase is PlanEntities for a database that does not exist
+// yet: every numbered migration is pending, and each entity's tables are
+// planned against the tables the migrations make (memberships) or none.
+// It reads nothing: there is nothing to read.
+func PlanNewDatabase(ctx context.Context, ents []*entity.Entity) (*EntityPlan, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	p := &EntityPlan{Entities: ents, Pending: ms}
+	defs, _, err := entityTables(ents)
+	if err != nil {
+		return nil, err
+	}
+	builtin, err := tableDefs(entity.Memberships())
+	if err != nil {
+		return nil, err
+	}
+	for i := range ents {
+		for _, d := range defs[i] {
+			var t *liveTable
+			if d.name == MembershipsTable {
+				t = shippedTable(builtin[0])
+			}
+			stmts, err := planTable(ctx, nil, d, t, false)
+			if err != nil {
+				return nil, err
+			}
+			p.Statements = append(p.Statements, stmts...)
+		}
+	}
+	return p, nil
+}
