@@ -25,6 +25,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("erpsync verify", stderr)
 	s.connFlags(fs)
 	intVar(fs, &s.PageSize, "page-size", 1000, 1, 1000, "ERP page size (1..1000)")
+	s.fetchersFlag(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	var ignoreInvalid bool
 	fs.BoolVar(&ignoreInvalid, "ignore-invalid", false, "exit 0 over a feed with invalid items when the rows match the valid ones (by default any invalid item is a mismatch: verify cannot compare it)")

@@ -406,6 +406,7 @@ func (r *run) recordFailed(id string, err error) {
 }
 
 type chunk struct {
+	part int // the part of the window (see plan) its page belongs to
 	page int
 	recs []erp.Record
 	at   time.Time // when its page was fetched
@@ -438,7 +439,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	var fetchErr error
 	go func() {
 		defer close(queue)
-		fetchErr = r.fetch(ctx, workCtx, since, until, queue)
+		fetchErr = r.fetchParts(ctx, workCtx, since, until, queue)
 	}()
 
 	// Save the checkpoint as the watermark moves.
@@ -484,7 +485,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			for _, rec := range c.recs {
 				r.recordFailed(rec.ErpID, fmt.Errorf("not written before the grace period ended: %w", err))
 			}
-			r.t.done(c.page, true)
+			r.t.done(c.part, c.page, true)
 			continue
 		}
 		wg.Add(1)
@@ -493,7 +494,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			defer sem.Release(1)
 			failed := r.processChunk(workCtx, c.recs)
 			r.lat.observe(time.Since(c.at), len(c.recs))
-			r.t.done(c.page, failed)
+			r.t.done(c.part, c.page, failed)
 		}(c)
 	}
 	wg.Wait()
@@ -527,13 +528,13 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 	return nil
 }
 
-// fetch pages the feed into queue in chunks, quarantining invalid records
-// and dropping duplicates within a page. It fetches no page after ctx
-// ended; a page fetched is in hand, and is quarantined and queued under
-// hand (the run's ctx extended by the grace period), as the workers write
-// it: a run stopped by its max duration or a signal writes every record
-// it fetched.
-func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
+// fetch pages part i of the window, [since, until), into queue in chunks,
+// quarantining invalid records and dropping duplicates within a page. It
+// fetches no page after ctx ended; a page fetched is in hand, and is
+// quarantined and queued under hand (the run's ctx extended by the grace
+// period), as the workers write it: a run stopped by its max duration or a
+// signal writes every record it fetched.
+func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
@@ -555,7 +556,7 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 		}
 		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
 		page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
-		p := r.t.addPage(pageWatermark(page, fetchedAt))
+		p := r.t.addPage(i, pageWatermark(page, fetchedAt))
 		failed := false
 		if len(page.Invalid) > 0 {
 			r.c.invalid.Add(int64(len(page.Invalid)))
@@ -578,17 +579,17 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 		prev = cur
 		for len(recs) > 0 {
 			n := min(cfg.ChunkSize, len(recs))
-			r.t.addChunk(p)
+			r.t.addChunk(i, p)
 			select {
-			case queue <- chunk{page: p, recs: recs[:n:n], at: fetchedAt}:
+			case queue <- chunk{part: i, page: p, recs: recs[:n:n], at: fetchedAt}:
 			case <-hand.Done():
-				r.t.done(p, true)
-				r.t.seal(p, true)
+				r.t.done(i, p, true)
+				r.t.seal(i, p, true, false)
 				return ctx.Err()
 			}
 			recs = recs[n:]
 		}
-		r.t.seal(p, failed)
+		r.t.seal(i, p, failed, page.NextCursor == "")
 		if page.NextCursor == "" {
 			return nil
 		}
