@@ -51,8 +51,14 @@ const partsPerFetcher = 4
 // time. A window open at the start begins at the feed's first record (one
 // page of one record is read to learn it); one open at the end is cut up
 // to now, its last part staying open. The parts cover the window exactly,
-// in order.
-func Plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize int) ([]Part, error) {
+// in order. seen is that page of one record, when it was read: a record
+// of the first part, which its reader may take as read.
+func Plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize int) (parts []Part, seen *erp.Page, err error) {
+	parts, err = plan(ctx, src, since, until, n, pageSize, &seen)
+	return parts, seen, err
+}
+
+func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize int, seen **erp.Page) ([]Part, error) {
 	one := []Part{{Since: since, Until: until, n: -1}}
 	if n <= 1 {
 		return one, nil
@@ -63,6 +69,7 @@ func Plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 		if err != nil {
 			return nil, fmt.Errorf("plan the parts: first record: %w", err)
 		}
+		*seen = p
 		switch {
 		case len(p.Records) > 0:
 			from = p.Records[0].UpdatedAt
@@ -181,13 +188,13 @@ func evenParts(p Part, k int) []Part {
 // its error is returned.
 func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
 	cfg := r.s.cfg
-	parts, err := Plan(ctx, r.s.erp, since, until, cfg.Fetchers, cfg.PageSize)
+	parts, seen, err := Plan(ctx, r.s.erp, since, until, cfg.Fetchers, cfg.PageSize)
 	if err != nil {
 		return err
 	}
 	r.t.setParts(len(parts))
 	if len(parts) == 1 {
-		return r.fetch(ctx, hand, 0, since, until, queue)
+		return r.fetch(ctx, hand, 0, since, until, seen, queue)
 	}
 	r.log.Info().Int("parts", len(parts)).Int("fetchers", min(cfg.Fetchers, len(parts))).Msg("window split into parts")
 	fctx, cancel := context.WithCancel(ctx)
@@ -210,7 +217,11 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 				if fctx.Err() != nil {
 					return
 				}
-				if err := r.fetch(fctx, hand, i, parts[i].Since, parts[i].Until, queue); err != nil {
+				var head *erp.Page
+				if i == 0 {
+					head = seen
+				}
+				if err := r.fetch(fctx, hand, i, parts[i].Since, parts[i].Until, head, queue); err != nil {
 					mu.Lock()
 					if first == nil && (ctx.Err() != nil || fctx.Err() == nil) {
 						first = err
