@@ -44,7 +44,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	allOK := true
 	var results []any
 	for _, t := range d.targets {
-		res, err := verify.Verify(ctx, t.erp, t.st, s.PageSize)
+		res, err := verify.VerifyParts(ctx, t.erp, t.st, s.PageSize, s.Fetchers)
 		if err != nil {
 			return fmt.Errorf("verify: %w", targetError(&s, t, err))
 		}

@@ -432,7 +432,7 @@ func (f *feed) limit(s string) *reconcile.Limit {
 // must keep the deletions of the feed's reconciles without Force within
 // its MaxDeleteTotal.
 func (f *feed) reconcile(ctx context.Context, id string, x execSpec, tab *table) (*reconcile.Report, error) {
-	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
+	cfg := reconcile.Config{PageSize: x.PageSize, Fetchers: x.Fetchers, Force: x.Force}
 	if x.MaxDelete != "" {
 		cfg.MaxDelete = f.limit(x.MaxDelete)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -65,4 +67,59 @@ func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 	if !res.OK() || res.Matching != 2 {
 		t.Fatalf("verify: matching %d, stale %+v; want both rows current", res.Matching, res.Stale)
 	}
+}
+
+// A scan in parts sees every record the ERP holds, as one pass does, while
+// records change under it: a record of a part not yet paged moves to the
+// end of the feed, past a last part that is done already; the pass after
+// the parts reads it there. The first part waits after its first page
+// until the last part is done, and most records change then.
+func TestScanPartsSeesRecordsThatMove(t *testing.T) {
+	t.Parallel()
+	m := erpmock.New(erpmock.Options{Records: 4000, Seed: 81})
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	src, err := erp.New(erp.Config{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{Client: src, lastDone: make(chan struct{}), change: func() { m.Change(3000) }}
+	f, err := verify.ScanParts(context.Background(), g, 50, 8, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := m.Truth()
+	var missed []string
+	for _, r := range truth {
+		if !f.Has(r.ErpID) {
+			missed = append(missed, r.ErpID)
+		}
+	}
+	if len(missed) > 0 || f.Records() != int64(len(truth)) {
+		t.Fatalf("the scan in parts saw %d records of %d; missed %d, like %v", f.Records(), len(truth), len(missed), missed[:min(len(missed), 5)])
+	}
+}
+
+// gate holds the first part of a scan after its first page until the last
+// part (the one open at the end) has served its last page, and runs change
+// then.
+type gate struct {
+	*erp.Client
+	once     sync.Once
+	lastDone chan struct{}
+	change   func()
+}
+
+func (g *gate) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
+	if q.Since.IsZero() && !q.Until.IsZero() && q.Cursor != "" {
+		<-g.lastDone
+	}
+	p, err := g.Client.Page(ctx, q)
+	if err == nil && !q.Since.IsZero() && q.Until.IsZero() && p.NextCursor == "" {
+		g.once.Do(func() {
+			g.change()
+			close(g.lastDone)
+		})
+	}
+	return p, err
 }
