@@ -70,7 +70,7 @@ func (m *Mock) api(h endpoint) http.HandlerFunc {
 			m.write(w, http.StatusUnauthorized, errorBody("missing or wrong bearer token"))
 			return
 		}
-		if m.hit(f.HangRate) {
+		if f.stalls(r) || m.hit(f.HangRate) {
 			m.hung.Add(1)
 			if ctxtime.Sleep(ctx, f.hang()) != nil {
 				drop(w)

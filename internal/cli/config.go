@@ -47,6 +47,7 @@ type settings struct {
 	REST          restSettings
 	Job           string
 	Workers       int
+	Fetchers      int
 	LockTTL       time.Duration
 	PageSize      int
 	ChunkSize     int
@@ -305,6 +306,7 @@ func (s *settings) logFlags(fs *flag.FlagSet) {
 // syncFlags: the commands that write the entities' tables.
 func (s *settings) syncFlags(fs *flag.FlagSet) {
 	intVar(fs, &s.Workers, "workers", 16, 1, 4096, "chunks written at once (worker pool size)")
+	s.fetchersFlag(fs)
 	durationVar(fs, &s.LockTTL, "lock-ttl", 30*time.Second, 10*time.Millisecond, "", "lease of the job lock and of each record lock (renewed while held)")
 	intVar(fs, &s.PageSize, "page-size", 500, 1, 1000, "ERP page size (1..1000)")
 	intVar(fs, &s.ChunkSize, "chunk-size", 500, 1, 5000, "records locked and written together (1 = one by one)")
@@ -320,6 +322,12 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	s.ownership = claimsTable
 }
 
+// fetchersFlag: how many parts of the feed are read at once (run,
+// backfill, reconcile, schedule and verify).
+func (s *settings) fetchersFlag(fs *flag.FlagSet) {
+	intVar(fs, &s.Fetchers, "fetchers", syncer.DefaultFetchers, 1, 256, "parts of the feed read at once: the window split by updated_at, each part paged on its own (1: one page at a time)")
+}
+
 // orNone passes a duration whose 0 means none (--overlap, --grace) to the
 // syncer, whose Config reads 0 as its default: 1ns is none at the
 // millisecond precision of every time the syncer keeps.
@@ -333,7 +341,7 @@ func orNone(d time.Duration) time.Duration {
 // syncConfig is the syncer configuration the sync flags describe.
 func (s *settings) syncConfig(mode string) syncer.Config {
 	return syncer.Config{
-		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
+		Job: s.Job, Mode: mode, Workers: s.Workers, Fetchers: s.Fetchers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
 		LockTTL: s.LockTTL, Overlap: orNone(s.Overlap), MaxAttempts: s.MaxAttempts, Grace: orNone(s.Grace),
 		MaxDuration: s.MaxDuration, MaxInvalid: &s.MaxInvalid,
 	}

@@ -25,6 +25,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("erpsync verify", stderr)
 	s.connFlags(fs)
 	intVar(fs, &s.PageSize, "page-size", 1000, 1, 1000, "ERP page size (1..1000)")
+	s.fetchersFlag(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	var ignoreInvalid bool
 	fs.BoolVar(&ignoreInvalid, "ignore-invalid", false, "exit 0 over a feed with invalid items when the rows match the valid ones (by default any invalid item is a mismatch: verify cannot compare it)")
@@ -43,7 +44,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	allOK := true
 	var results []any
 	for _, t := range d.targets {
-		res, err := verify.Verify(ctx, t.erp, t.st, s.PageSize)
+		res, err := verify.VerifyParts(ctx, t.erp, t.st, s.PageSize, s.Fetchers)
 		if err != nil {
 			return interrupted(ctx, fmt.Errorf("verify: %w", targetError(&s, t, err)), "verify compared part of the feed; run it again (it starts over)")
 		}

@@ -43,7 +43,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			// A fresh install: migrate would create the database, then
 			// everything in it.
 			cfg, _ := store.ParseDSN(dsn)
-			p, err := store.PlanNewDatabase(ctx, ents)
+			p, err := store.PlanNewDatabase(ctx, dsn, opt, ents)
 			if err != nil {
 				return entitiesError(err)
 			}

@@ -112,6 +112,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	rcfg := r.config()
 	rcfg.PageSize = s.PageSize
+	rcfg.Fetchers = s.Fetchers
 	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err

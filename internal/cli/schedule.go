@@ -102,6 +102,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if reconcileEvery > 0 {
 		rcfg := r.config()
 		rcfg.PageSize = s.PageSize
+		rcfg.Fetchers = s.Fetchers
 		rctx, stopReconciles := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, t := range d.targets {

@@ -45,6 +45,11 @@ type Getter struct {
 	auth     string
 	requests atomic.Int64
 	retries  atomic.Int64
+	// pause is when (Unix nanoseconds) the ERP's last 429 or Retry-After
+	// lets requests go again: every request of the getter waits for it,
+	// not only the one that was answered so (several fetchers share one
+	// getter).
+	pause atomic.Int64
 }
 
 // NewGetter returns a Getter for cfg; cfg.BaseURL and cfg.Mapping are not
@@ -136,6 +141,7 @@ type attemptError struct {
 	err        error
 	reason     string        // for Hooks.Retry; "" when not worth a retry
 	retryAfter time.Duration // from the answer; zero when none
+	slowDown   bool          // a 429, or an answer with a Retry-After: the ERP asks every request to wait
 }
 
 // Get GETs the absolute URL u until decode accepts a 2xx body, retrying
@@ -151,6 +157,9 @@ func (c *Getter) Get(ctx context.Context, endpoint, u string, decode func(http.H
 func (c *Getter) GetWith(ctx context.Context, endpoint, u string, header http.Header, decode func(http.Header, []byte) error) error {
 	what := request(endpoint)
 	for attempt := 1; ; attempt++ {
+		if wait := time.Until(time.Unix(0, c.pause.Load())); wait > 0 && ctxtime.Sleep(ctx, wait) != nil {
+			return fmt.Errorf("erp: %s: wait for the ERP's Retry-After: %w", what, ctx.Err())
+		}
 		if c.cfg.Limiter != nil {
 			if err := c.cfg.Limiter.Wait(ctx); err != nil {
 				return fmt.Errorf("erp: %s: wait for the rate limit: %w", what, err)
@@ -175,6 +184,9 @@ func (c *Getter) GetWith(ctx context.Context, endpoint, u string, header http.He
 			return fmt.Errorf("erp: %s: giving up after %d attempts: %w", what, attempt, err)
 		}
 		wait := max(c.backoff(attempt), min(ae.retryAfter, c.cfg.MaxRetryAfter))
+		if ae.slowDown {
+			c.pauseFor(wait)
+		}
 		c.retries.Add(1)
 		c.cfg.Hooks.retry(ae.reason, wait)
 		if ctxtime.Sleep(ctx, wait) != nil {
@@ -194,6 +206,18 @@ func request(endpoint string) string {
 		return "count request"
 	}
 	return endpoint
+}
+
+// pauseFor holds every request of the getter for d from now, unless an
+// earlier answer holds them longer already.
+func (c *Getter) pauseFor(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.pause.Load()
+		if cur >= until || c.pause.CompareAndSwap(cur, until) {
+			return
+		}
+	}
 }
 
 // attempt sends one request and decodes its answer. It returns the HTTP
@@ -288,10 +312,12 @@ func (c *Getter) statusError(res *http.Response) *attemptError {
 	case code == http.StatusBadRequest:
 		return &attemptError{err: fmt.Errorf("%w: %s", ErrBadRequest, body)}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		after := retryAfter(res.Header.Get("Retry-After"), time.Now())
 		return &attemptError{
 			err:        &StatusError{Code: code, Body: body},
 			reason:     "status " + strconv.Itoa(code),
-			retryAfter: retryAfter(res.Header.Get("Retry-After"), time.Now()),
+			retryAfter: after,
+			slowDown:   code == http.StatusTooManyRequests || after > 0,
 		}
 	default:
 		return &attemptError{err: &StatusError{Code: code, Body: body, URL: redactedURL(res.Request.URL)}}

@@ -83,6 +83,7 @@ type adversary struct {
 	Recreate int // a deleted record comes back before the page, mostly at a higher version
 	Spoil    int // a record's current copy turns invalid before the page, one version higher
 	Mend     int // a record whose current copy is invalid turns valid again before the page, one version higher
+	Stall    int // a part of a window (a first page with an updated_until) is held back while the others are paged (parts_test.go)
 }
 
 // execLog is what the ERP served one execution.
@@ -810,6 +811,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	inWindow := func(it item) bool {
 		return !it.at.Before(since) && (until.IsZero() || it.at.Before(until))
 	}
+	e.stall(x, rest, q, since, until)
 
 	e.mu.Lock()
 	now := e.now()

@@ -349,6 +349,10 @@ func (f *feed) executeOn(x execSpec, tab *table) {
 		f.process(x, tab)
 		return
 	}
+	if x.StopAt > 0 {
+		f.stopThenRun(x, tab)
+		return
+	}
 	id := f.newExec()
 	if x.Mode == "reconcile" {
 		f.reconcile(context.Background(), id, x, tab)
@@ -367,7 +371,7 @@ func (f *feed) syncerConfig(x execSpec, ttl time.Duration) syncer.Config {
 	}
 	return syncer.Config{
 		Job: f.job, Mode: mode, Since: x.Since, Until: x.Until, Shard: x.Shard, Shards: x.Shards,
-		Workers: x.Workers, PageSize: x.PageSize, ChunkSize: x.ChunkSize, LockTTL: ttl,
+		Workers: x.Workers, Fetchers: x.Fetchers, PageSize: x.PageSize, ChunkSize: x.ChunkSize, LockTTL: ttl,
 		Overlap: x.Overlap, CheckpointEvery: 20 * time.Millisecond, MaxAttempts: 20,
 	}
 }
@@ -429,7 +433,7 @@ func (f *feed) limit(s string) *reconcile.Limit {
 // must keep the deletions of the feed's reconciles without Force within
 // its MaxDeleteTotal.
 func (f *feed) reconcile(ctx context.Context, id string, x execSpec, tab *table) (*reconcile.Report, error) {
-	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
+	cfg := reconcile.Config{PageSize: x.PageSize, Fetchers: x.Fetchers, Force: x.Force}
 	if x.MaxDelete != "" {
 		cfg.MaxDelete = f.limit(x.MaxDelete)
 	}
@@ -495,6 +499,9 @@ func processArgs(x execSpec, report string) []string {
 	args := []string{x.Mode, "--page-size", strconv.Itoa(x.PageSize), "--chunk-size", strconv.Itoa(x.ChunkSize),
 		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report,
 		"--max-invalid", "100%"} // the model serves invalid items freely
+	if x.Fetchers > 0 {
+		args = append(args, "--fetchers", strconv.Itoa(x.Fetchers))
+	}
 	switch x.Mode {
 	case "run":
 		return append(args, "--overlap", x.Overlap.String())

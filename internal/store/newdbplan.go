@@ -15,18 +15,41 @@ func CreateDatabaseSQL(name string) string {
 // PlanNewDatabase is PlanEntities for a database that does not exist
 // yet: every numbered migration is pending, and each entity's tables are
 // planned against the tables the migrations make (memberships) or none.
-// It reads nothing: there is nothing to read.
-func PlanNewDatabase(ctx context.Context, ents []*entity.Entity) (*EntityPlan, error) {
+// It reads only the server's key collation (keyCollationOf), through a
+// connection that names no database: there is nothing else to read.
+func PlanNewDatabase(ctx context.Context, dsn string, opt *Options, ents []*entity.Entity) (*EntityPlan, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{MaxOpenConns: 1, PingTimeout: cfg.Timeout}
+	if opt != nil {
+		o.TLS = opt.TLS
+	}
+	admin := cfg.Clone()
+	admin.DBName = ""
+	as, err := open(ctx, admin, o)
+	if err != nil {
+		return nil, err
+	}
+	defer as.Close()
+	keyColl, err := keyCollationOf(ctx, as.sql)
+	if err != nil {
+		return nil, err
+	}
 	ms, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
+	for i := range ms {
+		ms[i].SQL = dialectSQL(ms[i].SQL, keyColl)
+	}
 	p := &EntityPlan{Entities: ents, Pending: ms}
-	defs, _, err := entityTables(ents)
+	defs, _, err := entityTables(ents, keyColl)
 	if err != nil {
 		return nil, err
 	}
-	builtin, err := tableDefs(entity.Memberships())
+	builtin, err := tableDefs(entity.Memberships(), keyColl)
 	if err != nil {
 		return nil, err
 	}

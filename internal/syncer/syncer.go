@@ -407,6 +407,7 @@ func (r *run) recordFailed(id string, err error) {
 }
 
 type chunk struct {
+	part int // the part of the window (see plan) its page belongs to
 	page int
 	recs []erp.Record
 	at   time.Time // when its page was fetched
@@ -439,7 +440,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	var fetchErr error
 	go func() {
 		defer close(queue)
-		fetchErr = r.fetch(ctx, workCtx, since, until, queue)
+		fetchErr = r.fetchParts(ctx, workCtx, since, until, queue)
 	}()
 
 	// Save the checkpoint as the watermark moves.
@@ -485,7 +486,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			for _, rec := range c.recs {
 				r.recordFailed(rec.ErpID, fmt.Errorf("not written before the grace period ended: %w", err))
 			}
-			r.t.done(c.page, true)
+			r.t.done(c.part, c.page, true)
 			continue
 		}
 		wg.Add(1)
@@ -494,7 +495,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			defer sem.Release(1)
 			failed := r.processChunk(workCtx, c.recs)
 			r.lat.observe(time.Since(c.at), len(c.recs))
-			r.t.done(c.page, failed)
+			r.t.done(c.part, c.page, failed)
 		}(c)
 	}
 	wg.Wait()
@@ -528,16 +529,20 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 	return nil
 }
 
-// fetch pages the feed into queue in chunks, quarantining invalid records
-// and dropping duplicates within a page. It fetches no page after ctx
-// ended; a page fetched is in hand, and is quarantined and queued under
-// hand (the run's ctx extended by the grace period), as the workers write
-// it: a run stopped by its max duration or a signal writes every record
-// it fetched.
-func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
+// fetch pages part i of the window, [since, until), into queue in chunks
+// (see put). It fetches no page after ctx ended. seen, when not nil, is a
+// page of the part read before (Plan's look at the first record), queued
+// first.
+func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, seen *erp.Page, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
+	if seen != nil {
+		var err error
+		if prev, err = r.put(ctx, hand, i, seen, time.Now(), prev, false, queue); err != nil {
+			return err
+		}
+	}
 	var pass erp.Pass
 	for {
 		page, err := r.s.erp.Page(ctx, q)
@@ -554,42 +559,9 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			return fmt.Errorf("%w (%d of %d): %s; check --erp-map, --erp-status-map and the source settings (nothing written; --max-invalid 100%% lets it through)",
 				ErrFirstPageInvalid, n, n, InvalidSummary(page.Invalid))
 		}
-		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
-		page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
-		p := r.t.addPage(pageWatermark(page, fetchedAt))
-		failed := false
-		if len(page.Invalid) > 0 {
-			r.c.invalid.Add(int64(len(page.Invalid)))
-			qs := make([]store.Quarantined, len(page.Invalid))
-			for i, inv := range page.Invalid {
-				qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
-			}
-			r.invalid.page(page.Invalid, r.log)
-			if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
-				r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
-				r.c.failed.Add(int64(len(qs)))
-				failed = true
-			} else if err := r.markInvalid(hand, page.Invalid); err != nil {
-				r.log.Error().Err(err).Msg("checkpoint held back")
-				r.c.failed.Add(1)
-				failed = true
-			}
+		if prev, err = r.put(ctx, hand, i, page, fetchedAt, prev, page.NextCursor == "", queue); err != nil {
+			return err
 		}
-		recs, cur := r.dedupe(page.Records, prev)
-		prev = cur
-		for len(recs) > 0 {
-			n := min(cfg.ChunkSize, len(recs))
-			r.t.addChunk(p)
-			select {
-			case queue <- chunk{page: p, recs: recs[:n:n], at: fetchedAt}:
-			case <-hand.Done():
-				r.t.done(p, true)
-				r.t.seal(p, true)
-				return ctx.Err()
-			}
-			recs = recs[n:]
-		}
-		r.t.seal(p, failed)
 		if page.NextCursor == "" {
 			return nil
 		}
@@ -598,6 +570,53 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			return ctx.Err()
 		}
 	}
+}
+
+// put queues a page of part i in chunks, quarantining its invalid records
+// and dropping duplicates within the page and of the page before (prev);
+// last says it ends the part. A page fetched is in hand, and is
+// quarantined and queued under hand (the run's ctx extended by the grace
+// period), as the workers write it: a run stopped by its max duration or a
+// signal writes every record it fetched. It returns the page's erp_ids for
+// the next call.
+func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt time.Time, prev map[string]pageEntry, last bool, queue chan<- chunk) (map[string]pageEntry, error) {
+	cfg := r.s.cfg
+	r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
+	page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
+	p := r.t.addPage(i, pageWatermark(page, fetchedAt))
+	failed := false
+	if len(page.Invalid) > 0 {
+		r.c.invalid.Add(int64(len(page.Invalid)))
+		qs := make([]store.Quarantined, len(page.Invalid))
+		for i, inv := range page.Invalid {
+			qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
+		}
+		r.invalid.page(page.Invalid, r.log)
+		if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
+			r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
+			r.c.failed.Add(int64(len(qs)))
+			failed = true
+		} else if err := r.markInvalid(hand, page.Invalid); err != nil {
+			r.log.Error().Err(err).Msg("checkpoint held back")
+			r.c.failed.Add(1)
+			failed = true
+		}
+	}
+	recs, cur := r.dedupe(page.Records, prev)
+	for len(recs) > 0 {
+		n := min(cfg.ChunkSize, len(recs))
+		r.t.addChunk(i, p)
+		select {
+		case queue <- chunk{part: i, page: p, recs: recs[:n:n], at: fetchedAt}:
+		case <-hand.Done():
+			r.t.done(i, p, true)
+			r.t.seal(i, p, true, false)
+			return nil, ctx.Err()
+		}
+		recs = recs[n:]
+	}
+	r.t.seal(i, p, failed, last)
+	return cur, nil
 }
 
 // ClockAllowance is how far past the ERP's clock (the Date header of a

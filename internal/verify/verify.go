@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -156,6 +157,7 @@ type Pager interface {
 // Feed is the whole ERP feed as one scan saw it: the highest version of
 // each erp_id, and the records themselves when Scan keeps them.
 type Feed struct {
+	mu      sync.Mutex // guards what add writes: the parts of a scan add at once
 	started time.Time
 	// items counts every invalid item served; invalid the findings of
 	// Result.FeedInvalid.
@@ -195,51 +197,28 @@ func (f *Feed) Quarantined(erpID string) bool {
 // keep, the feed keeps each record (Compare's Diff lists them for a
 // repair); without, a hash of its fields.
 func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
-	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}}
-	q := erp.Query{Limit: pageSize}
+	return ScanParts(ctx, e, pageSize, 1, keep)
+}
+
+// scan pages q's window to its end into f. It returns the newest
+// updated_at it saw. count says the invalid items it sees count in
+// Result.FeedInvalid (not when another pass counts them).
+func (f *Feed) scan(ctx context.Context, e Pager, q erp.Query, keep, count bool) (time.Time, error) {
 	var pass erp.Pass
-	var buf [store.MembershipColumns]entity.Value
+	var newest time.Time
 	for {
 		p, err := e.Page(ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("page the feed: %w", err)
+			return newest, fmt.Errorf("page the feed: %w", err)
 		}
 		if err := pass.Next(p.NextCursor); err != nil {
-			return nil, err
+			return newest, err
 		}
-		// As a run does: a record the table cannot store is quarantined.
-		p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
-		f.items += int64(len(p.Invalid))
-		for _, inv := range p.Invalid {
-			if inv.ErpID == "" {
-				f.invalid++
-			}
-			if old, ok := f.quarantined[inv.ErpID]; inv.ErpID != "" && (!ok || inv.NewerThan(old)) {
-				inv.Raw = nil
-				f.quarantined[inv.ErpID] = inv
-			}
-		}
-		for i, r := range p.Records {
-			w := f.byID[r.ErpID]
-			if w != nil && w.version >= r.Version {
-				continue
-			}
-			if w == nil {
-				w = &want{}
-				f.byID[r.ErpID] = w
-			}
-			w.version, w.updated = r.Version, r.UpdatedAt
-			vals := valuesOf(&p.Records[i], buf[:])
-			w.sum = valsSum(vals, r.UpdatedAt, 0)
-			w.rounded = valsSum(vals, r.UpdatedAt, 1)
-			w.children = r.Children
-			if keep {
-				w.rec = &p.Records[i]
-			}
+		if t := f.add(p, keep, count); t.After(newest) {
+			newest = t
 		}
 		if p.NextCursor == "" {
-			f.dropSuperseded()
-			return f, nil
+			return newest, nil
 		}
 		q.Cursor = p.NextCursor
 	}
@@ -256,6 +235,51 @@ func (f *Feed) dropSuperseded() {
 		}
 		f.invalid++
 	}
+}
+
+// add takes the records of a page into f and returns the newest
+// updated_at of its valid records.
+func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var buf [store.MembershipColumns]entity.Value
+	var newest time.Time
+	// As a run does: a record the table cannot store is quarantined.
+	p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
+	for _, inv := range p.Invalid {
+		if count {
+			f.items++
+			if inv.ErpID == "" {
+				f.invalid++
+			}
+		}
+		if old, ok := f.quarantined[inv.ErpID]; inv.ErpID != "" && (!ok || inv.NewerThan(old)) {
+			inv.Raw = nil
+			f.quarantined[inv.ErpID] = inv
+		}
+	}
+	for i, r := range p.Records {
+		if r.UpdatedAt.After(newest) {
+			newest = r.UpdatedAt
+		}
+		w := f.byID[r.ErpID]
+		if w != nil && w.version >= r.Version {
+			continue
+		}
+		if w == nil {
+			w = &want{}
+			f.byID[r.ErpID] = w
+		}
+		w.version, w.updated = r.Version, r.UpdatedAt
+		vals := valuesOf(&p.Records[i], buf[:])
+		w.sum = valsSum(vals, r.UpdatedAt, 0)
+		w.rounded = valsSum(vals, r.UpdatedAt, 1)
+		w.children = r.Children
+		if keep {
+			w.rec = &p.Records[i]
+		}
+	}
+	return newest
 }
 
 // Row is what Compare reads of a row it lists.
@@ -283,7 +307,13 @@ type Diff struct {
 // Verify pages the whole feed (highest version per key wins) and compares
 // it with every row of the store's table.
 func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Result, error) {
-	f, err := Scan(ctx, e, pageSize, false)
+	return VerifyParts(ctx, e, st, pageSize, 1)
+}
+
+// VerifyParts is Verify with the feed scanned in parts, up to fetchers at
+// once (ScanParts).
+func VerifyParts(ctx context.Context, e Pager, st *store.Store, pageSize, fetchers int) (*Result, error) {
+	f, err := ScanParts(ctx, e, pageSize, fetchers, false)
 	if err != nil {
 		return nil, err
 	}

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -17,12 +19,10 @@ import (
 )
 
 // TestVerifyReadsTimesAsTheTableStoresThem: an ERP that serves seven
-// fraction digits (Dataverse, Business Central, S/4HANA) in its change
-// cursor. A row written by erpsync holds erp_updated_at truncated to the
-// millisecond on any server; a row MySQL 8 stored from a writer that sent
-// them all holds it rounded. verify finds both current, not stale for
-// ever. (A column's value with more digits than its datetime keeps is
-// invalid, never cut; trailing zeros are no digits.)
+// fraction digits (Dataverse, Business Central, S/4HANA). A row written by
+// erpsync holds them truncated to the millisecond on any server; a row
+// MySQL 8 stored from a writer that sent them all holds them rounded.
+// verify finds both current, not stale for ever.
 func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 	t.Parallel()
 	st, _ := testenv.MigratedStore(t)
@@ -33,8 +33,8 @@ func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"data":[
-{"erp_id":"A","member_id":"U1","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.9990Z","ends_at":"2025-03-01T10:00:00.123Z","version":3,"updated_at":"2025-02-01T10:00:00.4567891Z"},
-{"erp_id":"B","member_id":"U2","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.999000Z","ends_at":null,"version":1,"updated_at":"2025-02-01T10:00:00.4567891Z"}],"next_cursor":null}`))
+{"erp_id":"A","member_id":"U1","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.9996Z","ends_at":"2025-03-01T10:00:00.1238Z","version":3,"updated_at":"2025-02-01T10:00:00.4567891Z"},
+{"erp_id":"B","member_id":"U2","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.9996Z","ends_at":null,"version":1,"updated_at":"2025-02-01T10:00:00.4567891Z"}],"next_cursor":null}`))
 	}))
 	defer srv.Close()
 	src, err := erp.New(erp.Config{BaseURL: srv.URL})
@@ -70,6 +70,61 @@ func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 	if !res.OK() || res.Matching != 2 {
 		t.Fatalf("verify: matching %d, stale %+v; want both rows current", res.Matching, res.Stale)
 	}
+}
+
+// A scan in parts sees every record the ERP holds, as one pass does, while
+// records change under it: a record of a part not yet paged moves to the
+// end of the feed, past a last part that is done already; the pass after
+// the parts reads it there. The first part waits after its first page
+// until the last part is done, and most records change then.
+func TestScanPartsSeesRecordsThatMove(t *testing.T) {
+	t.Parallel()
+	m := erpmock.New(erpmock.Options{Records: 4000, Seed: 81})
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	src, err := erp.New(erp.Config{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{Client: src, lastDone: make(chan struct{}), change: func() { m.Change(3000) }}
+	f, err := verify.ScanParts(context.Background(), g, 50, 8, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := m.Truth()
+	var missed []string
+	for _, r := range truth {
+		if !f.Has(r.ErpID) {
+			missed = append(missed, r.ErpID)
+		}
+	}
+	if len(missed) > 0 || f.Records() != int64(len(truth)) {
+		t.Fatalf("the scan in parts saw %d records of %d; missed %d, like %v", f.Records(), len(truth), len(missed), missed[:min(len(missed), 5)])
+	}
+}
+
+// gate holds the first part of a scan after its first page until the last
+// part (the one open at the end) has served its last page, and runs change
+// then.
+type gate struct {
+	*erp.Client
+	once     sync.Once
+	lastDone chan struct{}
+	change   func()
+}
+
+func (g *gate) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
+	if q.Since.IsZero() && !q.Until.IsZero() && q.Cursor != "" {
+		<-g.lastDone
+	}
+	p, err := g.Client.Page(ctx, q)
+	if err == nil && !q.Since.IsZero() && q.Until.IsZero() && p.NextCursor == "" {
+		g.once.Do(func() {
+			g.change()
+			close(g.lastDone)
+		})
+	}
+	return p, err
 }
 
 // TestSupersededInvalidCopyIsNoFinding: a feed that replays an old invalid

@@ -1,0 +1,241 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/erp"
+)
+
+// Counter is what plan uses of a Source that can count the records of a
+// window of updated_at: [since, until), zero times leaving a bound open.
+// The REST client and the OData source both can; erp.ErrNoCount says a
+// source has no count after all.
+type Counter interface {
+	Count(ctx context.Context, since, until time.Time) (int64, error)
+}
+
+// Pager is what Plan needs of a feed besides its count: a page.
+type Pager interface {
+	Page(ctx context.Context, q erp.Query) (*erp.Page, error)
+}
+
+// Part is one part of a window of the feed: the records whose updated_at
+// is in [Since, Until), half-open so that a time shared by two parts, the
+// boundary's, belongs to one of them only; zero times leave a bound open.
+type Part struct {
+	Since, Until time.Time
+	// from and to are where a split may cut: Since and Until, the open
+	// ends closed at the feed's first record and at the clock.
+	from, to time.Time
+	n        int64 // records the source counted, -1 when unknown
+}
+
+// partsPerFetcher is how many parts plan aims at per fetcher: parts of
+// about the same count, several a fetcher, so that the fetchers that
+// finish early take the parts that remain while a slow or dense one is
+// paged.
+const partsPerFetcher = 4
+
+// Plan splits the window [since, until) for n fetchers: one part when n
+// is 1 or the window holds a page or less; else parts of the feed's own
+// count (Counter) of at most total/(4n) records and never less than a
+// page, each split again at the middle of its time range while it holds
+// more and its range is wider than a millisecond (a dense day, a busy
+// hour), neighbours that together hold no more merged. A part whose range
+// cannot be split (every record at one time) stays one part, paged on its
+// own keyset. Without a count the range is cut into 4n parts of equal
+// time. A window open at the start begins at the feed's first record (one
+// page of one record is read to learn it); one open at the end is cut up
+// to now, its last part staying open. The parts cover the window exactly,
+// in order. seen is that page of one record, when it was read: a record
+// of the first part, which its reader may take as read.
+func Plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize int) (parts []Part, seen *erp.Page, err error) {
+	parts, err = plan(ctx, src, since, until, n, pageSize, &seen)
+	return parts, seen, err
+}
+
+func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize int, seen **erp.Page) ([]Part, error) {
+	one := []Part{{Since: since, Until: until, n: -1}}
+	if n <= 1 {
+		return one, nil
+	}
+	from, to := since, until
+	if from.IsZero() {
+		p, err := src.Page(ctx, erp.Query{Since: since, Until: until, Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("plan the parts: first record: %w", err)
+		}
+		*seen = p
+		switch {
+		case len(p.Records) > 0:
+			from = p.Records[0].UpdatedAt
+		case len(p.Invalid) > 0:
+			from = p.Invalid[0].UpdatedAt
+		}
+		if from.IsZero() {
+			return one, nil
+		}
+	}
+	if to.IsZero() {
+		to = time.Now()
+	}
+	from = from.UTC().Truncate(time.Millisecond)
+	to = to.UTC()
+	if to.Sub(from) < 2*time.Millisecond {
+		return one, nil
+	}
+	whole := Part{Since: since, Until: until, from: from, to: to, n: -1}
+	c, ok := src.(Counter)
+	var total int64
+	err := errors.ErrUnsupported
+	if ok {
+		total, err = c.Count(ctx, since, until)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("plan the parts: count: %w", err)
+		}
+		return evenParts(whole, n*partsPerFetcher), nil
+	}
+	if total <= int64(pageSize) {
+		return one, nil
+	}
+	whole.n = total
+	target := max(int64(pageSize), (total+int64(n*partsPerFetcher)-1)/int64(n*partsPerFetcher))
+	sp := splitter{c: c, target: target, sem: make(chan struct{}, n)}
+	parts, err := sp.split(ctx, whole)
+	if err != nil {
+		return nil, fmt.Errorf("plan the parts: count: %w", err)
+	}
+	return merge(parts, target), nil
+}
+
+// splitter bisects parts by time while the count says they are too large,
+// with at most cap(sem) counts at once.
+type splitter struct {
+	c      Counter
+	target int64
+	sem    chan struct{}
+}
+
+func (sp *splitter) split(ctx context.Context, p Part) ([]Part, error) {
+	mid := p.from.Add(p.to.Sub(p.from) / 2).Truncate(time.Millisecond)
+	if p.n <= sp.target || !mid.After(p.from) || !mid.Before(p.to) {
+		return []Part{p}, nil
+	}
+	sp.sem <- struct{}{}
+	left, err := sp.c.Count(ctx, p.Since, mid)
+	<-sp.sem
+	if err != nil {
+		return nil, err
+	}
+	l := Part{Since: p.Since, Until: mid, from: p.from, to: mid, n: left}
+	r := Part{Since: mid, Until: p.Until, from: mid, to: p.to, n: max(p.n-left, 0)}
+	var (
+		wg   sync.WaitGroup
+		ls   []Part
+		lerr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ls, lerr = sp.split(ctx, l)
+	}()
+	rs, rerr := sp.split(ctx, r)
+	wg.Wait()
+	if err := errors.Join(lerr, rerr); err != nil {
+		return nil, err
+	}
+	return append(ls, rs...), nil
+}
+
+// merge joins neighbours that together hold no more than target.
+func merge(parts []Part, target int64) []Part {
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		last := &out[len(out)-1]
+		if last.n+p.n <= target {
+			last.Until, last.to, last.n = p.Until, p.to, last.n+p.n
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// evenParts cuts p's range into k parts of equal time, whole milliseconds.
+func evenParts(p Part, k int) []Part {
+	step := (p.to.Sub(p.from) / time.Duration(k)).Truncate(time.Millisecond)
+	if step <= 0 {
+		step = time.Millisecond
+	}
+	var out []Part
+	lo := p.Since
+	for cut := p.from.Add(step); cut.Before(p.to) && len(out) < k-1; cut = cut.Add(step) {
+		out = append(out, Part{Since: lo, Until: cut, n: -1})
+		lo = cut
+	}
+	return append(out, Part{Since: lo, Until: p.Until, n: -1})
+}
+
+// fetchParts plans the window [since, until) and pages its parts into
+// queue, up to Config.Fetchers at once, each part on its own (see fetch),
+// the earliest first. The first part to fail stops the others fetching;
+// its error is returned.
+func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
+	cfg := r.s.cfg
+	parts, seen, err := Plan(ctx, r.s.erp, since, until, cfg.Fetchers, cfg.PageSize)
+	if err != nil {
+		return err
+	}
+	r.t.setParts(len(parts))
+	if len(parts) == 1 {
+		return r.fetch(ctx, hand, 0, since, until, seen, queue)
+	}
+	r.log.Info().Int("parts", len(parts)).Int("fetchers", min(cfg.Fetchers, len(parts))).Msg("window split into parts")
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int, len(parts))
+	for i := range parts {
+		next <- i
+	}
+	close(next)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range min(cfg.Fetchers, len(parts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if fctx.Err() != nil {
+					return
+				}
+				var head *erp.Page
+				if i == 0 {
+					head = seen
+				}
+				if err := r.fetch(fctx, hand, i, parts[i].Since, parts[i].Until, head, queue); err != nil {
+					mu.Lock()
+					if first == nil && (ctx.Err() != nil || fctx.Err() == nil) {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		return ctx.Err()
+	}
+	return first
+}
