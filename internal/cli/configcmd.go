@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -85,6 +87,9 @@ func entityLine(e *entity.Entity) string {
 			if v, ok := s.Set[k]; ok {
 				set = append(set, k+"="+v)
 			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Params)) {
+			set = append(set, "param "+k+"="+s.Params[k])
 		}
 		if len(set) > 0 {
 			srcs[i] += " (" + strings.Join(set, ", ") + ")"

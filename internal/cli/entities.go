@@ -232,6 +232,9 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 		if e.Paging != odata.PagingKeyset && e.Paging != odata.PagingServer {
 			return nil, fmt.Errorf("--erp-paging %q: want %s or %s", e.Paging, odata.PagingKeyset, odata.PagingServer)
 		}
+		if len(t.src.Params) > 0 {
+			return nil, fmt.Errorf("entity %s: source %s (line %d): params: only for --erp-kind rest: an OData source is filtered on the constants it sets", t.ent.Name, t.src.Name, t.src.Line)
+		}
 		u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + t.src.Name
 		// Another source of the entity set: its constants must be filtered.
 		var shared int

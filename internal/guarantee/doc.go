@@ -108,6 +108,18 @@
 // skipping any at or below the last it applied, must end holding every
 // row as the table does, live or soft-deleted.
 //
+// TestSourcesGuarantee (sources_test.go) reads erpmock's contracts as an
+// entity of two to four REST sources of one path, one per tenant, each
+// setting a tenant and a plant, key columns, to values with "/" and "%"
+// that often join into one text ({a/b, c} and {a, b/c}), and selecting its
+// tenant's records with params the mock applies or, in a quarter of the
+// feeds, ignores. bin/erpsync runs and backfills, several at once and in
+// half the feeds only runs without an overlap, while records change and
+// the mock errs, duplicates and replays; after a final run every valid
+// record must be one row under its own tenant and plant at its latest
+// version, no row another's, and where the params are ignored the other
+// tenants' records quarantined.
+//
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
 // ./internal/guarantee/` to search further. A failure names the seed (and
