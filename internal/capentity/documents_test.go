@@ -449,7 +449,8 @@ func (e *docEnv) changeOrders(ctx context.Context, first int) docChanges {
 // creates and deletes some; a run brings the tables to CAP again, the
 // removed lines removed, and a reconcile (OData, no REST) soft-deletes the
 // deleted orders; and every event carries the lines of its version. Lines
-// changed by hand are found by verify and repaired by reconcile.
+// changed by hand are found by verify and repaired by reconcile, with an
+// event each.
 func TestDocumentsSync(t *testing.T) {
 	t.Parallel()
 	e := setupOrders(t, 300, captest.Options{PageLimit: 50})
@@ -513,8 +514,9 @@ func TestDocumentsSync(t *testing.T) {
 
 	// Lines changed by hand behind erpsync's back, headers untouched: one
 	// deleted, one changed, one added. verify finds them, reconcile makes
-	// the lines CAP's again and records no event (the version is one the
-	// consumers know).
+	// the lines CAP's again and records an update event of each of the two
+	// documents, at the version it holds, with its lines as repaired: the
+	// consumers held the lines the table no longer has.
 	lines := e.Table("sales_order_items")
 	a, b := docs[0]["OrderNo"].(string), docs[1]["OrderNo"].(string)
 	for _, q := range []string{
@@ -535,8 +537,8 @@ func TestDocumentsSync(t *testing.T) {
 	if d := e.assertDocuments(ent, docs); d != len(deletedNos) {
 		t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, len(deletedNos))
 	}
-	if m := e.assertEvents(ent, docs, deletedNos); m != n {
-		t.Errorf("%d events after the repair of lines, %d before", m, n)
+	if m := e.assertEvents(ent, docs, deletedNos); m != n+2 {
+		t.Errorf("%d events after the repair of the lines of 2 orders, %d before", m, n)
 	}
 	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
 		t.Errorf("verify after the repair: exit %d: %s", r.Code, r.Out())

@@ -11,13 +11,16 @@ import (
 
 // The writes of an entity with events (entity.Entity.Events) record the
 // change event of every row they change in the outbox, in the transaction
-// that changes it: an insert, an update to a higher version, a restore, a
-// soft delete. A write that changes nothing (a replay, a stale version, a
-// lost fence) records nothing, and the outbox's UNIQUE index over (entity,
-// key, version, op, life) drops a change recorded twice; life is the row's
-// restore_count after the write, which a restore raises. Each write reads the
-// rows' guards under a lock first (SELECT ... FOR UPDATE), so that what it
-// calls a change is what it changed.
+// that changes it, after the statement that changed it (so that the row
+// lock orders a key's events: their outbox ids, the events' seq, increase
+// with every event of the key): an insert, an update to a higher version,
+// a restore, a soft delete, a repair at the row's version (repair.go). A
+// write that changes nothing (a replay, a stale version, a lost fence)
+// records nothing, and the outbox's UNIQUE index over (entity, key,
+// version, op, life) drops a change recorded twice; life is the row's
+// restore_count after the write, which a restore and a repair raise. Each
+// write reads the rows' guards under a lock first (SELECT ... FOR UPDATE),
+// so that what it calls a change is what it changed.
 
 // events reports whether the table's writes record change events.
 func (t *Table) events() bool { return t.ent.Events }
