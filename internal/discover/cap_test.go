@@ -60,7 +60,7 @@ func TestCAP(t *testing.T) {
 	for name, want := range map[string]string{
 		"company_code": "CompanyCode string(4)", "customer": "Customer string(10)", "customer_name": "CustomerName string(80)",
 		"credit_limit": "CreditLimit decimal(15,2)", "is_blocked": "IsBlocked bool", "founded_on": "FoundedOn date",
-		"rating": "Rating int64", "address_city": "Address_City string(40)", "created_at_erp": "createdAt datetime",
+		"rating": "Rating int64", "address_city": "Address_City string(40)", "created_at_erp": "createdAt datetime(6)",
 	} {
 		if types[name] != want {
 			t.Errorf("customers.%s: %q, want %q", name, types[name], want)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -187,6 +188,9 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 	}
 	s.updatedAt, s.updatedNote = guessUpdatedAt(props, keyProps)
 	s.version, s.versionNote = guessVersion(props, keyProps)
+	if s.updatedAt != "" && s.version == "" {
+		s.updatedNote = join(s.updatedNote, coarseCursor(props, s.updatedAt))
+	}
 	var byFrom map[string]string
 	s.columns, byFrom, s.reason = columnsOf(props, skipped, keyProps, newNames(entity.Reserved), func(from string) bool {
 		return from == s.updatedAt || from == s.version
@@ -473,6 +477,23 @@ func guessUpdatedAt(props []prop, key map[string]bool) (string, string) {
 		note += "; nullable in $metadata: check that the server always sets it"
 	}
 	return p.from(), note
+}
+
+// coarseCursor warns of a change cursor from that counts less than
+// milliseconds (Precision 0 to 2) in an entity without a version: the
+// version is updated_at in microseconds, so two changes within one of its
+// steps share a version, and the version guard drops the second.
+func coarseCursor(props []prop, from string) string {
+	i := slices.IndexFunc(props, func(p prop) bool { return p.from() == from })
+	if i < 0 || props[i].facets.Precision == "" {
+		return ""
+	}
+	p, err := strconv.Atoi(props[i].facets.Precision)
+	if err != nil || p >= entity.DefaultDigits {
+		return ""
+	}
+	step := map[int]string{0: "second", 1: "tenth of a second", 2: "hundredth of a second"}[p]
+	return fmt.Sprintf("WARNING: Precision %d, a %s: with no version, two changes of a record within one %s share a version and the second is dropped by the version guard; add version: (an integer change counter) if the set has one", p, step, step)
 }
 
 // versionNames are the names of integer change counters (lower case,

@@ -76,6 +76,11 @@ func badCases(t testing.TB) []badCase {
 		{"nullable a string", edit(t, `nullable: true`, `nullable: "yes"`), 12, "nullable: want true or false, not a string", true},
 		{"alias", edit(t, "    source: customers", "    source: &s customers\n    table: *s"), 7, "aliases are not supported", false},
 		{"unknown type", edit(t, "type: string(10)", "type: varchar(10)"), 11, `unknown type "varchar(10)": want string(N)`, true},
+		{"datetime(7)", edit(t, `type: "decimal(15,2)"`, `type: "datetime(7)"`), 12, `type "datetime(7)": want datetime(P) with P, the fraction digits of a second, from 0 to 6`, false},
+		{"datetime(P,S)", edit(t, `type: "decimal(15,2)"`, `type: "datetime(6,1)"`), 12, `type "datetime(6,1)": want datetime(N)`, false},
+		{"an event key past the outbox", good[:strings.Index(good, "entities:")] + "events: {sink: nats, url: \"nats://127.0.0.1:4222\"}\n" +
+			strings.Replace(strings.Replace(good[strings.Index(good, "entities:"):], "string(10)", "string(200)", 1), "    columns:", "    events: true\n    columns:", 1),
+			8, "entity customers: key: its change events' key text takes up to 1252 bytes (the key's JSON, a string(N) at up to 6 bytes a character, <, > and & escaped as \\u003c), more than the 500 the outbox holds", false},
 		{"type with a tab", edit(t, "type: string(10)", "type: \"string(10)\\t\""), 11, `type "string(10)\t": want printable ASCII`, true},
 		{"set a date", edit(t, "    source: customers\n", "    sources: [{source: a, set: {company: 2024-01-01}}]\n"), 6, `set: company "2024-01-01": 10 characters, more than 4`, false},
 		{"type without length", edit(t, "type: string(10)", "type: string"), 11, `type "string": want string(N)`, true},

@@ -103,6 +103,11 @@ func (d *decoder) entity(n *yaml.Node, f *File) *Entity {
 		if d.ok() && e.Events && f.Events == nil {
 			d.fail(v.key, "%s: events: true without the file's events: block: add events: {sink: ..., url: ...}", what)
 		}
+		if k, ok := m["key"]; ok && d.ok() && e.Events {
+			if n := EventKeyBytes(e); n > MaxEventKeyBytes {
+				d.fail(k.value, "%s: key: its change events' key text takes up to %d bytes (the key's JSON, a string(N) at up to 6 bytes a character, <, > and & escaped as \\u003c), more than the %d the outbox holds: shorten the key's strings", what, n, MaxEventKeyBytes)
+			}
+		}
 	}
 	if v, ok := m["rest"]; ok {
 		if f.ERP.Kind == KindOData {

@@ -14,6 +14,49 @@ import (
 // table's UNIQUE index over the key columns.
 const MaxIndexBytes = 3072
 
+// MaxEventKeyBytes is the most bytes the key text of a change event may
+// take: the outbox's entity_key.
+const MaxEventKeyBytes = 500
+
+// EventKeyBytes is the most bytes the key text of e's change events can
+// take: the JSON object of its key columns ({"name":value,...}), each
+// value at its longest: a string(N) at 6 bytes a character (<, >, & and
+// U+2028 are escaped as \u003c, as encoding/json escapes them), an int64
+// or a decimal as a string with its sign, point and digits.
+func EventKeyBytes(e *Entity) int {
+	n := 2 + len(e.Key) - 1 // {}, commas
+	for _, i := range e.KeyIndexes() {
+		if i < 0 {
+			continue
+		}
+		c := e.Columns[i]
+		n += len(c.Name) + 3 // "name":
+		switch t := c.Type; t.Kind {
+		case String:
+			n += 2 + 6*t.Length
+		case Int32:
+			n += len("-2147483648")
+		case Int64:
+			n += len(`"-9223372036854775808"`)
+		case Decimal:
+			n += 2 + 1 + t.Precision // quotes, sign, digits
+			if t.Scale > 0 {
+				n++ // the point
+			}
+			if t.Scale == t.Precision {
+				n++ // the zero before it
+			}
+		case Bool:
+			n += len("false")
+		case Date:
+			n += len(`"2006-01-02"`)
+		default:
+			n += 40 // no key kind
+		}
+	}
+	return n
+}
+
 // IndexBytes is how many bytes a column of type t takes in an index: 4 a
 // character for string(N) (utf8mb4), MySQL's storage size for the others.
 func IndexBytes(t Type) int {

@@ -120,6 +120,15 @@
 // version, no row another's, and where the params are ignored the other
 // tenants' records quarantined.
 //
+// TestExactKeysGuarantee runs waves of overlapping `erpsync run` processes
+// over an entity whose keys differ in case, by spaces or past ASCII ("A",
+// "a", "A ", " A", "Ä"), with items the decoder must refuse (keys with a
+// lone UTF-16 surrogate, a member given twice, a date-time with more
+// digits than its column keeps): the table must hold one row per key,
+// byte for byte, at its latest version and fields (a datetime(6) with its
+// microseconds), the outbox one insert per key under its exact JSON, and
+// the refused items must be quarantined with no row.
+//
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
 // ./internal/guarantee/` to search further. A failure names the seed (and
