@@ -32,8 +32,9 @@ type sinkFaults struct {
 	// exchange without a queue) or a binding whose routing key is not the
 	// entity's ("orders"); "": bound right.
 	Unroute string
-	// TooLarge: while the fault lasts, the NATS stream's max_msg_size is
-	// the median size of the events pending when it begins.
+	// TooLarge: for a while, the NATS stream's max_msg_size refuses every
+	// event, then the earlier of two events of a key, and takes the later
+	// (see startFaults).
 	TooLarge bool
 }
 
@@ -50,7 +51,7 @@ func (sf sinkFaults) String() string {
 		out = append(out, fmt.Sprintf("the relays' exchanges are bound with routing key %s for a while", sf.Unroute))
 	}
 	if sf.TooLarge {
-		out = append(out, "the stream refuses the larger half of the events for a while")
+		out = append(out, "the stream refuses every event, then the larger of two of a key, for a while")
 	}
 	if len(out) == 0 {
 		return ""
@@ -114,10 +115,15 @@ func (s *sink) redirected(w http.ResponseWriter, r *http.Request, id string) boo
 }
 
 // faultExit reports whether res is a relay that a fault of the sink
-// stopped (a redirect is a rejection: exit 1 with one line).
+// stopped: a redirect is a rejection (exit 1 with one line), and a
+// `relay --once` exits 1 on a message the broker did not take.
 func faultExit(res proctest.Result) bool {
-	return res.Code == 1 && strings.Contains(res.Out(), "a redirect is not followed")
+	return res.Code == 1 && slices.ContainsFunc(faultLines, func(l string) bool { return strings.Contains(res.Out(), l) })
 }
+
+// faultLines are what the relay says when a fault of the sink fails a
+// delivery.
+var faultLines = []string{"a redirect is not followed", "did not take event", "has no queue for routing key"}
 
 // bindRelay binds relay exchange x to the feed's: wrong while the feed's
 // Unroute lasts, with every routing key otherwise.
@@ -138,11 +144,16 @@ func (s *sink) bindRelay(x string) error {
 	return s.amqpCh.ExchangeBind(s.exchange, s.ev.Faults.Unroute, x, false, nil)
 }
 
-// startFaults begins the faults that last a while: before the relays
-// start, the RabbitMQ exchanges are bound wrong; once events are pending,
-// the NATS stream's max_msg_size drops to the median size of their
-// bodies, as the relay sends them. They end 2 seconds after events were
-// first pending, or at endFaults.
+// startFaults begins the faults that last a while, until the final
+// drain at the latest. Before the relays start, the RabbitMQ exchanges
+// are bound wrong, until 2 seconds after events were first pending. Once
+// events are pending, the NATS stream refuses every message (a
+// max_msg_size of 1 byte) until two events of one key are pending of
+// which the earlier is the larger; then its max_msg_size is the size of
+// the later one: the earlier is refused, the later fits, and so do the
+// smaller events around them in a batch; 3 seconds later, or at the final
+// drain when no key had such events, the limit goes. The settlings'
+// relays meanwhile exit 1 on the refusals (faultExit).
 func (s *sink) startFaults() {
 	sf, fs := s.ev.Faults, &s.faulty
 	fs.end, fs.done = make(chan struct{}), make(chan struct{})
@@ -154,44 +165,63 @@ func (s *sink) startFaults() {
 	go func() {
 		defer close(fs.done)
 		defer s.undoFaults()
-		sizes := s.pendingSizes()
-		if sizes == nil {
+		if s.pending(0) == nil {
 			return // ended
 		}
 		if sf.TooLarge {
-			s.setMaxMsgSize(int32(sizes[len(sizes)/2]))
+			s.setMaxMsgSize(1)
+			for {
+				evs := s.pending(20 * time.Millisecond)
+				if evs == nil {
+					return
+				}
+				if n, ok := splitKey(evs); ok {
+					s.setMaxMsgSize(int32(n))
+					break
+				}
+			}
 		}
 		select {
 		case <-fs.end:
-		case <-time.After(2 * time.Second):
+		case <-time.After(3 * time.Second):
 		}
 	}()
 }
 
-// pendingSizes waits for pending events and returns the sizes of the
-// first 64 bodies, sorted; nil when the faults ended first.
-func (s *sink) pendingSizes() []int {
+// splitKey finds two events of one key in evs, the earlier larger than
+// the later, and returns the later's size.
+func splitKey(evs []outbox.Pending) (int, bool) {
+	largest := map[string]int{}
+	for _, e := range evs {
+		k := e.Entity + "\x00" + e.Key
+		if largest[k] > len(e.Body) {
+			return len(e.Body), true
+		}
+		largest[k] = max(largest[k], len(e.Body))
+	}
+	return 0, false
+}
+
+// pending waits for pending events (polling every 20 ms, after a first
+// wait of first) and returns up to 256 of them; nil when the faults
+// ended first.
+func (s *sink) pending(first time.Duration) []outbox.Pending {
 	db, err := s.f.w.st.DB().DB()
 	if err != nil {
 		return nil
 	}
 	ob := outbox.New(db)
+	wait := first
 	for {
 		select {
 		case <-s.faulty.end:
 			return nil
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(wait):
 		}
-		evs, err := ob.Pending(context.Background(), 64)
-		if err != nil || len(evs) == 0 {
-			continue
+		wait = 20 * time.Millisecond
+		if evs, err := ob.Pending(context.Background(), 256); err == nil && len(evs) > 0 {
+			return evs
 		}
-		sizes := make([]int, len(evs))
-		for i, e := range evs {
-			sizes[i] = len(e.Body)
-		}
-		slices.Sort(sizes)
-		return sizes
 	}
 }
 
@@ -236,8 +266,8 @@ func (s *sink) undoFaults() {
 	}
 }
 
-// endFaults ends the faults that last (at a settling, and before the
-// final drain) and logs what the faults did.
+// endFaults ends the faults that last (before the final drain) and logs
+// what they did.
 func (s *sink) endFaults() {
 	fs := &s.faulty
 	if fs.end == nil {
@@ -262,4 +292,20 @@ func (s *sink) js() jetstream.JetStream {
 		return nil
 	}
 	return js
+}
+
+// logFaulted logs how many deliveries of the relays (outs: their output)
+// the sink's faults failed.
+func (s *sink) logFaulted(outs []string) {
+	n := 0
+	for _, out := range outs {
+		for _, l := range strings.Split(out, "\n") {
+			if slices.ContainsFunc(faultLines, func(f string) bool { return strings.Contains(l, f) }) {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		s.f.t.Logf("the sink's faults failed %d deliveries", n)
+	}
 }
