@@ -528,6 +528,7 @@ func (s *sink) once(when string) {
 	if res := s.f.env(id).Run(context.Background(), s.relayArgs(id, true)...); res.Code != 0 && !faultExit(res) {
 		s.f.t.Errorf("%s: relay --once exit %d: %s", when, res.Code, res.Out())
 	}
+	s.settled(when)
 }
 
 // finish stops the relays with SIGTERM, drains the outbox with `relay

@@ -32,9 +32,9 @@ type sinkFaults struct {
 	// exchange without a queue) or a binding whose routing key is not the
 	// entity's ("orders"); "": bound right.
 	Unroute string
-	// TooLarge: for a while, the NATS stream's max_msg_size refuses every
-	// event, then the earlier of two events of a key, and takes the later
-	// (see startFaults).
+	// TooLarge: for a while after the last wave, the NATS stream's
+	// max_msg_size refuses every event, then an event of a key, and takes
+	// a later one (see startFaults).
 	TooLarge bool
 }
 
@@ -51,7 +51,7 @@ func (sf sinkFaults) String() string {
 		out = append(out, fmt.Sprintf("the relays' exchanges are bound with routing key %s for a while", sf.Unroute))
 	}
 	if sf.TooLarge {
-		out = append(out, "the stream refuses every event, then the larger of two of a key, for a while")
+		out = append(out, "after the waves the stream refuses every event, then an earlier larger one of a key, for a while")
 	}
 	if len(out) == 0 {
 		return ""
@@ -86,6 +86,8 @@ type faultState struct {
 	end       chan struct{}
 	done      chan struct{}
 	endOnce   sync.Once
+	waved     chan struct{} // closed when the last wave has settled
+	wavedOnce sync.Once
 	log       []string
 }
 
@@ -146,17 +148,17 @@ func (s *sink) bindRelay(x string) error {
 
 // startFaults begins the faults that last a while, until the final
 // drain at the latest. Before the relays start, the RabbitMQ exchanges
-// are bound wrong, until 2 seconds after events were first pending. Once
-// events are pending, the NATS stream refuses every message (a
-// max_msg_size of 1 byte) until two events of one key are pending of
-// which the earlier is the larger; then its max_msg_size is the size of
-// the later one: the earlier is refused, the later fits, and so do the
-// smaller events around them in a batch; 3 seconds later, or at the final
-// drain when no key had such events, the limit goes. The settlings'
-// relays meanwhile exit 1 on the refusals (faultExit).
+// are bound wrong, until 2 seconds after events were first pending. After
+// the last wave has settled (so that the changes of the same keys that
+// follow, records that leave and come back, pile up behind it), the NATS
+// stream refuses every message (a max_msg_size of 1 byte) until the
+// pending events can be split by size (splitKey); then its max_msg_size
+// refuses an event and takes a later one of its key in the same batch; 3
+// seconds later, or at the final drain when no key had such events, the
+// limit goes.
 func (s *sink) startFaults() {
 	sf, fs := s.ev.Faults, &s.faulty
-	fs.end, fs.done = make(chan struct{}), make(chan struct{})
+	fs.end, fs.done, fs.waved = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	if sf.Unroute == "" && !sf.TooLarge {
 		close(fs.done)
 		return
@@ -165,20 +167,30 @@ func (s *sink) startFaults() {
 	go func() {
 		defer close(fs.done)
 		defer s.undoFaults()
-		if s.pending(0) == nil {
-			return // ended
+		if sf.Unroute != "" {
+			if s.pending(0) == nil {
+				return // ended
+			}
+			select {
+			case <-fs.end:
+			case <-time.After(2 * time.Second):
+			}
+			return
 		}
-		if sf.TooLarge {
-			s.setMaxMsgSize(1)
-			for {
-				evs := s.pending(20 * time.Millisecond)
-				if evs == nil {
-					return
-				}
-				if n, ok := splitKey(evs); ok {
-					s.setMaxMsgSize(int32(n))
-					break
-				}
+		select {
+		case <-fs.end:
+			return
+		case <-fs.waved:
+		}
+		s.setMaxMsgSize(1)
+		for {
+			evs := s.pending(20 * time.Millisecond)
+			if evs == nil {
+				return
+			}
+			if n, ok := splitKey(evs, s.ev.Batch); ok {
+				s.setMaxMsgSize(int32(n))
+				break
 			}
 		}
 		select {
@@ -188,18 +200,61 @@ func (s *sink) startFaults() {
 	}()
 }
 
-// splitKey finds two events of one key in evs, the earlier larger than
-// the later, and returns the later's size.
-func splitKey(evs []outbox.Pending) (int, bool) {
-	largest := map[string]int{}
-	for _, e := range evs {
-		k := e.Entity + "\x00" + e.Key
-		if largest[k] > len(e.Body) {
-			return len(e.Body), true
+// settled tells the faults that the wave's settling when is over.
+func (s *sink) settled(when string) {
+	fs := &s.faulty
+	if fs.waved != nil && when == fmt.Sprintf("after wave %d", len(s.f.sc.Waves)-1) {
+		fs.wavedOnce.Do(func() { close(fs.waved) })
+	}
+}
+
+// splitKey finds a size limit under which a relay that publishes a whole
+// batch before it looks at the acknowledgements would have the stream
+// store an event of a key before an earlier one that it refused: it
+// follows such a relay over evs (the pending events in the relay's
+// order), batch events at a time, each batch starting at the first event
+// the previous one had refused.
+func splitKey(evs []outbox.Pending, batch int) (int, bool) {
+	for _, limit := range evs {
+		limit := msgSize(limit)
+		for s := 0; s < len(evs); {
+			w := evs[s:min(len(evs), s+batch)]
+			if reorders(w, limit) {
+				return limit, true
+			}
+			r := slices.IndexFunc(w, func(p outbox.Pending) bool { return msgSize(p) > limit })
+			if r == 0 {
+				break // stuck: this batch again and again
+			}
+			if r < 0 {
+				r = len(w)
+			}
+			s += r
 		}
-		largest[k] = max(largest[k], len(e.Body))
 	}
 	return 0, false
+}
+
+// reorders reports whether an event of w over limit has a later event of
+// its key in w within it.
+func reorders(w []outbox.Pending, limit int) bool {
+	for i, e := range w {
+		if msgSize(e) <= limit {
+			continue
+		}
+		for _, later := range w[i+1:] {
+			if later.Entity == e.Entity && later.Key == e.Key && msgSize(later) <= limit {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// msgSize is the size of e's message as JetStream compares it with a
+// stream's max_msg_size: its headers (Nats-Msg-Id) and its body.
+func msgSize(e outbox.Pending) int {
+	return len("NATS/1.0\r\n"+jetstream.MsgIDHeader+": \r\n\r\n") + len(e.ID) + len(e.Body)
 }
 
 // pending waits for pending events (polling every 20 ms, after a first
