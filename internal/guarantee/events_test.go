@@ -546,11 +546,11 @@ func (s *sink) once(when string) {
 	if s == nil {
 		return
 	}
-	s.endFaults()
 	id := s.f.newExec() + "-once"
-	if res := s.f.env(id).Run(context.Background(), s.relayArgs(id, true)...); res.Code != 0 {
+	if res := s.f.env(id).Run(context.Background(), s.relayArgs(id, true)...); res.Code != 0 && !faultExit(res) {
 		s.f.t.Errorf("%s: relay --once exit %d: %s", when, res.Code, res.Out())
 	}
+	s.settled(when)
 }
 
 // finish stops the relays with SIGTERM, drains the outbox with `relay
@@ -599,6 +599,7 @@ func (s *sink) finish() {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	s.logFaulted(outs)
 	switch s.ev.Sink {
 	case sinkNATS:
 		s.readAll()

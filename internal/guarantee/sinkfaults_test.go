@@ -32,8 +32,9 @@ type sinkFaults struct {
 	// exchange without a queue) or a binding whose routing key is not the
 	// entity's ("orders"); "": bound right.
 	Unroute string
-	// TooLarge: while the fault lasts, the NATS stream's max_msg_size is
-	// the median size of the events pending when it begins.
+	// TooLarge: for a while after the last wave, the NATS stream's
+	// max_msg_size refuses every event, then an event of a key, and takes
+	// a later one (see startFaults).
 	TooLarge bool
 }
 
@@ -50,7 +51,7 @@ func (sf sinkFaults) String() string {
 		out = append(out, fmt.Sprintf("the relays' exchanges are bound with routing key %s for a while", sf.Unroute))
 	}
 	if sf.TooLarge {
-		out = append(out, "the stream refuses the larger half of the events for a while")
+		out = append(out, "after the waves the stream refuses every event, then an earlier larger one of a key, for a while")
 	}
 	if len(out) == 0 {
 		return ""
@@ -85,6 +86,8 @@ type faultState struct {
 	end       chan struct{}
 	done      chan struct{}
 	endOnce   sync.Once
+	waved     chan struct{} // closed when the last wave has settled
+	wavedOnce sync.Once
 	log       []string
 }
 
@@ -114,10 +117,15 @@ func (s *sink) redirected(w http.ResponseWriter, r *http.Request, id string) boo
 }
 
 // faultExit reports whether res is a relay that a fault of the sink
-// stopped (a redirect is a rejection: exit 1 with one line).
+// stopped: a redirect is a rejection (exit 1 with one line), and a
+// `relay --once` exits 1 on a message the broker did not take.
 func faultExit(res proctest.Result) bool {
-	return res.Code == 1 && strings.Contains(res.Out(), "a redirect is not followed")
+	return res.Code == 1 && slices.ContainsFunc(faultLines, func(l string) bool { return strings.Contains(res.Out(), l) })
 }
+
+// faultLines are what the relay says when a fault of the sink fails a
+// delivery.
+var faultLines = []string{"a redirect is not followed", "did not take event", "has no queue for routing key"}
 
 // bindRelay binds relay exchange x to the feed's: wrong while the feed's
 // Unroute lasts, with every routing key otherwise.
@@ -138,14 +146,19 @@ func (s *sink) bindRelay(x string) error {
 	return s.amqpCh.ExchangeBind(s.exchange, s.ev.Faults.Unroute, x, false, nil)
 }
 
-// startFaults begins the faults that last a while: before the relays
-// start, the RabbitMQ exchanges are bound wrong; once events are pending,
-// the NATS stream's max_msg_size drops to the median size of their
-// bodies, as the relay sends them. They end 2 seconds after events were
-// first pending, or at endFaults.
+// startFaults begins the faults that last a while, until the final
+// drain at the latest. Before the relays start, the RabbitMQ exchanges
+// are bound wrong, until 2 seconds after events were first pending. After
+// the last wave has settled (so that the changes of the same keys that
+// follow, records that leave and come back, pile up behind it), the NATS
+// stream refuses every message (a max_msg_size of 1 byte) until the
+// pending events can be split by size (splitKey); then its max_msg_size
+// refuses an event and takes a later one of its key in the same batch; 3
+// seconds later, or at the final drain when no key had such events, the
+// limit goes.
 func (s *sink) startFaults() {
 	sf, fs := s.ev.Faults, &s.faulty
-	fs.end, fs.done = make(chan struct{}), make(chan struct{})
+	fs.end, fs.done, fs.waved = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	if sf.Unroute == "" && !sf.TooLarge {
 		close(fs.done)
 		return
@@ -154,44 +167,116 @@ func (s *sink) startFaults() {
 	go func() {
 		defer close(fs.done)
 		defer s.undoFaults()
-		sizes := s.pendingSizes()
-		if sizes == nil {
-			return // ended
-		}
-		if sf.TooLarge {
-			s.setMaxMsgSize(int32(sizes[len(sizes)/2]))
+		if sf.Unroute != "" {
+			if s.pending(0) == nil {
+				return // ended
+			}
+			select {
+			case <-fs.end:
+			case <-time.After(2 * time.Second):
+			}
+			return
 		}
 		select {
 		case <-fs.end:
-		case <-time.After(2 * time.Second):
+			return
+		case <-fs.waved:
+		}
+		s.setMaxMsgSize(1)
+		for {
+			evs := s.pending(20 * time.Millisecond)
+			if evs == nil {
+				return
+			}
+			if n, ok := splitKey(evs, s.ev.Batch); ok {
+				s.setMaxMsgSize(int32(n))
+				break
+			}
+		}
+		select {
+		case <-fs.end:
+		case <-time.After(3 * time.Second):
 		}
 	}()
 }
 
-// pendingSizes waits for pending events and returns the sizes of the
-// first 64 bodies, sorted; nil when the faults ended first.
-func (s *sink) pendingSizes() []int {
+// settled tells the faults that the wave's settling when is over.
+func (s *sink) settled(when string) {
+	fs := &s.faulty
+	if fs.waved != nil && when == fmt.Sprintf("after wave %d", len(s.f.sc.Waves)-1) {
+		fs.wavedOnce.Do(func() { close(fs.waved) })
+	}
+}
+
+// splitKey finds a size limit under which a relay that publishes a whole
+// batch before it looks at the acknowledgements would have the stream
+// store an event of a key before an earlier one that it refused: it
+// follows such a relay over evs (the pending events in the relay's
+// order), batch events at a time, each batch starting at the first event
+// the previous one had refused.
+func splitKey(evs []outbox.Pending, batch int) (int, bool) {
+	for _, limit := range evs {
+		limit := msgSize(limit)
+		for s := 0; s < len(evs); {
+			w := evs[s:min(len(evs), s+batch)]
+			if reorders(w, limit) {
+				return limit, true
+			}
+			r := slices.IndexFunc(w, func(p outbox.Pending) bool { return msgSize(p) > limit })
+			if r == 0 {
+				break // stuck: this batch again and again
+			}
+			if r < 0 {
+				r = len(w)
+			}
+			s += r
+		}
+	}
+	return 0, false
+}
+
+// reorders reports whether an event of w over limit has a later event of
+// its key in w within it.
+func reorders(w []outbox.Pending, limit int) bool {
+	for i, e := range w {
+		if msgSize(e) <= limit {
+			continue
+		}
+		for _, later := range w[i+1:] {
+			if later.Entity == e.Entity && later.Key == e.Key && msgSize(later) <= limit {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// msgSize is the size of e's message as JetStream compares it with a
+// stream's max_msg_size: its headers (Nats-Msg-Id) and its body.
+func msgSize(e outbox.Pending) int {
+	return len("NATS/1.0\r\n"+jetstream.MsgIDHeader+": \r\n\r\n") + len(e.ID) + len(e.Body)
+}
+
+// pending waits for pending events (polling every 20 ms, after a first
+// wait of first) and returns up to 256 of them; nil when the faults
+// ended first.
+func (s *sink) pending(first time.Duration) []outbox.Pending {
 	db, err := s.f.w.st.DB().DB()
 	if err != nil {
 		return nil
 	}
 	ob := outbox.New(db)
+	wait := first
 	for {
 		select {
 		case <-s.faulty.end:
 			return nil
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(wait):
 		}
-		evs, err := ob.Pending(context.Background(), 64)
-		if err != nil || len(evs) == 0 {
-			continue
+		wait = 20 * time.Millisecond
+		if evs, err := ob.Pending(context.Background(), 256); err == nil && len(evs) > 0 {
+			return evs
 		}
-		sizes := make([]int, len(evs))
-		for i, e := range evs {
-			sizes[i] = len(e.Body)
-		}
-		slices.Sort(sizes)
-		return sizes
 	}
 }
 
@@ -236,8 +321,8 @@ func (s *sink) undoFaults() {
 	}
 }
 
-// endFaults ends the faults that last (at a settling, and before the
-// final drain) and logs what the faults did.
+// endFaults ends the faults that last (before the final drain) and logs
+// what they did.
 func (s *sink) endFaults() {
 	fs := &s.faulty
 	if fs.end == nil {
@@ -262,4 +347,20 @@ func (s *sink) js() jetstream.JetStream {
 		return nil
 	}
 	return js
+}
+
+// logFaulted logs how many deliveries of the relays (outs: their output)
+// the sink's faults failed.
+func (s *sink) logFaulted(outs []string) {
+	n := 0
+	for _, out := range outs {
+		for _, l := range strings.Split(out, "\n") {
+			if slices.ContainsFunc(faultLines, func(f string) bool { return strings.Contains(l, f) }) {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		s.f.t.Logf("the sink's faults failed %d deliveries", n)
+	}
 }
