@@ -178,9 +178,26 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	tw.Flush()
 	if len(runs) == 0 {
-		fmt.Fprintln(stdout, "(no runs yet)")
+		fmt.Fprintln(stdout, noRuns(ctx, st, jobs))
 	}
 	return nil
+}
+
+// noRuns is what runs prints when the jobs it shows have none: which
+// other jobs have runs, when some do (a job name of a config file's
+// entity, say, while --job is the default).
+func noRuns(ctx context.Context, st *store.Store, jobs []string) string {
+	all, err := st.Runs(ctx, "", 1000)
+	var others []string
+	for _, r := range all {
+		if err == nil && !slices.Contains(others, r.Job) {
+			others = append(others, r.Job)
+		}
+	}
+	if len(others) == 0 || slices.Contains(jobs, "") {
+		return "(no runs yet)"
+	}
+	return fmt.Sprintf("(no runs of job %s yet; jobs with runs: %s; --job, --config or --all-jobs shows them)", strings.Join(jobs, ", "), strings.Join(others, ", "))
 }
 
 // sampleRow is one line of a verify or reconcile table: a count, what it

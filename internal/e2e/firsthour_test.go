@@ -389,3 +389,30 @@ entities:
 		t.Fatalf("no quarantine line:\n%s", r.Stderr)
 	}
 }
+
+// The smaller lines of the first hour: run started shows no zero until,
+// runs names the jobs that have runs, relay --once says how many events
+// it delivered.
+func TestFirstHourLinesSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 2})
+	r := e.MustRun("run", "--log-level", "info")
+	for _, l := range proctest.Lines(r.Stderr) {
+		if strings.Contains(l, `"message":"run started"`) && strings.Contains(l, `"until"`) {
+			t.Errorf("run started shows an until: %s", l)
+		}
+	}
+
+	r = e.MustRun("runs", "--job", "nightly")
+	want := "(no runs of job nightly yet; jobs with runs: " + e.Job + "; --job, --config or --all-jobs shows them)\n"
+	if !strings.HasSuffix(r.Stdout, want) {
+		t.Errorf("runs of a job without runs:\n%s\nwant it to end %q", r.Stdout, want)
+	}
+
+	re, _ := relayEnv(t, []string{"K1", "K2"}, 3)
+	_, srv := recordingHook(t)
+	r = re.MustRun("relay", "--once", "--events-sink", "webhook", "--events-url", srv.URL, "--http-addr", "")
+	if r.Stdout != "relay: delivered 6 events; none left pending\n" {
+		t.Errorf("relay --once stdout %q", r.Stdout)
+	}
+}
