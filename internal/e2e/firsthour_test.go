@@ -416,3 +416,21 @@ func TestFirstHourLinesSayWhatHappened(t *testing.T) {
 		t.Errorf("relay --once stdout %q", r.Stdout)
 	}
 }
+
+// An unquoted decimal(15,2) in a {...} map is cut by its comma: the line
+// says so and how to quote it, not `unknown key "2)"`.
+func TestUnquotedDecimalSaysToQuoteIt(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../examples/customers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := strings.Replace(strings.Replace(string(b), `type: "decimal(15,2)"`, `type: decimal(15,2)`, 1), "password_file: /run/secrets/erp-password", "password: x", 1)
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(bin, "config", "check", "--config", "c.yaml")
+	c.Dir = dir
+	assertExit(t, c, 2, `erpsync: c.yaml:23: type: decimal(15,2): the comma in a {...} map ends the value; quote it: type: "decimal(15,2)"`+"\n")
+}
