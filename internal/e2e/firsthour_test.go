@@ -434,3 +434,42 @@ func TestUnquotedDecimalSaysToQuoteIt(t *testing.T) {
 	c.Dir = dir
 	assertExit(t, c, 2, `erpsync: c.yaml:23: type: decimal(15,2): the comma in a {...} map ends the value; quote it: type: "decimal(15,2)"`+"\n")
 }
+
+// bin/erpsync is built without the demo's embedded servers (-tags nodemo,
+// 39 MB instead of 97 MB); its demo command runs the full build,
+// erpsync-demo, from beside it, or says how to get it.
+func TestSmallBinaryRunsTheDemoBesideIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-tags", "nodemo", "-o", filepath.Join(dir, "erpsync"), "./cmd/erpsync")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags nodemo: %v\n%s", err, out)
+	}
+	small := filepath.Join(dir, "erpsync")
+	assertExit(t, exec.Command(small, "demo"), 2, "erpsync: demo: this build of erpsync leaves the demo's embedded servers out (-tags nodemo) and finds no erpsync-demo beside it; run make demo, or make build, which writes bin/erpsync-demo\n")
+
+	if err := os.Symlink(bin, filepath.Join(dir, "erpsync-demo")); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(small, "demo", "--records", "300")
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Run(); err != nil || !strings.Contains(out.String(), "OK: the database holds exactly the ERP's latest version") {
+		t.Errorf("demo through erpsync-demo: %v\n%s", err, out.String())
+	}
+	smallSize, fullSize := size(t, small), size(t, bin)
+	t.Logf("erpsync -tags nodemo: %d bytes; with the demo: %d bytes", smallSize, fullSize)
+	if smallSize >= fullSize {
+		t.Errorf("the nodemo build (%d bytes) is not smaller than the full one (%d)", smallSize, fullSize)
+	}
+}
+
+func size(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
