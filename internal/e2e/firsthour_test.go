@@ -473,3 +473,30 @@ func size(t *testing.T, path string) int64 {
 	}
 	return st.Size()
 }
+
+// erpsync state shows a job's checkpoint; state reset --yes moves it back
+// under the job lock, so that the next run reads the whole feed: a full
+// refresh without SQL.
+func TestStateShowAndReset(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 40, Seed: 3})
+	e.MustRun("run")
+	r := e.MustRun("state")
+	lines := proctest.Lines(r.Stdout)
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], e.Job+"  2025-") {
+		t.Fatalf("state after a run:\n%s", r.Stdout)
+	}
+	assertExit(t, e.Cmd(context.Background(), "state", "reset"), 2,
+		"erpsync: state reset moves the checkpoint of job ["+e.Job+"] back to the start: its next run reads the whole feed again (a full refresh; rows are rewritten only where they differ); add --yes to do it\n")
+	if r = e.MustRun("state", "reset", "--yes"); r.Stdout != "job "+e.Job+": checkpoint reset; the next run reads the whole feed\n" {
+		t.Errorf("state reset --yes: %q", r.Stdout)
+	}
+	if r = e.MustRun("state"); !strings.Contains(r.Stdout, e.Job+"  none: the next run reads the whole feed") {
+		t.Errorf("state after the reset:\n%s", r.Stdout)
+	}
+	report := filepath.Join(t.TempDir(), "r.json")
+	e.MustRun("run", "--overlap", "0", "--report", report)
+	if got := e.report(report)["fetched"]; got != 40.0 {
+		t.Errorf("the run after the reset fetched %v, want the whole feed, 40", got)
+	}
+}
