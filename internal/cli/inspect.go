@@ -117,7 +117,7 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	var limit int
-	var asJSON, all bool
+	var asJSON, all, status bool
 	fs := newFlagSet("erpsync runs", stderr)
 	s.mysqlFlags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name")
@@ -125,6 +125,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
 	intVar(fs, &limit, "limit", 20, 1, math.MaxInt, "how many runs to show")
 	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	fs.BoolVar(&status, "status", false, "one line per entity instead: last run, last success, lag behind the checkpoint, quarantined rows, pending events")
 	s.logFlags(fs)
 	if err := s.parseEntities(fs, args); err != nil {
 		return err
@@ -134,6 +135,9 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
+	if status {
+		return printStatus(ctx, &s, st, stdout)
+	}
 	jobs := []string{s.Job}
 	switch {
 	case all:

@@ -474,14 +474,20 @@ func size(t *testing.T, path string) int64 {
 	return st.Size()
 }
 
-// erpsync state shows a job's checkpoint; state reset --yes moves it back
+// runs --status is one line per entity; erpsync state shows a job's
+// checkpoint; state reset --yes moves it back
 // under the job lock, so that the next run reads the whole feed: a full
 // refresh without SQL.
 func TestStateShowAndReset(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 40, Seed: 3})
 	e.MustRun("run")
-	r := e.MustRun("state")
+	r := e.MustRun("runs", "--status")
+	want := regexp.MustCompile(`^memberships +` + e.Job + ` +succeeded \S+ +\S+ +\d+h\d+m\d+s +0 +0$`)
+	if lines := proctest.Lines(r.Stdout); len(lines) != 2 || !strings.HasPrefix(lines[0], "ENTITY") || !want.MatchString(lines[1]) {
+		t.Errorf("runs --status:\n%s\nwant a header and a line matching %s", r.Stdout, want)
+	}
+	r = e.MustRun("state")
 	lines := proctest.Lines(r.Stdout)
 	if len(lines) != 2 || !strings.HasPrefix(lines[1], e.Job+"  2025-") {
 		t.Fatalf("state after a run:\n%s", r.Stdout)
