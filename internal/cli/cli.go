@@ -59,6 +59,7 @@ Commands:
   verify     compare the whole ERP feed with the database (exit 1 on any difference)
   reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
+  state      each job's checkpoint; state reset --yes: the next run reads the whole feed (a full refresh)
   config     check a config file (check --config FILE) or print its JSON Schema (schema)
   relay      deliver the outbox's change events to a webhook, NATS or RabbitMQ, until SIGTERM (--once: one pass)
   events     the outbox: pending and delivered events and the oldest pending age, per entity
@@ -149,6 +150,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdRelay(ctx, rest, stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, rest, stdout, stderr)
+	case "state":
+		err = cmdState(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK
@@ -163,7 +166,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 }
 
 // commands are the built-in commands' names.
-var commands = []string{"migrate", "run", "backfill", "schedule", "verify", "reconcile", "runs", "config", "discover", "relay", "events", "version", "help"}
+var commands = []string{"migrate", "run", "backfill", "schedule", "verify", "reconcile", "runs", "state", "config", "discover", "relay", "events", "version", "help"}
 
 // keepProgramWords tells red the program's own texts that hold its name: a
 // secret that happens to be "erpsync" (the docs' example password) stays

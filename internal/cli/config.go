@@ -314,7 +314,7 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	durationVar(fs, &s.Overlap, "overlap", time.Minute, 0, "none", "how far before the checkpoint each run re-reads (0: none)")
 	intVar(fs, &s.MaxAttempts, "max-attempts", 8, 1, math.MaxInt, "attempts to write one record before it fails the run")
 	s.MaxInvalid = defaultMaxInvalid
-	fs.Var((*limitValue)(&s.MaxInvalid), "max-invalid", "most invalid items a run may quarantine and still succeed: a count N, or P% of the items it fetched (at least 10); more ends the run failed, exit 1")
+	fs.Var((*limitValue)(&s.MaxInvalid), "max-invalid", "most invalid items a run may quarantine and still succeed: a count N, or P% of the items it fetched (at least 10, but never more than half of them); more ends the run failed, exit 1")
 	durationVar(fs, &s.Grace, "grace", 25*time.Second, 0, "none", "after SIGTERM/SIGINT, how long records in hand may still be written (0: none, stop at once)")
 	durationVar(fs, &s.MaxDuration, "max-duration", 0, 0, "no limit", "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")

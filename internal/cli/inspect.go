@@ -118,7 +118,7 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	var limit int
-	var asJSON, all bool
+	var asJSON, all, status bool
 	fs := newFlagSet("erpsync runs", stderr)
 	s.mysqlFlags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name")
@@ -126,6 +126,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
 	intVar(fs, &limit, "limit", 20, 1, math.MaxInt, "how many runs to show")
 	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	fs.BoolVar(&status, "status", false, "one line per entity instead: last run, last success, lag behind the checkpoint, quarantined rows, pending events")
 	s.logFlags(fs)
 	if err := s.parseEntities(fs, args); err != nil {
 		return err
@@ -135,6 +136,9 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
+	if status {
+		return printStatus(ctx, &s, st, stdout)
+	}
 	jobs := []string{s.Job}
 	switch {
 	case all:
@@ -179,9 +183,26 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	tw.Flush()
 	if len(runs) == 0 {
-		fmt.Fprintln(stdout, "(no runs yet)")
+		fmt.Fprintln(stdout, noRuns(ctx, st, jobs))
 	}
 	return nil
+}
+
+// noRuns is what runs prints when the jobs it shows have none: which
+// other jobs have runs, when some do (a job name of a config file's
+// entity, say, while --job is the default).
+func noRuns(ctx context.Context, st *store.Store, jobs []string) string {
+	all, err := st.Runs(ctx, "", 1000)
+	var others []string
+	for _, r := range all {
+		if err == nil && !slices.Contains(others, r.Job) {
+			others = append(others, r.Job)
+		}
+	}
+	if len(others) == 0 || slices.Contains(jobs, "") {
+		return "(no runs yet)"
+	}
+	return fmt.Sprintf("(no runs of job %s yet; jobs with runs: %s; --job, --config or --all-jobs shows them)", strings.Join(jobs, ", "), strings.Join(others, ", "))
 }
 
 // sampleRow is one line of a verify or reconcile table: a count, what it

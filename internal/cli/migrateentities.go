@@ -44,7 +44,14 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 	for _, stmt := range applied.Statements {
 		fmt.Fprintln(out, stmt+";")
 	}
-	fmt.Fprintf(out, "entities %s: tables match (%d statements applied)\n", strings.Join(names, ", "), len(applied.Statements))
+	switch n := len(applied.Statements); n {
+	case 0:
+		fmt.Fprintf(out, "entities %s: the tables already match their declarations\n", strings.Join(names, ", "))
+	case 1:
+		fmt.Fprintf(out, "entities %s: 1 statement applied; the tables match their declarations now\n", strings.Join(names, ", "))
+	default:
+		fmt.Fprintf(out, "entities %s: %d statements applied; the tables match their declarations now\n", strings.Join(names, ", "), n)
+	}
 	return nil
 }
 

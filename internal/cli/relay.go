@@ -202,7 +202,10 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err != nil:
 		return err
 	}
-	log.Info().Msg("relay stopped")
+	log.Info().Int64("delivered", r.Delivered()).Msg("relay stopped")
+	if cfg.Once {
+		fmt.Fprintf(stdout, "relay: delivered %d events; none left pending\n", r.Delivered())
+	}
 	return nil
 }
 

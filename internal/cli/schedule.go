@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,7 +87,16 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 
-	slog := log.With().Str("job", s.Job).Logger() // the schedule's own lines; runs add run_id and job
+	// The schedule's own lines name its job, or a config file's jobs;
+	// runs add their run_id and job.
+	slog := log.With().Str("job", s.Job).Logger()
+	if s.ConfigFile != "" {
+		var jobs []string
+		for _, t := range s.targets {
+			jobs = append(jobs, t.job)
+		}
+		slog = log.With().Str("job", strings.Join(jobs, ",")).Logger()
+	}
 	m := metrics.New()
 	ctx, d, done, err := open(ctx, &s, false, m, log)
 	if err != nil {

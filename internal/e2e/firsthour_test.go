@@ -389,3 +389,120 @@ entities:
 		t.Fatalf("no quarantine line:\n%s", r.Stderr)
 	}
 }
+
+// The smaller lines of the first hour: run started shows no zero until,
+// runs names the jobs that have runs, relay --once says how many events
+// it delivered.
+func TestFirstHourLinesSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 2})
+	r := e.MustRun("run", "--log-level", "info")
+	for _, l := range proctest.Lines(r.Stderr) {
+		if strings.Contains(l, `"message":"run started"`) && strings.Contains(l, `"until"`) {
+			t.Errorf("run started shows an until: %s", l)
+		}
+	}
+
+	r = e.MustRun("runs", "--job", "nightly")
+	want := "(no runs of job nightly yet; jobs with runs: " + e.Job + "; --job, --config or --all-jobs shows them)\n"
+	if !strings.HasSuffix(r.Stdout, want) {
+		t.Errorf("runs of a job without runs:\n%s\nwant it to end %q", r.Stdout, want)
+	}
+
+	re, _ := relayEnv(t, []string{"K1", "K2"}, 3)
+	_, srv := recordingHook(t)
+	r = re.MustRun("relay", "--once", "--events-sink", "webhook", "--events-url", srv.URL, "--http-addr", "")
+	if r.Stdout != "relay: delivered 6 events; none left pending\n" {
+		t.Errorf("relay --once stdout %q", r.Stdout)
+	}
+}
+
+// An unquoted decimal(15,2) in a {...} map is cut by its comma: the line
+// says so and how to quote it, not `unknown key "2)"`.
+func TestUnquotedDecimalSaysToQuoteIt(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../examples/customers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := strings.Replace(strings.Replace(string(b), `type: "decimal(15,2)"`, `type: decimal(15,2)`, 1), "password_file: /run/secrets/erp-password", "password: x", 1)
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(bin, "config", "check", "--config", "c.yaml")
+	c.Dir = dir
+	assertExit(t, c, 2, `erpsync: c.yaml:23: type: decimal(15,2): the comma in a {...} map ends the value; quote it: type: "decimal(15,2)"`+"\n")
+}
+
+// bin/erpsync is built without the demo's embedded servers (-tags nodemo,
+// 39 MB instead of 97 MB); its demo command runs the full build,
+// erpsync-demo, from beside it, or says how to get it.
+func TestSmallBinaryRunsTheDemoBesideIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-tags", "nodemo", "-o", filepath.Join(dir, "erpsync"), "./cmd/erpsync")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags nodemo: %v\n%s", err, out)
+	}
+	small := filepath.Join(dir, "erpsync")
+	assertExit(t, exec.Command(small, "demo"), 2, "erpsync: demo: this build of erpsync leaves the demo's embedded servers out (-tags nodemo) and finds no erpsync-demo beside it; run make demo, or make build, which writes bin/erpsync-demo\n")
+
+	if err := os.Symlink(bin, filepath.Join(dir, "erpsync-demo")); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(small, "demo", "--records", "300")
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Run(); err != nil || !strings.Contains(out.String(), "OK: the database holds exactly the ERP's latest version") {
+		t.Errorf("demo through erpsync-demo: %v\n%s", err, out.String())
+	}
+	smallSize, fullSize := size(t, small), size(t, bin)
+	t.Logf("erpsync -tags nodemo: %d bytes; with the demo: %d bytes", smallSize, fullSize)
+	if smallSize >= fullSize {
+		t.Errorf("the nodemo build (%d bytes) is not smaller than the full one (%d)", smallSize, fullSize)
+	}
+}
+
+func size(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// runs --status is one line per entity; erpsync state shows a job's
+// checkpoint; state reset --yes moves it back
+// under the job lock, so that the next run reads the whole feed: a full
+// refresh without SQL.
+func TestStateShowAndReset(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 40, Seed: 3})
+	e.MustRun("run")
+	r := e.MustRun("runs", "--status")
+	want := regexp.MustCompile(`^memberships +` + e.Job + ` +succeeded \S+ +\S+ +\d+h\d+m\d+s +0 +0$`)
+	if lines := proctest.Lines(r.Stdout); len(lines) != 2 || !strings.HasPrefix(lines[0], "ENTITY") || !want.MatchString(lines[1]) {
+		t.Errorf("runs --status:\n%s\nwant a header and a line matching %s", r.Stdout, want)
+	}
+	r = e.MustRun("state")
+	lines := proctest.Lines(r.Stdout)
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], e.Job+"  2025-") {
+		t.Fatalf("state after a run:\n%s", r.Stdout)
+	}
+	assertExit(t, e.Cmd(context.Background(), "state", "reset"), 2,
+		"erpsync: state reset moves the checkpoint of job ["+e.Job+"] back to the start: its next run reads the whole feed again (a full refresh; rows are rewritten only where they differ); add --yes to do it\n")
+	if r = e.MustRun("state", "reset", "--yes"); r.Stdout != "job "+e.Job+": checkpoint reset; the next run reads the whole feed\n" {
+		t.Errorf("state reset --yes: %q", r.Stdout)
+	}
+	if r = e.MustRun("state"); !strings.Contains(r.Stdout, e.Job+"  none: the next run reads the whole feed") {
+		t.Errorf("state after the reset:\n%s", r.Stdout)
+	}
+	report := filepath.Join(t.TempDir(), "r.json")
+	e.MustRun("run", "--overlap", "0", "--report", report)
+	if got := e.report(report)["fetched"]; got != 40.0 {
+		t.Errorf("the run after the reset fetched %v, want the whole feed, 40", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -120,7 +121,12 @@ type Relay struct {
 	locks Locker
 	obs   Observer
 	log   zerolog.Logger
+	// delivered counts the events the sink took and the outbox marked.
+	delivered atomic.Int64
 }
+
+// Delivered returns how many events r delivered (and marked delivered).
+func (r *Relay) Delivered() int64 { return r.delivered.Load() }
 
 // New returns a relay; obs may be nil.
 func New(cfg Config, ob *outbox.Outbox, sink Sink, locks Locker, obs Observer, log zerolog.Logger) *Relay {
@@ -272,6 +278,7 @@ func (r *Relay) pass(ctx context.Context, fence int64) (int, error) {
 		if err := r.ob.MarkDelivered(mctx, fence, seqs); err != nil {
 			return len(evs), err
 		}
+		r.delivered.Add(int64(acked))
 		r.log.Debug().Int("events", acked).Str("first", evs[0].ID).Str("last", evs[acked-1].ID).Msg("delivered")
 	}
 	return len(evs), derr

@@ -218,7 +218,14 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	if err := s.store.StartRun(ctx, &rep.Run); err != nil {
 		return rep, err
 	}
-	log.Info().Time("since", since).Time("until", until).Int64("fence_token", rep.Fence).Msg("run started")
+	ev := log.Info()
+	if !since.IsZero() {
+		ev = ev.Time("since", since)
+	}
+	if !until.IsZero() { // an open window has no end to show
+		ev = ev.Time("until", until)
+	}
+	ev.Int64("fence_token", rep.Fence).Msg("run started")
 
 	execCtx := workCtx
 	if s.cfg.MaxDuration > 0 {
