@@ -112,10 +112,17 @@ func (b *bench) checkSlow(ctx context.Context, s *slow) error {
 	return nil
 }
 
-// verifyScan times `erpsync verify --fetchers n` over the table.
+// verifyScan times `erpsync verify --fetchers n` over the table, with the
+// backfills' --page-size (500 when they have none).
 func (b *bench) verifyScan(ctx context.Context, s *slow, n int) (*Result, error) {
 	name := fmt.Sprintf("verify, ERP %s a page, --fetchers %d", SlowLatency, n)
-	args := []string{"verify", "--erp-url", s.url, "--redis-addr", b.cfg.RedisAddr, "--fetchers", strconv.Itoa(n), "--page-size", "500", "--log-format", "json", "--log-level", "warn"}
+	page := "500"
+	for i, a := range b.cfg.ChildArgs[:max(len(b.cfg.ChildArgs)-1, 0)] {
+		if a == "--page-size" {
+			page = b.cfg.ChildArgs[i+1]
+		}
+	}
+	args := []string{"verify", "--erp-url", s.url, "--redis-addr", b.cfg.RedisAddr, "--fetchers", strconv.Itoa(n), "--page-size", page, "--log-format", "json", "--log-level", "warn"}
 	c, err := b.child(ctx, name, args, serverPorts{mysql: b.ports.mysql, redis: b.ports.redis})
 	if err != nil {
 		return nil, err
