@@ -49,7 +49,7 @@ func TestFetchersStalledPartKilledLosesNothing(t *testing.T) {
 	t.Parallel()
 	const records = 8000 // 2,000 ms of the feed
 	e := setup(t, erpmock.Options{Records: records, Seed: 73})
-	stall := feedFrom.Add(125 * time.Millisecond) // the first two parts (bisected from 2s)
+	stall := feedFrom.Add(125 * time.Millisecond) // the first four parts: 2 s cut in 8, then in 8 again
 	e.Mock.SetFaults(erpmock.Faults{StallUntil: stall, Hang: time.Hour})
 	args := []string{"backfill", "--since", feedFrom.Format(time.RFC3339Nano), "--until", feedFrom.Add(2 * time.Second).Format(time.RFC3339Nano),
 		"--fetchers", "8", "--page-size", "50", "--erp-timeout", "10m"}

@@ -43,9 +43,9 @@ const partsPerFetcher = 4
 // Plan splits the window [since, until) for n fetchers: one part when n
 // is 1 or the window holds a page or less; else parts of the feed's own
 // count (Counter) of at most total/(4n) records and never less than a
-// page, each split again at the middle of its time range while it holds
-// more and its range is wider than a millisecond (a dense day, a busy
-// hour), neighbours that together hold no more merged. A part whose range
+// page: the range cut into n pieces of equal time, each counted, and each
+// piece that holds more cut again while it is wider than a millisecond (a
+// dense day, a busy hour), neighbours that together hold no more merged. A part whose range
 // cannot be split (every record at one time) stays one part, paged on its
 // own keyset. Without a count the range is cut into 4n parts of equal
 // time. A window open at the start begins at the feed's first record (one
@@ -106,7 +106,7 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 	}
 	whole.n = total
 	target := max(int64(pageSize), (total+int64(n*partsPerFetcher)-1)/int64(n*partsPerFetcher))
-	sp := splitter{c: c, target: target, sem: make(chan struct{}, n)}
+	sp := splitter{c: c, target: target, ways: max(n, 2), sem: make(chan struct{}, n)}
 	parts, err := sp.split(ctx, whole)
 	if err != nil {
 		return nil, fmt.Errorf("plan the parts: count: %w", err)
@@ -114,43 +114,77 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 	return merge(parts, target), nil
 }
 
-// splitter bisects parts by time while the count says they are too large,
-// with at most cap(sem) counts at once.
+// splitter cuts parts by time while the count says they are too large,
+// each into ways pieces of equal time (a search for where the records
+// are that narrows a range ways times a round of counts, not twice), with
+// at most cap(sem) counts at once.
 type splitter struct {
 	c      Counter
 	target int64
+	ways   int
 	sem    chan struct{}
 }
 
 func (sp *splitter) split(ctx context.Context, p Part) ([]Part, error) {
-	mid := p.from.Add(p.to.Sub(p.from) / 2).Truncate(time.Millisecond)
-	if p.n <= sp.target || !mid.After(p.from) || !mid.Before(p.to) {
+	if p.n <= sp.target {
 		return []Part{p}, nil
 	}
-	sp.sem <- struct{}{}
-	left, err := sp.c.Count(ctx, p.Since, mid)
-	<-sp.sem
-	if err != nil {
-		return nil, err
+	// The pieces' bounds: p's own at the ends, whole milliseconds between.
+	cuts := []time.Time{p.from}
+	for i := 1; i < sp.ways; i++ {
+		cut := p.from.Add(p.to.Sub(p.from) / time.Duration(sp.ways) * time.Duration(i)).Truncate(time.Millisecond)
+		if cut.After(cuts[len(cuts)-1]) && cut.Before(p.to) {
+			cuts = append(cuts, cut)
+		}
 	}
-	l := Part{Since: p.Since, Until: mid, from: p.from, to: mid, n: left}
-	r := Part{Since: mid, Until: p.Until, from: mid, to: p.to, n: max(p.n-left, 0)}
-	var (
-		wg   sync.WaitGroup
-		ls   []Part
-		lerr error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ls, lerr = sp.split(ctx, l)
-	}()
-	rs, rerr := sp.split(ctx, r)
+	if len(cuts) == 1 {
+		return []Part{p}, nil // one millisecond: its own keyset
+	}
+	cuts = append(cuts, p.to)
+	pieces := make([]Part, len(cuts)-1)
+	for i := range pieces {
+		pieces[i] = Part{Since: cuts[i], Until: cuts[i+1], from: cuts[i], to: cuts[i+1]}
+	}
+	pieces[0].Since, pieces[len(pieces)-1].Until = p.Since, p.Until
+	// Count every piece but the last, which holds the rest.
+	errs := make([]error, len(pieces))
+	var wg sync.WaitGroup
+	for i := range pieces[:len(pieces)-1] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sp.sem <- struct{}{}
+			pieces[i].n, errs[i] = sp.c.Count(ctx, pieces[i].Since, pieces[i].Until)
+			<-sp.sem
+		}()
+	}
 	wg.Wait()
-	if err := errors.Join(lerr, rerr); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return append(ls, rs...), nil
+	rest := p.n
+	for _, pc := range pieces[:len(pieces)-1] {
+		rest -= pc.n
+	}
+	pieces[len(pieces)-1].n = max(rest, 0)
+	// Then split each piece that is still too large.
+	outs := make([][]Part, len(pieces))
+	for i := range pieces {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = sp.split(ctx, pieces[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var out []Part
+	for _, o := range outs {
+		out = append(out, o...)
+	}
+	return out, nil
 }
 
 // merge joins neighbours that together hold no more than target.

@@ -319,7 +319,9 @@ func (s *Syncer) HoldJob(ctx context.Context, key string, holdUntil time.Time, l
 
 // newRun returns the state of one execution that reports into rep.
 func (s *Syncer) newRun(rep *Report, log zerolog.Logger) *run {
-	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
+	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters)),
+		handRows: int64(3 * s.cfg.Workers * s.cfg.ChunkSize / 2)}
+	r.inHand = semaphore.NewWeighted(r.handRows)
 	r.invalid.keys = s.keyNames()
 	r.preRead.Store(true)
 	r.cleanNeeded.Store(1)
@@ -336,7 +338,12 @@ type run struct {
 	lat latencyHist
 
 	writers *semaphore.Weighted // bounds the write statements in flight
-	preRead atomic.Bool         // whether chunks read versions before locking; see learnCurrent
+	// inHand bounds the rows (a record and its lines) fetched and not yet
+	// written, handRows of them, whatever the fetchers: the memory of a
+	// run is what is in flight, not the feed.
+	inHand   *semaphore.Weighted
+	handRows int64
+	preRead  atomic.Bool // whether chunks read versions before locking; see learnCurrent
 	// cleanReads counts the reads under the locks in a row that found none
 	// of their chunk's rows; once it reaches cleanNeeded, chunks insert
 	// before they read (see insertFirst and insertRefused).
@@ -416,6 +423,7 @@ func (r *run) recordFailed(id string, err error) {
 type chunk struct {
 	part int // the part of the window (see plan) its page belongs to
 	page int
+	rows int64 // its weight in run.inHand
 	recs []erp.Record
 	at   time.Time // when its page was fetched
 }
@@ -494,12 +502,14 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 				r.recordFailed(rec.ErpID, fmt.Errorf("not written before the grace period ended: %w", err))
 			}
 			r.t.done(c.part, c.page, true)
+			r.inHand.Release(c.rows)
 			continue
 		}
 		wg.Add(1)
 		go func(c chunk) {
 			defer wg.Done()
 			defer sem.Release(1)
+			defer r.inHand.Release(c.rows)
 			failed := r.processChunk(workCtx, c.recs)
 			r.lat.observe(time.Since(c.at), len(c.recs))
 			r.t.done(c.part, c.page, failed)
@@ -613,9 +623,16 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 	for len(recs) > 0 {
 		n := min(cfg.ChunkSize, len(recs))
 		r.t.addChunk(i, p)
+		c := chunk{part: i, page: p, recs: recs[:n:n], at: fetchedAt, rows: min(rowsOf(recs[:n]), r.handRows)}
+		if r.inHand.Acquire(hand, c.rows) != nil {
+			r.t.done(i, p, true)
+			r.t.seal(i, p, true, false)
+			return nil, ctx.Err()
+		}
 		select {
-		case queue <- chunk{part: i, page: p, recs: recs[:n:n], at: fetchedAt}:
+		case queue <- c:
 		case <-hand.Done():
+			r.inHand.Release(c.rows)
 			r.t.done(i, p, true)
 			r.t.seal(i, p, true, false)
 			return nil, ctx.Err()
@@ -624,6 +641,17 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 	}
 	r.t.seal(i, p, failed, last)
 	return cur, nil
+}
+
+// rowsOf is how many rows recs fill: each record's and its lines'.
+func rowsOf(recs []erp.Record) int64 {
+	n := int64(len(recs))
+	for _, rec := range recs {
+		for _, lines := range rec.Children {
+			n += int64(len(lines))
+		}
+	}
+	return n
 }
 
 // ClockAllowance is how far past the ERP's clock (the Date header of a

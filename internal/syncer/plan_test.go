@@ -1,0 +1,85 @@
+package syncer
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/erp"
+)
+
+// Plan's parts cover the window exactly, in order, each [Since, Until)
+// starting where the one before ends; their counts add up to the window's;
+// none holds more than the target but a part of one millisecond.
+func TestPlanCoversTheWindow(t *testing.T) {
+	t.Parallel()
+	m := erpmock.New(erpmock.Options{Records: 20000, Seed: 5})
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	c, err := erp.New(erp.Config{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Half the feed at one time: a part that cannot be split.
+	m.Change(10000)
+	since := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, until := range []time.Time{{}, time.Now().Add(time.Hour)} {
+		parts, seen, err := Plan(ctx, c, since, until, 8, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen != nil {
+			t.Errorf("a window with a start read a page to find it")
+		}
+		total, err := c.Count(ctx, since, until)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := total / (8 * partsPerFetcher)
+		if len(parts) < 8 || !parts[0].Since.Equal(since) || !parts[len(parts)-1].Until.Equal(until) {
+			t.Fatalf("%d parts from %s to %s, want at least 8 from %s to %s", len(parts), parts[0].Since, parts[len(parts)-1].Until, since, until)
+		}
+		var sum int64
+		for i, p := range parts {
+			if i > 0 && !p.Since.Equal(parts[i-1].Until) {
+				t.Fatalf("part %d starts at %s, the one before ends at %s", i, p.Since, parts[i-1].Until)
+			}
+			if !p.Until.IsZero() && !p.Until.After(p.Since) {
+				t.Fatalf("part %d is empty: [%s, %s)", i, p.Since, p.Until)
+			}
+			n, err := c.Count(ctx, p.Since, p.Until)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > target+1 && !(p.to.Sub(p.from) <= time.Millisecond) && !(i == len(parts)-1 && n == 10000) {
+				t.Errorf("part %d [%s, %s) holds %d records, over the target %d", i, p.Since, p.Until, n, target)
+			}
+			sum += n
+		}
+		if sum != total {
+			t.Fatalf("the parts hold %d records, the window %d", sum, total)
+		}
+	}
+}
+
+// With one fetcher Plan asks the ERP nothing: one part, the window.
+func TestPlanOneFetcherAsksNothing(t *testing.T) {
+	t.Parallel()
+	m := erpmock.New(erpmock.Options{Records: 1000, Seed: 6})
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	c, err := erp.New(erp.Config{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, seen, err := Plan(context.Background(), c, time.Time{}, time.Time{}, 1, 100)
+	if err != nil || len(parts) != 1 || seen != nil || !parts[0].Since.IsZero() || !parts[0].Until.IsZero() {
+		t.Fatalf("%v, %d parts %+v, seen %v", err, len(parts), parts, seen)
+	}
+	if n := m.Requests(); n != 0 {
+		t.Fatalf("%d requests to plan one fetcher's window", n)
+	}
+}
