@@ -190,7 +190,12 @@ func want(t testing.TB, c entity.Column, o captest.Object) sql.NullString {
 		if err != nil {
 			t.Fatalf("CAP property %s: %v", strings.Join(c.From, "."), err)
 		}
-		s = ts.UTC().Format("2006-01-02 15:04:05.000")
+		// As MySQL writes a DATETIME(P) as text: P digits, none for 0.
+		layout := "2006-01-02 15:04:05"
+		if p := c.Type.Digits(); p > 0 {
+			layout += "." + strings.Repeat("0", p)
+		}
+		s = ts.UTC().Format(layout)
 	}
 	if c.Values != nil {
 		s = c.Values[s]

@@ -31,13 +31,13 @@ var ownColumns = []entity.Column{
 type tableColumn struct {
 	entity.Column
 	key bool // a key column: part of the UNIQUE index
-	// collation is a key string's: the server's that compares byte for
-	// byte (keyCollationOf).
-	collation string
-	own       bool // one of erpsync's own columns
+	own bool // one of erpsync's own columns
 	// late: one of erpsync's own columns that tables made before it lack:
 	// migrate adds it (nullable) to a table that has the others.
 	late bool
+	// collation is a key string's: the server's that compares byte for
+	// byte (keyCollationOf).
+	collation string
 }
 
 // lateOwn are the own columns added after entity tables existed
