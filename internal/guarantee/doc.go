@@ -91,7 +91,12 @@
 // must be per key the changes the row went through, one for one, as
 // triggers on the table logged them in the writing transactions; each a
 // version the ERP made; the last the row as it ends; the outbox all
-// delivered; duplicates only after a relay fault. In most of
+// delivered and every event marked delivered received; duplicates only
+// after a relay fault. In most feeds the sink also fails for a while the
+// way real ones do: a webhook that redirects POSTs, RabbitMQ exchanges
+// that route the relays' messages to no queue or bind a wrong key, a NATS
+// stream whose max_msg_size refuses an event of a key and takes a later
+// one of the same batch (sinkfaults_test.go). In most of
 // TestEventsGuarantee's feeds, after the waves, records leave the ERP and
 // come back unchanged twice (the same delete and restore again), and
 // records recreated at a lower version climb back to the version they were

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
@@ -338,4 +339,44 @@ func TestWebhookWantsASecret(t *testing.T) {
 	if headers == nil || headers.Get(webhook.SignatureHeader) != "" || headers.Get(webhook.TimestampHeader) != "" {
 		t.Fatalf("an unsigned webhook got headers %v", headers)
 	}
+}
+
+// deliveryFailures is a relay.Observer that counts the failed deliveries.
+type deliveryFailures struct{ n atomic.Int64 }
+
+func (*deliveryFailures) ObserveOutbox(outbox.Stats) {}
+func (*deliveryFailures) ObserveRelaySkipped()       {}
+func (*deliveryFailures) ObserveRelayLockFailed()    {}
+func (o *deliveryFailures) ObserveDeliveryFailed()   { o.n.Add(1) }
+
+// TestRabbitMQUnroutableIsRetried: a running relay whose exchange routes
+// to no queue retries with backoff, counting each failure and marking
+// nothing; once a queue is bound, it delivers every event, in order.
+func TestRabbitMQUnroutableIsRetried(t *testing.T) {
+	b := setup(t)
+	sink, exchange, ch := rabbitSink(t)
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.recordMany(t, []string{"K1", "K2"}, 3)
+	obs := &deliveryFailures{}
+	cfg := relay.Config{Poll: 20 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- relay.New(cfg, b.ob, sink, b.locks, obs, zerolog.Nop()).Run(ctx) }()
+	waitFor(t, func() bool { return obs.n.Load() >= 3 })
+	if n := b.pending(t); n != 6 {
+		t.Fatalf("%d pending while no queue is bound, want 6", n)
+	}
+	if err := ch.QueueBind(q.Name, "#", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return b.pending(t) == 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkOrder(t, readQueue(t, ch, q.Name), 6)
 }

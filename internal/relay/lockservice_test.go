@@ -75,6 +75,7 @@ type lockFailures struct {
 
 func (*lockFailures) ObserveOutbox(outbox.Stats) {}
 func (*lockFailures) ObserveRelaySkipped()       {}
+func (*lockFailures) ObserveDeliveryFailed()     {}
 func (o *lockFailures) ObserveRelayLockFailed() {
 	o.mu.Lock()
 	defer o.mu.Unlock()

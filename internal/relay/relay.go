@@ -55,6 +55,9 @@ type Observer interface {
 	// ObserveRelayLockFailed counts a failure of the lock service (Redis
 	// down or unreachable) that the relay waits out.
 	ObserveRelayLockFailed()
+	// ObserveDeliveryFailed counts a delivery the sink did not take that
+	// the relay retries.
+	ObserveDeliveryFailed()
 }
 
 // Config are a relay's settings.
@@ -240,6 +243,9 @@ func (r *Relay) hold(ctx, work context.Context) error {
 			}
 			backoff = r.next(backoff, err)
 			r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("delivery failed")
+			if r.obs != nil {
+				r.obs.ObserveDeliveryFailed()
+			}
 			if !sleep(ctx, backoff) {
 				return nil
 			}
