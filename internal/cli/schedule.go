@@ -99,6 +99,9 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	m := metrics.New()
 	ctx, d, done, err := open(ctx, &s, false, m, log)
+	if errors.As(err, new(interruptedError)) {
+		return nil // asked to stop before it started: stopping is its clean end
+	}
 	if err != nil {
 		return err
 	}

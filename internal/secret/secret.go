@@ -81,7 +81,8 @@ type phrase struct {
 // Keep declares fixed texts of the program, in which a secret is left as
 // it is (see the package documentation). A phrase that starts with "^"
 // counts only at the start of a line (without the "^"). A phrase keeps only
-// the occurrences of a secret that lie wholly inside it.
+// the occurrences of a secret that lie wholly inside it, and only of a
+// secret that is a word (letters and digits).
 func (r *Redactor) Keep(phrases ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -156,7 +157,7 @@ func (r *Redactor) secretAt(b []byte, off int, kept [][2]int) int {
 		}
 		inside := false
 		for _, k := range kept {
-			if k[0] <= off && off+len(o) <= k[1] {
+			if k[0] <= off && off+len(o) <= k[1] && isWord(o) {
 				inside = true
 				break
 			}
@@ -166,6 +167,19 @@ func (r *Redactor) secretAt(b []byte, off int, kept [][2]int) int {
 		}
 	}
 	return 0
+}
+
+// isWord reports whether a secret is a word: letters and digits only.
+// Only such a secret is left in the program's texts; one with other
+// characters ("erpsync_", "erpsync:") could be a value that happens to
+// look like part of a text, and is masked everywhere.
+func isWord(b []byte) bool {
+	for _, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // keptSpans returns the [start, end) spans of b that are the program's

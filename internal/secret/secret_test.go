@@ -101,3 +101,20 @@ func TestRedactorKeepsTheProgramsWordsAndMasksValues(t *testing.T) {
 		}
 	}
 }
+
+// A secret that is not a word is masked even inside the program's texts:
+// "erpsync_" or "erpsync:" could be a value that looks like one of them.
+func TestRedactorKeepsOnlyWords(t *testing.T) {
+	var r secret.Redactor
+	r.Add("erpsync_", "erpsync:")
+	r.Keep("^erpsync: ", "erpsync_")
+	for in, want := range map[string]string{
+		"erpsync: x":              "*** x",
+		"table erpsync_events":    "table ***events",
+		"dsn u:erpsync_@tcp(h)/d": "dsn u:***@tcp(h)/d",
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("%q:\n got %q\nwant %q", in, got, want)
+		}
+	}
+}
