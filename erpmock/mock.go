@@ -63,6 +63,9 @@ type Mock struct {
 	valid   []int32 // indexes of valid records in the feed, ascending
 	flaws   []int32 // indexes of invalid records
 	deleted int     // valid records deleted
+	// linesRev holds the revision of the lines of records whose lines
+	// ChangeLines changed at their version; nil until it did.
+	linesRev map[int32]linesRev
 
 	fmu    sync.Mutex // guards faults, rng and the token bucket
 	faults Faults

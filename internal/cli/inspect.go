@@ -90,11 +90,11 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 	case !r.OK():
 		verdict = "MISMATCH: the database differs from the feed"
 	case !ok:
-		verdict = fmt.Sprintf("INVALID: the rows match the feed's %d valid records, but %d of its items are invalid and cannot be compared (their reasons: the runs' warning lines and quarantined_records; --ignore-invalid accepts them)", r.FeedRecords, r.FeedInvalid)
+		verdict = fmt.Sprintf("INVALID: the rows match the feed's %d valid records, but %d records' newest copies are invalid (an invalid item that names no record counts as one) and cannot be compared (their reasons: the runs' warning lines and quarantined_records; --ignore-invalid accepts them)", r.FeedRecords, r.FeedInvalid)
 	}
 	fmt.Fprintln(w, verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  feed records\t%d\t(%d invalid items skipped)\n", r.FeedRecords, r.FeedInvalid)
+	fmt.Fprintf(tw, "  feed records\t%d\t(%d records whose newest copy is invalid)\n", r.FeedRecords, r.FeedInvalid)
 	fmt.Fprintf(tw, "  database rows\t%d\t(and %d soft-deleted)\n", r.Rows, r.SoftDeleted)
 	fmt.Fprintf(tw, "  matching\t%d\n", r.Matching)
 	printSamples(tw, []sampleRow{

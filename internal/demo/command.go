@@ -231,7 +231,7 @@ func Print(w io.Writer, r *Result) {
 		fmt.Fprintln(w, "\nFAILED: the demo did not get to verify")
 		return
 	}
-	fmt.Fprintf(w, "\nverify: %d valid records in the feed (%d invalid items skipped), %d rows in %s.memberships\n",
+	fmt.Fprintf(w, "\nverify: %d valid records in the feed (%d records whose newest copy is invalid), %d rows in %s.memberships\n",
 		v.FeedRecords, v.FeedInvalid, v.Rows, r.Database)
 	fmt.Fprintf(w, "  matching %d, missing %d, stale %d, unknown %d, ahead %d\n",
 		v.Matching, v.Missing.Count, v.Stale.Count, v.Unknown.Count, v.Ahead.Count)

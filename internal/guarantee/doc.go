@@ -113,6 +113,16 @@
 // skipping any at or below the last it applied, must end holding every
 // row as the table does, live or soft-deleted.
 //
+// In two feeds of three of TestDocumentsGuarantee the documents record
+// change events (testdata/orders-events.yaml), and after the waves the ERP
+// changes the lines of some documents at their version (lines_test.go:
+// erpmock.OrderLinesAt's next revision, neither version nor updated_at
+// moving), which the settling's reconcile must repair: the table must hold
+// the new lines, the outbox one update event of each since the change,
+// carrying them, and nothing else, and a consumer applying the outbox's
+// events per key by seq must end holding every document and its lines as
+// the table does.
+//
 // TestSourcesGuarantee (sources_test.go) reads erpmock's contracts as an
 // entity of two to four REST sources of one path, one per tenant, each
 // setting a tenant and a plant, key columns, to values with "/" and "%"

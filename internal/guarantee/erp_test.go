@@ -32,6 +32,10 @@ type record struct {
 	Ends                        *time.Time
 	Version                     int64
 	Updated                     time.Time
+	// Lines is how many times the ERP changed the lines of the record's
+	// document at its version (erpmock.OrderLinesAt): 0 but in feeds that
+	// change them (lines_test.go).
+	Lines int
 }
 
 func (r record) json() []byte {
@@ -66,6 +70,15 @@ func (a item) cmp(b item) int {
 		return c
 	}
 	return strings.Compare(a.id, b.id)
+}
+
+// linesRev is the revision of the lines of the document of it at its
+// version: that of the copy of the record it is.
+func (it item) linesRev(string, int64) int {
+	if it.rec == nil {
+		return 0
+	}
+	return it.rec.Lines
 }
 
 func recordItem(r record) item { return item{id: r.ID, at: r.Updated, raw: r.json(), rec: &r} }
@@ -820,9 +833,10 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The typed face serves every item as a contract (erpmock.ContractOf;
 	// the documents face as an order with its lines, erpmock.OrderOf),
 	// and logs what it served under the execution's id with typedLog.
-	render := erpmock.ContractOf
+	render := func(it item) ([]byte, error) { return erpmock.ContractOf(it.raw) }
 	if strings.HasPrefix("/"+rest, erpmock.OrdersPath) { // the documents face
-		render, rest = erpmock.OrderOf, strings.Replace("/"+rest, erpmock.OrdersPath, erpmock.ContractsPath, 1)[1:]
+		render = func(it item) ([]byte, error) { return erpmock.OrderOfAt(it.raw, it.linesRev) }
+		rest = strings.Replace("/"+rest, erpmock.OrdersPath, erpmock.ContractsPath, 1)[1:]
 	}
 	typed := strings.HasPrefix("/"+rest, erpmock.ContractsPath)
 	if typed {
@@ -893,7 +907,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			body.Write(it.raw)
 			continue
 		}
-		c, err := render(it.raw)
+		c, err := render(it)
 		if err != nil {
 			c = it.raw // not an object: no contract either
 		}

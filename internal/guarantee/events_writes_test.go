@@ -133,6 +133,13 @@ func (s *sink) replays() string {
 // version guard sees the version the row holds) and a reconcile repairs.
 // It returns the records it changed.
 func (e *erpSim) changeInPlace(ids []string) []string {
+	return e.changeAtVersion(ids, func(r *record) { r.Member = fmt.Sprintf("U%d-same-version", e.rng.IntN(1000)) })
+}
+
+// changeAtVersion changes each of the records ids that the ERP holds,
+// valid, with change (e.mu held), at their version and updated_at. It
+// returns the records it changed.
+func (e *erpSim) changeAtVersion(ids []string, change func(*record)) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []string
@@ -143,11 +150,25 @@ func (e *erpSim) changeInPlace(ids []string) []string {
 		}
 		e.touch(id)
 		n := old
-		n.Member = fmt.Sprintf("U%d-same-version", e.rng.IntN(1000))
+		change(&n)
 		e.put(n)
 		out = append(out, id)
 	}
 	return out
+}
+
+// someLive returns up to n records with a live row, drawn by a generator
+// of the feed's ERP seed and stream.
+func (f *feed) someLive(n int, stream uint64) []string {
+	live, err := f.w.versionsWhere(context.Background(), f.tabs[0], "deleted_at IS NULL")
+	if err != nil {
+		f.t.Errorf("read live rows: %v", err)
+		return nil
+	}
+	ids := sortedKeys(live)
+	rng := rand.New(rand.NewPCG(f.sc.ERPSeed, stream))
+	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	return ids[:min(n, len(ids))]
 }
 
 // inPlace, in an events feed with InPlace, changes that many records with
@@ -159,15 +180,7 @@ func (f *feed) inPlace() {
 	if f.sink == nil || f.sink.ev.InPlace == 0 || f.erp.face != nil {
 		return
 	}
-	live, err := f.w.versionsWhere(context.Background(), f.tabs[0], "deleted_at IS NULL")
-	if err != nil {
-		f.t.Errorf("read live rows: %v", err)
-		return
-	}
-	ids := sortedKeys(live)
-	rng := rand.New(rand.NewPCG(f.sc.ERPSeed, 0x1ace))
-	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	changed := f.erp.changeInPlace(ids[:min(f.sink.ev.InPlace, len(ids))])
+	changed := f.erp.changeInPlace(f.someLive(f.sink.ev.InPlace, 0x1ace))
 	if len(changed) == 0 {
 		return
 	}

@@ -216,6 +216,7 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	}
 	f.lives()
 	f.inPlace()
+	f.linesInPlace()
 	if sc.Sigterm {
 		f.sigterm()
 		f.settle("after the SIGTERM scenario")
@@ -910,9 +911,13 @@ func scanRows(ctx context.Context, w *world, query string, scan func(*sql.Rows) 
 func sameRecord(a, b record) bool {
 	return a.ID == b.ID && a.Member == b.Member && a.Product == b.Product && a.Status == b.Status &&
 		a.Starts.Equal(b.Starts) && a.Version == b.Version && a.Updated.Equal(b.Updated) &&
-		(a.Ends == nil) == (b.Ends == nil) && (a.Ends == nil || a.Ends.Equal(*b.Ends))
+		(a.Ends == nil) == (b.Ends == nil) && (a.Ends == nil || a.Ends.Equal(*b.Ends)) && a.Lines == b.Lines
 }
 
 func (r record) String() string {
-	return fmt.Sprintf("v%d (%s %s %s updated %s)", r.Version, r.Status, r.Member, r.Product, r.Updated.Format(tsLayout))
+	s := fmt.Sprintf("v%d (%s %s %s updated %s)", r.Version, r.Status, r.Member, r.Product, r.Updated.Format(tsLayout))
+	if r.Lines > 0 {
+		s += fmt.Sprintf(" lines r%d", r.Lines)
+	}
+	return s
 }
