@@ -377,9 +377,14 @@ func genExec(s *source, o opts, sc *scenario) execSpec {
 		return x
 	case s.pct(45):
 		x.Mode = "backfill"
+		// A --since in the future is bad usage (exit 2, the e2e test
+		// TestBackfillSinceInTheFutureIsBadUsage): the model's windows
+		// start at a record's time that has come.
 		times := []time.Time{minStorable}
 		for _, r := range sc.Records {
-			times = append(times, r.Updated)
+			if !r.Updated.After(time.Now()) {
+				times = append(times, r.Updated)
+			}
 		}
 		x.Since = times[s.intn(len(times))]
 		if s.pct(50) {
