@@ -241,7 +241,7 @@ func TestERPErrorsAtStartSayWhatIsWrong(t *testing.T) {
 	}
 
 	wrong := base + "/odata/v4/salez/"
-	out := assertExit(t, run(wrong), 2, "erpsync: erp at "+wrong+": 404 Not Found from "+wrong+"Customers/$count: check the service path "+
+	out := assertExit(t, run(wrong), 2, "erpsync: erp at "+wrong+": 404 Not Found from "+wrong+"Customers/$count?$filter=CompanyCode%20eq%20%271000%27: check the service path "+
 		"(--erp-url or the config's erp.url is the OData service root, like https://host/odata/v4/sales/; the sources name its entity sets) (entity customers, source Customers)\n")
 	if strings.Contains(out, "<") {
 		t.Errorf("HTML in the line: %q", out)
@@ -411,7 +411,7 @@ func TestFirstHourLinesSayWhatHappened(t *testing.T) {
 
 	re, _ := relayEnv(t, []string{"K1", "K2"}, 3)
 	_, srv := recordingHook(t)
-	r = re.MustRun("relay", "--once", "--events-sink", "webhook", "--events-url", srv.URL, "--http-addr", "")
+	r = re.MustRun("relay", "--once", "--events-sink", "webhook", "--events-url", srv.URL, "--events-unsigned", "--http-addr", "")
 	if r.Stdout != "relay: delivered 6 events; none left pending\n" {
 		t.Errorf("relay --once stdout %q", r.Stdout)
 	}
