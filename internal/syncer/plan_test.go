@@ -83,3 +83,16 @@ func TestPlanOneFetcherAsksNothing(t *testing.T) {
 		t.Fatalf("%d requests to plan one fetcher's window", n)
 	}
 }
+
+// A first run in parts (a window open at the start: Plan reads the first
+// record to find it) reports the feed as one pass does: every record
+// fetched once, none a duplicate.
+func TestPartsReportTheFeedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 3000, Seed: 7})
+	rep := mustRun(t, b.syncer(t, Config{Fetchers: 8, PageSize: 100}))
+	if rep.Fetched != 3000 || rep.DuplicatesInFeed != 0 || rep.Inserted != 3000 {
+		t.Fatalf("fetched %d, duplicates %d, inserted %d; want 3000, 0, 3000", rep.Fetched, rep.DuplicatesInFeed, rep.Inserted)
+	}
+	assertTruth(t, b)
+}
