@@ -144,6 +144,12 @@
 // microseconds), the outbox one insert per key under its exact JSON, and
 // the refused items must be quarantined with no row.
 //
+// TestPartsGuarantee runs the same feeds with every execution reading
+// its window in parts (--fetchers 2 to 8, syncer.Plan cutting it on the
+// ERP's count, so that boundaries fall on ties), some parts stalled while
+// the others are paged, in-process runs stopped with parts in flight and
+// run again, processes killed with parts in flight.
+//
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee
 // ./internal/guarantee/` to search further. A failure names the seed (and

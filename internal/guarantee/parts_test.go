@@ -68,16 +68,18 @@ func (f *feed) stopThenRun(x execSpec, tab *table) {
 	id := f.newExec()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	stopAt := x.StopAt // the hook may run after this returns: a request of the stopped run served late
 	f.erp.onPage(tab.log(id), func(n int) {
-		if n == x.StopAt {
+		if n == stopAt {
 			cancel()
 		}
 	})
 	if _, err := f.inProcess(ctx, id, x, 2*time.Second); err != nil {
 		f.t.Logf("stopped %s (%s): %v", id, x, err)
 	}
-	x.StopAt = 0
-	f.executeOn(x, tab)
+	again := x
+	again.StopAt = 0
+	f.executeOn(again, tab)
 }
 
 // stall holds a request of execution x for partsStall when it opens a

@@ -48,7 +48,8 @@ const partsPerFetcher = 4
 // dense day, a busy hour), neighbours that together hold no more merged. A part whose range
 // cannot be split (every record at one time) stays one part, paged on its
 // own keyset. Without a count the range is cut into 4n parts of equal
-// time. A window open at the start begins at the feed's first record (one
+// time, as when a count fails after its retries (the window's or a
+// piece's). A window open at the start begins at the feed's first record (one
 // page of one record is read to learn it); one open at the end is cut up
 // to now, its last part staying open. The parts cover the window exactly,
 // in order. seen is that page of one record, when it was read: a record
@@ -108,8 +109,13 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 	target := max(int64(pageSize), (total+int64(n*partsPerFetcher)-1)/int64(n*partsPerFetcher))
 	sp := splitter{c: c, target: target, ways: max(n, 2), sem: make(chan struct{}, n)}
 	parts, err := sp.split(ctx, whole)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
 		return nil, fmt.Errorf("plan the parts: count: %w", err)
+	case err != nil:
+		// A count that failed after its retries: the parts only lose
+		// their sizes.
+		return evenParts(whole, n*partsPerFetcher), nil
 	}
 	return merge(parts, target), nil
 }

@@ -2,7 +2,10 @@ package syncer
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +85,48 @@ func TestPlanOneFetcherAsksNothing(t *testing.T) {
 	if n := m.Requests(); n != 0 {
 		t.Fatalf("%d requests to plan one fetcher's window", n)
 	}
+}
+
+// A first run in parts (a window open at the start: Plan reads the first
+// record to find it) reports the feed as one pass does: every record
+// fetched once, none a duplicate.
+func TestPartsReportTheFeedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 3000, Seed: 7})
+	rep := mustRun(t, b.syncer(t, Config{Fetchers: 8, PageSize: 100}))
+	if rep.Fetched != 3000 || rep.DuplicatesInFeed != 0 || rep.Inserted != 3000 {
+		t.Fatalf("fetched %d, duplicates %d, inserted %d; want 3000, 0, 3000", rep.Fetched, rep.DuplicatesInFeed, rep.Inserted)
+	}
+	assertTruth(t, b)
+}
+
+// A count that fails while the window is being cut (the ERP answers the
+// window's count, then no more) costs the parts their sizes, not the run:
+// the range is cut in equal times and every record is written.
+func TestPlanSurvivesAFailingCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 3000, Seed: 8})
+	var counts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/count") && counts.Add(1) > 1 {
+			http.Error(w, `{"error":"gone"}`, http.StatusNotFound)
+			return
+		}
+		b.mock.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c, err := erp.New(erp.Config{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, _, err := Plan(context.Background(), c, time.Time{}, time.Time{}, 8, 100)
+	if err != nil || len(parts) < 2 || counts.Load() < 2 {
+		t.Fatalf("%v: %d parts after %d counts", err, len(parts), counts.Load())
+	}
+	b.erp = c
+	rep := mustRun(t, b.syncer(t, Config{Fetchers: 8, PageSize: 100}))
+	if rep.Inserted != 3000 {
+		t.Fatalf("inserted %d, want 3000", rep.Inserted)
+	}
+	assertTruth(t, b)
 }

@@ -555,9 +555,16 @@ func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, se
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
 	if seen != nil {
+		// The part reads it again: it counts once in fetched, and not
+		// as a duplicate.
+		r.c.fetched.Add(-int64(len(seen.Records) + len(seen.Invalid)))
 		var err error
 		if prev, err = r.put(ctx, hand, i, seen, time.Now(), prev, false, queue); err != nil {
 			return err
+		}
+		for id, e := range prev {
+			e.looked = true
+			prev[id] = e
 		}
 	}
 	var pass erp.Pass
@@ -713,7 +720,7 @@ func (r *run) dedupe(recs []erp.Record, prev map[string]pageEntry) ([]erp.Record
 		switch {
 		case cfg.Shards > 1 && ShardOf(rec.ErpID, cfg.Shards) != cfg.Shard:
 		case carried && p.version >= rec.Version:
-			if !seen {
+			if !seen && !p.looked {
 				r.c.duplicates.Add(1)
 			}
 		default:
@@ -730,6 +737,7 @@ func (r *run) dedupe(recs []erp.Record, prev map[string]pageEntry) ([]erp.Record
 type pageEntry struct {
 	version int64
 	at      int
+	looked  bool // of the page Plan read to find the window's start: no duplicate of the feed's
 }
 
 // BackfillCheckpointName names the checkpoint of a backfill window: the
