@@ -577,7 +577,9 @@ func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, se
 			return err // nothing of this page is queued: the checkpoint stays where the pages before it put it
 		}
 		fetchedAt := time.Now()
-		if n := int64(len(page.Invalid)); q.Cursor == "" && len(page.Records) == 0 && n > 0 && cfg.MaxInvalid != nil && cfg.MaxInvalid.Of(n) < n {
+		// The feed's first page is part 0's: a later part may start
+		// where invalid items cluster, which says nothing of the map.
+		if n := int64(len(page.Invalid)); i == 0 && q.Cursor == "" && len(page.Records) == 0 && n > 0 && cfg.MaxInvalid != nil && cfg.MaxInvalid.Of(n) < n {
 			// A wrong map or status map, or another API's shape: the run
 			// would quarantine the whole feed. Nothing is written.
 			return fmt.Errorf("%w (%d of %d): %s; check --erp-map, --erp-status-map and the source settings (nothing written; --max-invalid 100%% lets it through)",
