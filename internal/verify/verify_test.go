@@ -19,10 +19,12 @@ import (
 )
 
 // TestVerifyReadsTimesAsTheTableStoresThem: an ERP that serves seven
-// fraction digits (Dataverse, Business Central, S/4HANA). A row written by
-// erpsync holds them truncated to the millisecond on any server; a row
-// MySQL 8 stored from a writer that sent them all holds them rounded.
-// verify finds both current, not stale for ever.
+// fraction digits (Dataverse, Business Central, S/4HANA) in its change
+// cursor. A row written by erpsync holds erp_updated_at truncated to the
+// millisecond on any server; a row MySQL 8 stored from a writer that sent
+// them all holds it rounded. verify finds both current, not stale for
+// ever. (A column's value with more digits than its datetime keeps is
+// invalid, never cut; trailing zeros are no digits.)
 func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 	t.Parallel()
 	st, _ := testenv.MigratedStore(t)
@@ -33,8 +35,8 @@ func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"data":[
-{"erp_id":"A","member_id":"U1","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.9996Z","ends_at":"2025-03-01T10:00:00.1238Z","version":3,"updated_at":"2025-02-01T10:00:00.4567891Z"},
-{"erp_id":"B","member_id":"U2","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.9996Z","ends_at":null,"version":1,"updated_at":"2025-02-01T10:00:00.4567891Z"}],"next_cursor":null}`))
+{"erp_id":"A","member_id":"U1","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.9990Z","ends_at":"2025-03-01T10:00:00.123Z","version":3,"updated_at":"2025-02-01T10:00:00.4567891Z"},
+{"erp_id":"B","member_id":"U2","product_code":"P","status":"ACTIVE","starts_at":"2025-01-01T10:00:00.999000Z","ends_at":null,"version":1,"updated_at":"2025-02-01T10:00:00.4567891Z"}],"next_cursor":null}`))
 	}))
 	defer srv.Close()
 	src, err := erp.New(erp.Config{BaseURL: srv.URL})
