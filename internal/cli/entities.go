@@ -167,7 +167,7 @@ func (s *settings) applyFileERP(fs *flag.FlagSet, f *entity.File) error {
 	errs := []error{
 		set("erp-kind", e.Kind), set("erp-url", e.URL), set("erp-username", e.Username),
 		secretFrom("erp-password", e.Password, e.PasswordFile), secretFrom("erp-token", e.Token, e.TokenFile),
-		set("erp-paging", e.Paging), set("erp-tls-ca", e.TLSCA),
+		set("erp-paging", e.Paging), set("erp-odata", e.OData), set("erp-tls-ca", e.TLSCA),
 	}
 	if e.Timeout > 0 {
 		errs = append(errs, set("erp-timeout", e.Timeout.String()))
@@ -234,8 +234,14 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 		if e.Paging != odata.PagingKeyset && e.Paging != odata.PagingServer {
 			return nil, fmt.Errorf("--erp-paging %q: want %s or %s", e.Paging, odata.PagingKeyset, odata.PagingServer)
 		}
-		u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + t.src.Name
-		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, HTTP: cfg})
+		// The entity set goes before the service root's own query
+		// (sap-client=100), which every request carries.
+		root, query, _ := strings.Cut(cfg.BaseURL, "?")
+		u := strings.TrimSuffix(root, "/") + "/" + t.src.Name
+		if query != "" {
+			u += "?" + query
+		}
+		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, Version: e.OData, HTTP: cfg})
 		if err != nil {
 			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
 		}
