@@ -148,6 +148,9 @@ func kindsOf(sc *erp.Schema, m *erp.Mapping) (map[string]entity.Kind, map[string
 				top[p] = entity.DateTime
 			}
 		}
+		if p, ok := m.Property("version"); ok {
+			top[p] = entity.Int64
+		}
 		return top, children
 	}
 	add := func(to map[string]entity.Kind, cols []entity.Column) {
@@ -369,6 +372,8 @@ var (
 	// isoNoZone is an ISO date-time without a zone: an Edm.DateTime some
 	// servers write so, UTC by SAP's convention.
 	isoNoZone = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?$`)
+	// v2Integer is an integer as JSON writes one.
+	v2Integer = regexp.MustCompile(`^-?(0|[1-9][0-9]{0,18})$`)
 	// v2Time is an Edm.Time: an XML duration of a time of day.
 	v2Time = regexp.MustCompile(`^PT(?:([0-9]{1,2})H)?(?:([0-9]{1,2})M)?(?:([0-9]{1,2})(\.[0-9]+)?S)?$`)
 )
@@ -378,7 +383,8 @@ var (
 // /Date(ms)/ as an RFC 3339 date-time in UTC, or a date (V4's Edm.Date)
 // when the instant is a midnight and the column is a date or the
 // property is one (sap:display-format="Date"); an ISO date-time without a
-// zone with Z; an Edm.Time PT12H30M15S as 12:30:15. Anything else is
+// zone with Z; an Edm.Time PT12H30M15S as 12:30:15; an integer in a
+// string (Edm.Int64) bare. Anything else is
 // returned as it is, for the decoder to judge.
 func convertV2(v json.RawMessage, kind entity.Kind, p propertyV2) json.RawMessage {
 	if len(v) == 0 || v[0] != '"' {
@@ -414,6 +420,13 @@ func convertV2(v json.RawMessage, kind entity.Kind, p propertyV2) json.RawMessag
 		if (kind == entity.Date || strings.EqualFold(p.DisplayFormat, "Date")) && t.Equal(t.Truncate(24*time.Hour)) {
 			out = t.Format(time.DateOnly)
 		}
+	case entity.Int32, entity.Int64:
+		// An Edm.Int64 comes as a string: written bare, exactly, for the
+		// membership's version, which wants a JSON integer.
+		if !v2Integer.MatchString(str) {
+			return v
+		}
+		return json.RawMessage(str)
 	case entity.String, entity.Text:
 		m := v2Time.FindStringSubmatch(str)
 		if p.Type != "Edm.Time" || m == nil {
