@@ -54,11 +54,11 @@ func setupOn(t *testing.T, opt captest.Options, v string) *env {
 }
 
 // discover writes the file `erpsync discover` makes of the SalesService
-// and returns its path.
+// (through the OData version the test reads) and returns its path.
 func (e *env) discover() string {
 	e.T.Helper()
 	path := filepath.Join(e.T.TempDir(), "sales.yaml")
-	e.MustRun("discover", "--erp-url", e.cap.SalesURL, "-o", path)
+	e.MustRun("discover", "--erp-url", e.ERPURL, "-o", path)
 	return path
 }
 
