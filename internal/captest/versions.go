@@ -1,6 +1,7 @@
 package captest
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -28,18 +29,20 @@ func ForVersions(t *testing.T, fn func(t *testing.T, v string)) {
 // /odata/v2/, the same entity sets with the same data.
 func V2(u string) string { return strings.Replace(u, "/odata/v4/", "/odata/v2/", 1) }
 
-// On returns the V4 URL u as a source of OData version v reads it: its
-// V2 twin for odata.Version2. When v is V2, it also makes the test fail
-// at its end unless the V2 adapter served a request (it logs each as
-// "GET /odata/v2/... -> ..."): the subtest read V2, not V4.
+// On returns the V4 URL u as a source of OData version v reads it: for
+// odata.Version2, its V2 twin with ?sap-client=100, as SAP's services are
+// addressed (CAP ignores the parameter). When v is V2, it also makes the
+// test fail at its end unless the V2 adapter served a request with the
+// parameter (it logs each as "GET /odata/v2/...?... -> ..."): the
+// subtest read V2, not V4, and sent the URL's own query.
 func (s *Server) On(t testing.TB, u, v string) string {
 	if v != odata.Version2 {
 		return u
 	}
 	t.Cleanup(func() {
-		if !strings.Contains(s.Logs(), "GET /odata/v2/") {
-			t.Error("captest: no request went through CAP's V2 adapter")
+		if !regexp.MustCompile(`GET /odata/v2/\S*sap-client=100`).MatchString(s.Logs()) {
+			t.Error("captest: no request with sap-client=100 went through CAP's V2 adapter")
 		}
 	})
-	return V2(u)
+	return V2(u) + "?sap-client=100"
 }

@@ -230,7 +230,7 @@ func TestV2Reads(t *testing.T) {
 		}
 	}
 	if want := "/sap/API_SALES/$metadata|/sap/API_SALES/A_SalesOrder|/sap/API_SALES/A_SalesOrder('SO1')/Items|/sap/API_SALES/A_SalesOrder('SO1')/Items|/sap/API_SALES/A_SalesOrder"; strings.Join(uris, "|") != want {
-		t.Errorf("requests %q, want %q", strings.Join(uris, "|"), want)
+		t.Fatalf("requests %q, want %q", strings.Join(uris, "|"), want)
 	}
 	first, last := reqs[1].URL.Query(), reqs[4].URL.Query()
 	if first.Get("$format") != "json" || first.Get("$expand") != "Items" ||
