@@ -164,7 +164,7 @@ func (s *settings) applyFileERP(fs *flag.FlagSet, f *entity.File) error {
 	errs := []error{
 		set("erp-kind", e.Kind), set("erp-url", e.URL), set("erp-username", e.Username),
 		secretFrom("erp-password", e.Password, e.PasswordFile), secretFrom("erp-token", e.Token, e.TokenFile),
-		set("erp-paging", e.Paging), set("erp-tls-ca", e.TLSCA),
+		set("erp-paging", e.Paging), set("erp-odata", e.OData), set("erp-tls-ca", e.TLSCA),
 	}
 	if e.Timeout > 0 {
 		errs = append(errs, set("erp-timeout", e.Timeout.String()))
@@ -235,7 +235,13 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 		if len(t.src.Params) > 0 {
 			return nil, fmt.Errorf("entity %s: source %s (line %d): params: only for --erp-kind rest: an OData source is filtered on the constants it sets", t.ent.Name, t.src.Name, t.src.Line)
 		}
-		u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + t.src.Name
+		// The entity set goes before the service root's own query
+		// (sap-client=100), which every request carries.
+		root, query, _ := strings.Cut(cfg.BaseURL, "?")
+		u := strings.TrimSuffix(root, "/") + "/" + t.src.Name
+		if query != "" {
+			u += "?" + query
+		}
 		// Another source of the entity set: its constants must be filtered.
 		var shared int
 		for _, o := range t.ent.Sources {
@@ -243,7 +249,7 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 				shared++
 			}
 		}
-		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, HTTP: cfg, Shared: shared > 1})
+		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, Version: e.OData, HTTP: cfg, Shared: shared > 1})
 		if err != nil {
 			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
 		}

@@ -51,6 +51,7 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 	if len(doc.Schemas) == 0 {
 		return nil, ErrNoDocument
 	}
+	fromV2(metadata, &doc)
 	m := newModel(&doc)
 	var specs []*spec
 	tables := newNames(entity.OwnTables)
@@ -133,7 +134,9 @@ type prop struct {
 	m        mapped // for a type that is not primitive (enumeration, collection)
 	nullable bool
 	computed bool
-	etag     bool // named by the set's Core.OptimisticConcurrency
+	etag     bool   // named by the set's Core.OptimisticConcurrency
+	label    string // sap:label (V2)
+	noFilter bool   // sap:filterable="false" (V2): no cursor
 }
 
 func (p prop) from() string { return strings.Join(p.path, ".") }
@@ -186,7 +189,10 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 	for _, k := range keyRefs {
 		keyProps[strings.ReplaceAll(k, "/", ".")] = true
 	}
-	s.updatedAt, s.updatedNote = guessUpdatedAt(props, keyProps)
+	s.updatedAt, s.updatedNote = guessUpdatedAt(cursors(props), keyProps)
+	if s.updatedAt == "" {
+		s.updatedNote += unfilterable(props, keyProps)
+	}
 	s.version, s.versionNote = guessVersion(props, keyProps)
 	if s.updatedAt != "" && s.version == "" {
 		s.updatedNote = join(s.updatedNote, coarseCursor(props, s.updatedAt))
@@ -267,6 +273,9 @@ func columnsOf(props []prop, skipped []col, keyProps map[string]bool, cols *name
 		if p.computed {
 			c.comment = join(c.comment, "computed by the server (Core.Computed)")
 		}
+		if p.label != "" {
+			c.comment = join(p.label, c.comment)
+		}
 		c.comment = join(why, c.comment)
 		byFrom[from] = c.name
 		columns = append(columns, c)
@@ -309,6 +318,9 @@ func (m *model) child(n navigation, parentKey []col) (*child, string) {
 			for _, k := range ct.Key {
 				keyRefs = append(keyRefs, strings.ReplaceAll(k.Name, "/", "."))
 			}
+		}
+		for _, k := range n.up {
+			up[k] = true
 		}
 		for _, back := range ct.Navs {
 			if back.Name == n.Partner {
@@ -385,7 +397,8 @@ func (m *model) flatten(t *structured, prefix []string, nullable bool, depth int
 		}
 		acc.seen[strings.Join(path, ".")] = true
 		ann := append(slices.Clone(p.Annotations), m.annotations[typeName+"/"+p.Name]...)
-		q := prop{path: path, nullable: nullable || p.Nullable != "false", computed: m.hasTrue(ann, "Computed")}
+		q := prop{path: path, nullable: nullable || p.Nullable != "false", computed: m.hasTrue(ann, "Computed"),
+			label: sanitize(p.Label), noFilter: p.Filterable == "false"}
 		q.edm, q.facets = p.Type, facets{p.MaxLength, p.Precision, p.Scale}
 		if def, ok := m.typeDefs[p.Type]; ok {
 			q.edm = def.UnderlyingType

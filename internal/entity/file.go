@@ -81,6 +81,8 @@ type ERP struct {
 	OAuth *OAuth
 	// Paging is the OData paging, keyset or server.
 	Paging string
+	// OData is the OData version, auto, v2 or v4; "" when not given.
+	OData string
 	// TLSCA is a PEM CA bundle an https ERP's certificate must chain to.
 	TLSCA string
 	// Timeout is the timeout of one request attempt; 0 when not given.
@@ -244,7 +246,7 @@ func (d *decoder) file(n *yaml.Node) *File {
 // erp reads the erp block.
 func (d *decoder) erp(n *yaml.Node) ERP {
 	m := d.fields(n, "erp", "kind", "url", "username", "password", "password_file", "token", "token_file",
-		"oauth", "paging", "tls_ca", "timeout", "retries")
+		"oauth", "paging", "odata", "tls_ca", "timeout", "retries")
 	e := ERP{Line: n.Line}
 	str := func(key string) string {
 		if v, ok := m[key]; ok {
@@ -275,6 +277,12 @@ func (d *decoder) erp(n *yaml.Node) ERP {
 		e.Paging = d.oneOf(v.value, "erp.paging", "keyset", "server")
 		if d.ok() && e.Kind != KindOData {
 			d.fail(v.key, "erp.paging: only for kind: odata (a REST entity pages by its rest: block)")
+		}
+	}
+	if v, ok := m["odata"]; ok {
+		e.OData = d.oneOf(v.value, "erp.odata", "auto", "v2", "v4")
+		if d.ok() && e.Kind != KindOData {
+			d.fail(v.key, "erp.odata: only for kind: odata")
 		}
 	}
 	if !d.ok() {

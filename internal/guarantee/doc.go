@@ -45,7 +45,12 @@
 // $metadata read answers 503, or each execution gets, at a given request,
 // an empty page that carries an @odata.nextLink while rows remain. The
 // in-process executions of such a feed share one source, as the runs of
-// one `erpsync schedule` process do.
+// one `erpsync schedule` process do. A third of the OData feeds are
+// served as OData V2, as SAP Gateway serves them (odata_v2_face_test.go):
+// EDMX 1.0 $metadata, from which erpsync learns the version, {"d":
+// {"results":[...],"__next":...}} with __metadata, /Date(ms)/ date-times,
+// the version an Edm.Int64 string, and V2 literals in $filter (a V4
+// literal is a 400).
 //
 // Each feed takes its locks from one Redis, from Redlock over three
 // independent masters, or from a Redis Cluster of three masters (about one

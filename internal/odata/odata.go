@@ -42,6 +42,9 @@ type Config struct {
 	Schema *erp.Schema
 	// Paging is PagingKeyset or PagingServer. Defaults to PagingKeyset.
 	Paging string
+	// Version is the OData version: Version4, Version2 or VersionAuto (read
+	// $metadata once to choose). Defaults to Version4.
+	Version string
 	// HTTP configures the requests: authentication, timeouts, retries,
 	// body cap, shared rate and hooks (its BaseURL and Mapping are
 	// ignored). Defaults to erp.Config's defaults.
@@ -69,13 +72,20 @@ type Source struct {
 	m        *erp.Mapping // nil when schema is set
 	schema   *erp.Schema
 	paging   string
-	keys     []keyProp // the key, in order: erp_id's property for memberships
-	keyNames string    // the key properties, for errors
-	modified string    // the property (path) of updated_at
-	selected string    // the $select value
-	expand   string    // the $expand value; "" for an entity without children
-	navs     []nav     // the navigation properties of the children, in order
-	accept   string    // the Accept header of a page; "" the default
+	keys     []keyProp   // the key, in order: erp_id's property for memberships
+	keyNames string      // the key properties, for errors
+	modified string      // the property (path) of updated_at
+	selected string      // the $select value
+	expand   string      // the $expand value; "" for an entity without children
+	navs     []nav       // the navigation properties of the children, in order
+	accept   string      // the Accept header of a page; "" the default
+	query    [][2]string // the URL's own query parameters (sap-client=100), sent with every request
+
+	// version is Config.Version; kinds and childKinds are the column
+	// kinds of the values the V2 reader converts (kindsOf).
+	version    string
+	kinds      map[string]entity.Kind
+	childKinds map[string]map[string]entity.Kind
 
 	// sets are the source's constant columns (entity.Source.Set) whose
 	// property the entity set may serve: once $metadata says it does, the
@@ -88,6 +98,9 @@ type Source struct {
 	keyTypes map[string]string // the Edm type of a key property, once a $metadata document declared it
 	setTerms []string          // the $filter terms of sets, once resolved
 	setsDone bool
+
+	meta       *v2Meta // V2's view of $metadata, once detect chose V2
+	detectedV4 bool    // detect chose V4
 }
 
 // setProp is one constant of the source: the property that would hold it.
@@ -112,9 +125,21 @@ type keyProp struct {
 
 // New returns a Source for cfg.
 func New(cfg Config) (*Source, error) {
-	u, err := erp.ParseURL("entity set URL", cfg.URL)
+	raw, rawQuery, _ := strings.Cut(cfg.URL, "?")
+	u, err := erp.ParseURL("entity set URL", raw)
 	if err != nil {
 		return nil, err
+	}
+	query, err := urlQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("erp: entity set URL %q: %w", cfg.URL, err)
+	}
+	switch cfg.Version {
+	case "":
+		cfg.Version = Version4
+	case Version2, Version4, VersionAuto:
+	default:
+		return nil, fmt.Errorf("odata: version %q: want %s, %s or %s", cfg.Version, Version2, Version4, VersionAuto)
 	}
 	switch cfg.Paging {
 	case "":
@@ -123,7 +148,7 @@ func New(cfg Config) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("odata: paging %q: want %s or %s", cfg.Paging, PagingKeyset, PagingServer)
 	}
-	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}, shared: cfg.Shared}
+	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}, shared: cfg.Shared, query: query, version: cfg.Version}
 	switch {
 	case cfg.Schema != nil && cfg.Mapping != nil:
 		return nil, errors.New("odata: a Mapping or a Schema, not both")
@@ -146,6 +171,7 @@ func New(cfg Config) (*Source, error) {
 		}
 	}
 	src.keyNames = strings.Join(names, ",")
+	src.kinds, src.childKinds = kindsOf(src.schema, src.m)
 	if src.g, err = erp.NewGetter(cfg.HTTP); err != nil {
 		return nil, err
 	}
@@ -301,6 +327,10 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 			return nil, err
 		}
 	}
+	v2, err := s.detect(ctx)
+	if err != nil {
+		return nil, err
+	}
 	u := after.Next
 	var header http.Header
 	if u == "" {
@@ -310,17 +340,21 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 			return nil, err
 		}
 		filter = append(filter, sets...)
-		params := [][2]string{{"$select", s.selected}}
-		if s.expand != "" {
-			params = append(params, [2]string{"$expand", s.expand})
+		sel, expand := s.selected, s.expand
+		if v2 {
+			sel, expand = s.queryV2()
+		}
+		params := [][2]string{{"$select", sel}}
+		if expand != "" {
+			params = append(params, [2]string{"$expand", expand})
 		}
 		if s.paging == PagingKeyset && !after.T.IsZero() {
 			k, err := s.after(ctx, after.K)
 			if err != nil {
 				return nil, err
 			}
-			filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
-				s.modified+" eq "+timeLiteral(after.T)+" and "+k+"))")
+			filter = append(filter, "("+s.modified+" gt "+s.timeLit(after.T)+" or ("+
+				s.modified+" eq "+s.timeLit(after.T)+" and "+k+"))")
 		}
 		if len(filter) > 0 {
 			params = append(params, [2]string{"$filter", strings.Join(filter, " and ")})
@@ -328,14 +362,19 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		params = append(params, [2]string{"$orderby", s.modified + "," + s.keyNames})
 		if s.paging == PagingKeyset {
 			params = append(params, [2]string{"$top", strconv.Itoa(limit)})
-		} else {
+		} else if !v2 {
 			// $top would bound the whole result: ask the server for its
-			// page size instead.
+			// page size instead (V2 has no such preference).
 			header = http.Header{"Prefer": {"odata.maxpagesize=" + strconv.Itoa(limit)}}
 		}
-		u = s.url + "?" + encodeQuery(params)
+		if v2 {
+			params = append(params, [2]string{"$format", "json"})
+		}
+		u = s.url + "?" + encodeQuery(append(params, s.query...))
 	}
-	if s.accept != "" {
+	if v2 {
+		header = http.Header{"Accept": {"application/json"}}
+	} else if s.accept != "" {
 		if header == nil {
 			header = http.Header{}
 		}
@@ -343,10 +382,14 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	}
 	var env envelope
 	var served time.Time
-	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
-		served = erp.ServedAt(h)
-		return env.decode(body)
-	})
+	if v2 {
+		env.Value, env.NextLink, served, err = s.getV2(ctx, u, header)
+	} else {
+		err = s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
+			served = erp.ServedAt(h)
+			return env.decode(body)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -584,6 +627,9 @@ func (s *Source) after(ctx context.Context, k string) (string, error) {
 // numbers, booleans, dates and date-times, else as keyLiteral writes a
 // string.
 func (s *Source) literal(ctx context.Context, key keyProp, v string) (string, error) {
+	if s.v2() {
+		return s.literalV2(key.prop, key.kind, v), nil
+	}
 	if key.kind == entity.String {
 		return s.keyLiteral(ctx, key.prop, v)
 	}
@@ -594,12 +640,19 @@ func (s *Source) literal(ctx context.Context, key keyProp, v string) (string, er
 // (zero times leave a bound open), from <url>/$count.
 func (s *Source) Count(ctx context.Context, since, until time.Time) (int64, error) {
 	u := s.url + "/$count"
+	if _, err := s.detect(ctx); err != nil {
+		return 0, err
+	}
 	sets, err := s.setFilter(ctx)
 	if err != nil {
 		return 0, err
 	}
+	var params [][2]string
 	if filter := append(s.window(since, until), sets...); len(filter) > 0 {
-		u += "?" + encodeQuery([][2]string{{"$filter", strings.Join(filter, " and ")}})
+		params = [][2]string{{"$filter", strings.Join(filter, " and ")}}
+	}
+	if params = append(params, s.query...); len(params) > 0 {
+		u += "?" + encodeQuery(params)
 	}
 	var n int64
 	err = s.g.GetWith(ctx, erp.EndpointCount, u, http.Header{"Accept": {"text/plain"}}, func(_ http.Header, body []byte) error {
@@ -617,10 +670,10 @@ func (s *Source) Count(ctx context.Context, since, until time.Time) (int64, erro
 func (s *Source) window(since, until time.Time) []string {
 	var terms []string
 	if !since.IsZero() {
-		terms = append(terms, s.modified+" ge "+timeLiteral(since))
+		terms = append(terms, s.modified+" ge "+s.timeLit(since))
 	}
 	if !until.IsZero() {
-		terms = append(terms, s.modified+" lt "+timeLiteral(until))
+		terms = append(terms, s.modified+" lt "+s.timeLit(until))
 	}
 	return terms
 }
@@ -646,6 +699,29 @@ func encodeQuery(params [][2]string) string {
 		b.WriteString(strings.ReplaceAll(url.QueryEscape(p[1]), "+", "%20"))
 	}
 	return b.String()
+}
+
+// urlQuery reads the query of an entity set URL (SAP's sap-client=100)
+// into parameters sent with every request, in order; OData's own system
+// query options ($...) are refused: the source writes them.
+func urlQuery(raw string) ([][2]string, error) {
+	var out [][2]string
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		key, err1 := url.QueryUnescape(k)
+		val, err2 := url.QueryUnescape(v)
+		switch {
+		case err1 != nil || err2 != nil:
+			return nil, fmt.Errorf("query %q is not URL-encoded", part)
+		case strings.HasPrefix(key, "$"):
+			return nil, fmt.Errorf("query option %s: the source writes OData's options itself; only a service's own parameters (sap-client=100) go in the URL", key)
+		}
+		out = append(out, [2]string{key, val})
+	}
+	return out, nil
 }
 
 // resolve makes a next link absolute against the request URL it came in.
