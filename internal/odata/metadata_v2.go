@@ -192,6 +192,10 @@ type v2Meta struct {
 	children map[string]map[string]propertyV2 // by navigation property
 }
 
+// errNotCSDL is a $metadata answered 200 with something else than a CSDL
+// document.
+var errNotCSDL = errors.New("the answer is no CSDL document (no edmx:DataServices/Schema)")
+
 // readMetadata reads the service's $metadata: the document at the nearest
 // path above the entity set URL that serves one, parsed into doc, and
 // that path. An error naming $metadata when none did; a 404 (notFound)
@@ -220,7 +224,7 @@ func (s *Source) readMetadata(ctx context.Context, doc any) (string, error) {
 		})
 		if err == nil && !ok {
 			// A 200 that is no CSDL document: a proxy's error page, say.
-			err = errors.New("the answer is no CSDL document (no edmx:DataServices/Schema)")
+			err = errNotCSDL
 		}
 		if err == nil {
 			return path, nil

@@ -39,9 +39,11 @@ func (s *Source) detect(ctx context.Context) (bool, error) {
 		v2 = s.version == Version2 || doc.isV2()
 	case errors.Is(err, erp.ErrUnauthorized):
 		return false, err // said as a page's refusal is
-	case notFound(err):
-		// No $metadata anywhere: V4 unless the configuration says V2,
-		// then read with the types of the values alone.
+	case notFound(err) || errors.Is(err, errNotCSDL):
+		// No $metadata anywhere (or a proxy's page in its place, which
+		// the first page's request then names with what answered): V4
+		// unless the configuration says V2, then read with the types of
+		// the values alone.
 		v2 = s.version == Version2
 	default:
 		return false, fmt.Errorf("odata: read $metadata to learn the OData version (give the version to skip it): %w", err)
