@@ -232,10 +232,14 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 	if err != nil {
 		return err
 	}
-	r.t.setParts(len(parts))
 	if len(parts) == 1 {
+		r.t.setParts(1)
 		return r.fetch(ctx, hand, 0, since, until, seen, queue)
 	}
+	// A window open at the end gets a tail: see below.
+	tail := len(parts)
+	r.t.setParts(len(parts) + 1)
+	r.newest = make([]time.Time, len(parts)+1)
 	r.log.Info().Int("parts", len(parts)).Int("fetchers", min(cfg.Fetchers, len(parts))).Msg("window split into parts")
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -274,8 +278,24 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 		}()
 	}
 	wg.Wait()
-	if first == nil {
+	switch {
+	case first != nil:
+		return first
+	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	return first
+	// A record that changed while the parts were paged moved to the end
+	// of the feed, past a last part that may have finished first: read
+	// once more from the newest record the last part saw to the end, so
+	// that the run ends where one pass ends. A window with an end has no
+	// tail: a record moved past it is no longer in the window.
+	from := parts[tail-1].Since
+	if r.newest[tail-1].After(from) {
+		from = r.newest[tail-1]
+	}
+	if !until.IsZero() {
+		r.t.seal(tail, r.t.addPage(tail, time.Time{}), false, true) // nothing to read
+		return nil
+	}
+	return r.fetch(ctx, hand, tail, from, until, nil, queue)
 }
