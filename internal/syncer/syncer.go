@@ -337,8 +337,8 @@ type run struct {
 	handRows int64
 	// newest is the newest updated_at of the valid records of each part
 	// (fetchParts), written by the part's fetcher only.
-	newest []time.Time
-	preRead  atomic.Bool // whether chunks read versions before locking; see learnCurrent
+	newest  []time.Time
+	preRead atomic.Bool // whether chunks read versions before locking; see learnCurrent
 	// cleanReads counts the reads under the locks in a row that found none
 	// of their chunk's rows; once it reaches cleanNeeded, chunks insert
 	// before they read (see insertFirst and insertRefused).
