@@ -286,12 +286,15 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 	}
 	// A record that changed while the parts were paged moved to the end
 	// of the feed, past a last part that may have finished first: read
-	// once more from the newest record the last part saw to the end, so
+	// once more from after the newest record the last part saw to the end, so
 	// that the run ends where one pass ends. A window with an end has no
 	// tail: a record moved past it is no longer in the window.
+	// (A record of that millisecond the last part did not see was
+	// committed late with an older time: the overlap of the next run
+	// reads it, as it would after one pass.)
 	from := parts[tail-1].Since
-	if r.newest[tail-1].After(from) {
-		from = r.newest[tail-1]
+	if after := r.newest[tail-1].Add(time.Millisecond); after.After(from) && !r.newest[tail-1].IsZero() {
+		from = after
 	}
 	if !until.IsZero() {
 		r.t.seal(tail, r.t.addPage(tail, time.Time{}), false, true) // nothing to read
