@@ -225,11 +225,7 @@ func evenParts(p Part, k int) []Part {
 // fetchParts plans the window [since, until) and pages its parts into
 // queue, up to Config.Fetchers at once, each part on its own (see fetch),
 // the earliest first. The first part to fail stops the others fetching;
-// its error is returned. A window open at its end (a run's) is paged once
-// more after the parts, from past the newest updated_at the last part saw
-// to the feed's end, as one fetcher's last pages would: a record that
-// changed while the parts were paged moved past the last part's pages,
-// which may have ended before the change.
+// its error is returned.
 func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	parts, seen, err := Plan(ctx, r.s.erp, since, until, cfg.Fetchers, cfg.PageSize)
@@ -240,33 +236,10 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 		r.t.setParts(1)
 		return r.fetch(ctx, hand, 0, since, until, seen, queue)
 	}
-	last := len(parts) - 1
-	tail := until.IsZero()
-	if tail {
-		r.t.setParts(len(parts) + 1)
-	} else {
-		r.t.setParts(len(parts))
-	}
-	if err := r.fetchEach(ctx, hand, parts, seen, queue); err != nil || !tail {
-		return err
-	}
-	// The last part read every record of its newest millisecond: the pass
-	// starts after it, so that a feed that did not change is read once
-	// (a record changed within that very millisecond is the next run's,
-	// whose overlap reads it again).
-	from := r.t.newest(last)
-	if from.IsZero() {
-		from = parts[last].Since
-	} else {
-		from = from.Truncate(time.Millisecond).Add(time.Millisecond)
-	}
-	return r.fetch(ctx, hand, len(parts), from, time.Time{}, nil, queue)
-}
-
-// fetchEach pages parts into queue, up to Config.Fetchers at once (see
-// fetchParts); seen is part 0's first record, read by Plan.
-func (r *run) fetchEach(ctx, hand context.Context, parts []Part, seen *erp.Page, queue chan<- chunk) error {
-	cfg := r.s.cfg
+	// A window open at the end gets a tail: see below.
+	tail := len(parts)
+	r.t.setParts(len(parts) + 1)
+	r.newest = make([]time.Time, len(parts)+1)
 	r.log.Info().Int("parts", len(parts)).Int("fetchers", min(cfg.Fetchers, len(parts))).Msg("window split into parts")
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -305,8 +278,27 @@ func (r *run) fetchEach(ctx, hand context.Context, parts []Part, seen *erp.Page,
 		}()
 	}
 	wg.Wait()
-	if first == nil {
+	switch {
+	case first != nil:
+		return first
+	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	return first
+	// A record that changed while the parts were paged moved to the end
+	// of the feed, past a last part that may have finished first: read
+	// once more from after the newest record the last part saw to the end, so
+	// that the run ends where one pass ends. A window with an end has no
+	// tail: a record moved past it is no longer in the window.
+	// (A record of that millisecond the last part did not see was
+	// committed late with an older time: the overlap of the next run
+	// reads it, as it would after one pass.)
+	from := parts[tail-1].Since
+	if after := r.newest[tail-1].Add(time.Millisecond); after.After(from) && !r.newest[tail-1].IsZero() {
+		from = after
+	}
+	if !until.IsZero() {
+		r.t.seal(tail, r.t.addPage(tail, time.Time{}), false, true) // nothing to read
+		return nil
+	}
+	return r.fetch(ctx, hand, tail, from, until, nil, queue)
 }

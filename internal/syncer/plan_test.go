@@ -94,8 +94,8 @@ func TestPartsReportTheFeedOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, erpmock.Options{Records: 3000, Seed: 7})
 	rep := mustRun(t, b.syncer(t, Config{Fetchers: 8, PageSize: 100}))
-	if rep.Fetched != 3000 || rep.DuplicatesInFeed != 0 || rep.Inserted != 3000 {
-		t.Fatalf("fetched %d, duplicates %d, inserted %d; want 3000, 0, 3000", rep.Fetched, rep.DuplicatesInFeed, rep.Inserted)
+	if rep.Fetched != 3000 || rep.DuplicatesInFeed != 0 || rep.Inserted != 3000 || rep.LockContended != 0 {
+		t.Fatalf("fetched %d, duplicates %d, inserted %d, lock contended %d; want 3000, 0, 3000, 0", rep.Fetched, rep.DuplicatesInFeed, rep.Inserted, rep.LockContended)
 	}
 	assertTruth(t, b)
 }

@@ -343,7 +343,10 @@ type run struct {
 	// run is what is in flight, not the feed.
 	inHand   *semaphore.Weighted
 	handRows int64
-	preRead  atomic.Bool // whether chunks read versions before locking; see learnCurrent
+	// newest is the newest updated_at of the valid records of each part
+	// (fetchParts), written by the part's fetcher only.
+	newest  []time.Time
+	preRead atomic.Bool // whether chunks read versions before locking; see learnCurrent
 	// cleanReads counts the reads under the locks in a row that found none
 	// of their chunk's rows; once it reaches cleanNeeded, chunks insert
 	// before they read (see insertFirst and insertRefused).
@@ -626,6 +629,13 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 			r.log.Error().Err(err).Msg("checkpoint held back")
 			r.c.failed.Add(1)
 			failed = true
+		}
+	}
+	if r.newest != nil {
+		for _, rec := range page.Records {
+			if rec.UpdatedAt.After(r.newest[i]) {
+				r.newest[i] = rec.UpdatedAt
+			}
 		}
 	}
 	recs, cur := r.dedupe(page.Records, prev)

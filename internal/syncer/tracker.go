@@ -27,7 +27,6 @@ type partState struct {
 	watermark time.Time   // of the pages committed in order
 	paged     bool        // the part's last page was fetched and sealed
 	blocked   bool        // a page failed: the watermark will not pass it
-	newest    time.Time   // the newest updated_at of any page fetched
 }
 
 type pageState struct {
@@ -58,18 +57,7 @@ func (t *tracker) addPage(i int, maxSeen time.Time) int {
 	defer t.mu.Unlock()
 	ps := t.part(i)
 	ps.pages = append(ps.pages, pageState{maxSeen: maxSeen})
-	if maxSeen.After(ps.newest) {
-		ps.newest = maxSeen
-	}
 	return ps.base + len(ps.pages) - 1
-}
-
-// newest returns the newest updated_at of the pages of part i fetched so
-// far, written or not.
-func (t *tracker) newest(i int) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.part(i).newest
 }
 
 func (t *tracker) addChunk(i, p int) {
