@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -118,11 +117,7 @@ func checkOnline(ctx context.Context, s *settings, f *entity.File, stdout io.Wri
 	if err != nil {
 		return usageError{err}
 	}
-	var doc []byte
-	err = g.GetWith(ctx, "metadata", root+"$metadata"+query, http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
-		doc = b
-		return nil
-	})
+	doc, err := readMetadata(ctx, g, root, query)
 	if err != nil {
 		return usageError{fmt.Errorf("%s: cannot read the ERP's %s$metadata: %w", f.Path, erpHost(root), err)}
 	}
