@@ -50,11 +50,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var doc []byte
-	err = g.GetWith(ctx, "metadata", root+"$metadata"+query, http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
-		doc = b
-		return nil
-	})
+	doc, err := readMetadata(ctx, g, root, query)
 	var se *erp.StatusError
 	switch {
 	case errors.Is(err, erp.ErrUnauthorized):
@@ -73,6 +69,17 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	return writeNew(out, file, force)
+}
+
+// readMetadata GETs the $metadata of the service root root (ending in
+// "/") with its query.
+func readMetadata(ctx context.Context, g *erp.Getter, root, query string) ([]byte, error) {
+	var doc []byte
+	err := g.GetWith(ctx, "metadata", root+"$metadata"+query, http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
+		doc = b
+		return nil
+	})
+	return doc, err
 }
 
 // discoverConfig returns the service root of --erp-url (ending in "/"),

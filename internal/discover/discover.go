@@ -44,15 +44,10 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var doc document
-	if err := xml.Unmarshal(metadata, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoDocument, err)
+	doc, m, err := parse(metadata)
+	if err != nil {
+		return nil, err
 	}
-	if len(doc.Schemas) == 0 {
-		return nil, ErrNoDocument
-	}
-	fromV2(metadata, &doc)
-	m := newModel(&doc)
 	var specs []*spec
 	tables := newNames(entity.OwnTables)
 	for _, sc := range doc.Schemas {
@@ -89,6 +84,20 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 	var b bytes.Buffer
 	writeFile(&b, root, note, specs)
 	return b.Bytes(), nil
+}
+
+// parse reads metadata, a V4 or V2 CSDL document, and returns it with
+// its model.
+func parse(metadata []byte) (*document, *model, error) {
+	var doc document
+	if err := xml.Unmarshal(metadata, &doc); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrNoDocument, err)
+	}
+	if len(doc.Schemas) == 0 {
+		return nil, nil, ErrNoDocument
+	}
+	fromV2(metadata, &doc)
+	return &doc, newModel(&doc), nil
 }
 
 // spec is the entity discover writes for one entity set.
