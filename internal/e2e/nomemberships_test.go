@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // A database migrated for a config file's entities alone has no
@@ -57,6 +60,10 @@ func TestMigrateConfigOnlyHasNoMemberships(t *testing.T) {
 	if r.Stdout != "nothing to migrate: the database matches\n" {
 		t.Errorf("the plan after migrate --config: %q", r.Stdout)
 	}
+	// The file's commands need no memberships table.
+	if r := e.MustRun("runs", "--status", "--mysql-dsn", dsn, "--config", cfg); !strings.Contains(r.Stdout, "customers") {
+		t.Errorf("runs --status --config on a database without memberships:\n%s", r.Out())
+	}
 
 	// The built-in entity later: the plan shows the table, migrate makes
 	// it as the numbered migrations do.
@@ -92,4 +99,29 @@ func (e *env) freshDatabase(suffix string) (name, dsn string) {
 	name = e.DBName + suffix
 	e.T.Cleanup(func() { e.DB.Exec("DROP DATABASE IF EXISTS `" + name + "`") })
 	return name, strings.Replace(e.DSN, "/"+e.DBName, "/"+name, 1)
+}
+
+// A file's entity syncs into a database migrated for it alone: no command
+// of the file needs the memberships table.
+func TestRunConfigOnlyWithoutMemberships(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 50, Seed: 2})
+	db, dsn := e.freshDatabase("_members")
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "examples", "memberships.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := strings.NewReplacer("name: memberships", "name: members", "table: memberships", "table: members",
+		"url: http://127.0.0.1:8090", "url: "+e.ERPURL).Replace(string(b))
+	cfg := filepath.Join(t.TempDir(), "members.yaml")
+	if err := os.WriteFile(cfg, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.MustRun("migrate", "--mysql-dsn", dsn, "--config", cfg)
+	e.MustRun("run", "--mysql-dsn", dsn, "--config", cfg)
+	var rows, builtin int
+	err = e.DB.QueryRow("SELECT (SELECT COUNT(*) FROM `"+db+"`.members), (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'memberships')", db).Scan(&rows, &builtin)
+	if err != nil || rows == 0 || builtin != 0 {
+		t.Errorf("after run --config: %d rows in members, %d memberships tables (%v)", rows, builtin, err)
+	}
 }
