@@ -57,7 +57,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer st.Close()
 		return migrateEntities(ctx, st, ents, true, stdout)
 	}
-	res, err := store.MigrateWith(ctx, dsn, opt)
+	res, err := store.MigrateWith(ctx, dsn, opt, ents)
 	if err != nil {
 		if isUnavailable(err) {
 			return mysqlUnavailable(err, flagName)

@@ -281,9 +281,7 @@ func TestERPErrorsAtStartSayWhatIsWrong(t *testing.T) {
 func TestMigratePlanBeforeTheDatabaseExists(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 10, Seed: 1})
-	fresh := e.DBName + "_fresh"
-	dsn := strings.Replace(e.DSN, "/"+e.DBName, "/"+fresh, 1)
-	t.Cleanup(func() { e.DB.Exec("DROP DATABASE IF EXISTS `" + fresh + "`") })
+	fresh, dsn := e.freshDatabase("_fresh")
 	cfg := customersConfig(t, "http://127.0.0.1:4004/odata/v4/sales/")
 
 	r := e.Run(context.Background(), "migrate", "--plan", "--mysql-dsn", dsn, "--config", cfg)

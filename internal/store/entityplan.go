@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -64,8 +63,9 @@ type EntityPlan struct {
 	// Entities are the entities planned for.
 	Entities []*entity.Entity
 	// Pending are the numbered migrations (migrations/) the database still
-	// lacks: Migrate applies them before the entities' statements, and the
-	// plan assumes the tables they make.
+	// lacks, as Migrate runs them for these entities (numberedSteps): it
+	// applies them before the entities' statements, and the plan assumes
+	// the tables they make.
 	Pending []Migration
 	// Statements are the DDL to run, in order; none when every table
 	// matches its entity.
@@ -172,7 +172,11 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 	if err != nil {
 		return nil, err
 	}
-	pending, err := pendingMigrations(ctx, q)
+	defs, tables, err := entityTables(ents, keyColl)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := pendingMigrations(ctx, q, wantsBuiltin(tables))
 	if err != nil {
 		return nil, err
 	}
@@ -180,10 +184,6 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 		pending[i].SQL = dialectSQL(pending[i].SQL, keyColl)
 	}
 	p.Pending = pending
-	defs, tables, err := entityTables(ents, keyColl)
-	if err != nil {
-		return nil, err
-	}
 	live, err := readTables(ctx, q, tables)
 	if err != nil {
 		return nil, err
@@ -311,17 +311,23 @@ func hasRows(ctx context.Context, q querier, table string, exists bool) (bool, e
 	return rows, nil
 }
 
-// pendingMigrations are the embedded migrations schema_migrations does not
-// list (all of them when it does not exist).
-func pendingMigrations(ctx context.Context, q querier) ([]Migration, error) {
+// pendingMigrations are the steps of the embedded migrations that Migrate
+// would run (numberedSteps), for entities that have the built-in table
+// (wantBuiltin) or not: those schema_migrations does not list (all of them
+// when it does not exist).
+func pendingMigrations(ctx context.Context, q querier, wantBuiltin bool) ([]Migration, error) {
 	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	exists, err := hasTable(ctx, q, MembershipsTable)
 	if err != nil {
 		return nil, err
 	}
 	done := map[int]bool{}
 	rows, err := q.QueryContext(ctx, "SELECT version FROM schema_migrations")
 	if isNoTable(err) {
-		return ms, nil
+		return numberedSteps(ms, done, wantBuiltin, exists), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", err)
@@ -337,7 +343,7 @@ func pendingMigrations(ctx context.Context, q querier) ([]Migration, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", err)
 	}
-	return slices.DeleteFunc(ms, func(m Migration) bool { return done[m.Version] }), nil
+	return numberedSteps(ms, done, wantBuiltin, exists), nil
 }
 
 // readRecorded reads erpsync_entities by entity name (empty when the table

@@ -14,7 +14,8 @@ func CreateDatabaseSQL(name string) string {
 
 // PlanNewDatabase is PlanEntities for a database that does not exist
 // yet: every numbered migration is pending, and each entity's tables are
-// planned against the tables the migrations make (memberships) or none.
+// planned against the tables the migrations make (memberships, when one
+// of ents has it) or none.
 // It reads only the server's key collation (keyCollationOf), through a
 // connection that names no database: there is nothing else to read.
 func PlanNewDatabase(ctx context.Context, dsn string, opt *Options, ents []*entity.Entity) (*EntityPlan, error) {
@@ -41,14 +42,15 @@ func PlanNewDatabase(ctx context.Context, dsn string, opt *Options, ents []*enti
 	if err != nil {
 		return nil, err
 	}
+	defs, tables, err := entityTables(ents, keyColl)
+	if err != nil {
+		return nil, err
+	}
+	ms = numberedSteps(ms, nil, wantsBuiltin(tables), false)
 	for i := range ms {
 		ms[i].SQL = dialectSQL(ms[i].SQL, keyColl)
 	}
 	p := &EntityPlan{Entities: ents, Pending: ms}
-	defs, _, err := entityTables(ents, keyColl)
-	if err != nil {
-		return nil, err
-	}
 	builtin, err := tableDefs(entity.Memberships(), keyColl)
 	if err != nil {
 		return nil, err
