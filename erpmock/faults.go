@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net/http"
+	"strings"
 	"time"
 )
 
@@ -52,6 +54,11 @@ type Faults struct {
 	// it was asked with: a client that follows next_cursor reads the same
 	// page for ever (the ERP bug a sync must stop on).
 	StuckCursor bool
+	// StallUntil, when set, holds every page request whose updated_until
+	// is given and not after it, for Hang or until the client gives up,
+	// as a hung response: the early parts of a window stall while the
+	// later ones are paged. Counts are not held. Defaults to zero: none.
+	StallUntil time.Time
 	// MaxRate caps API requests per second over all clients (token bucket,
 	// burst of one second); above it the mock answers 429 with Retry-After.
 	// Zero means unlimited.
@@ -122,6 +129,7 @@ type faultsJSON struct {
 	DeleteRate    int     `json:"delete_rate"`
 	MaxRate       float64 `json:"max_rate"`
 	StuckCursor   bool    `json:"stuck_cursor"`
+	StallUntil    string  `json:"stall_until,omitempty"`
 }
 
 // MarshalJSON writes f with snake_case names and durations as Go duration
@@ -132,8 +140,15 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		RetryAfter: f.RetryAfter, TruncateRate: f.TruncateRate, HangRate: f.HangRate,
 		Hang: f.Hang.String(), DuplicateRate: f.DuplicateRate, StaleRate: f.StaleRate,
 		InvalidRate: f.InvalidRate, ChangeRate: f.ChangeRate, DeleteRate: f.DeleteRate, MaxRate: f.MaxRate,
-		StuckCursor: f.StuckCursor,
+		StuckCursor: f.StuckCursor, StallUntil: stallText(f.StallUntil),
 	})
+}
+
+func stallText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes. Fields absent from b keep
@@ -161,14 +176,29 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("erpmock: hang: %w", err)
 	}
+	var stall time.Time
+	if j.StallUntil != "" {
+		if stall, err = time.Parse(time.RFC3339Nano, j.StallUntil); err != nil {
+			return fmt.Errorf("erpmock: stall_until: %w", err)
+		}
+	}
 	*f = Faults{
 		Latency: latency, ErrorRate: j.ErrorRate, RateLimitRate: j.RateLimitRate,
 		RetryAfter: j.RetryAfter, TruncateRate: j.TruncateRate, HangRate: j.HangRate,
 		Hang: hang, DuplicateRate: j.DuplicateRate, StaleRate: j.StaleRate,
 		InvalidRate: j.InvalidRate, ChangeRate: j.ChangeRate, DeleteRate: j.DeleteRate, MaxRate: j.MaxRate,
-		StuckCursor: j.StuckCursor,
+		StuckCursor: j.StuckCursor, StallUntil: stall,
 	}
 	return nil
+}
+
+// stalls reports whether f.StallUntil holds the request r.
+func (f Faults) stalls(r *http.Request) bool {
+	if f.StallUntil.IsZero() || strings.HasSuffix(r.URL.Path, "/count") {
+		return false
+	}
+	until, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("updated_until"))
+	return err == nil && !until.After(f.StallUntil)
 }
 
 // hit draws whether a fault of probability p happens. It draws nothing when

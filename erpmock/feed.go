@@ -23,6 +23,27 @@ const (
 // since <= updated_at < until.
 type window struct {
 	since, until int64
+	// tenant is 1 + the index in Options.Tenants of the tenant asked; 0:
+	// every record, -1: a tenant not listed, none.
+	tenant int
+}
+
+// inTenant tells whether record idx belongs to the tenant of w.
+func (m *Mock) inTenant(w window, idx int32) bool {
+	return w.tenant == 0 || w.tenant > 0 && int(idx)%len(m.tenants) == w.tenant-1
+}
+
+// tenantOf sets the tenant of w from the query parameter tenant, when
+// the mock has tenants.
+func (m *Mock) tenantOf(w *window, v url.Values) {
+	t, ok := v["tenant"]
+	if len(m.tenants) == 0 || !ok {
+		return
+	}
+	w.tenant = -1
+	if i := slices.Index(m.tenants, t[0]); i >= 0 && len(t) == 1 {
+		w.tenant = i + 1
+	}
 }
 
 // pageQuery is a parsed GET /api/v1/memberships.
@@ -182,8 +203,8 @@ func (m *Mock) page(q pageQuery) (items []served, more bool) {
 			return items, false
 		}
 		r := m.recs[e.idx]
-		if !m.live(e) {
-			continue // the record has moved on, or is deleted
+		if !m.live(e) || !m.inTenant(q.window, e.idx) {
+			continue // the record has moved on, is deleted or another tenant's
 		}
 		if skip > 0 {
 			skip--
@@ -205,12 +226,12 @@ func (m *Mock) count(w window) int64 {
 	if hi <= lo {
 		return 0
 	}
-	if m.stale == 0 {
+	if m.stale == 0 && w.tenant == 0 {
 		return int64(hi - lo)
 	}
 	var n int64
 	for _, e := range m.order[lo:hi] {
-		if m.live(e) {
+		if m.live(e) && m.inTenant(w, e.idx) {
 			n++
 		}
 	}
@@ -345,7 +366,12 @@ func (m *Mock) appendItemAs(b []byte, f *itemFormat, idx int32, r rec) []byte {
 	}
 	b = append(b, f.updated...)
 	b = appendWireTime(b, r.ua)
-	return append(b, `"}`...)
+	if len(m.tenants) == 0 {
+		return append(b, `"}`...)
+	}
+	b = append(b, `","tenant":`...)
+	b = appendJSONString(b, m.tenants[int(idx)%len(m.tenants)])
+	return append(b, '}')
 }
 
 // badDates are the starts_at values of records with flawDate.

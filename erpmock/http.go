@@ -33,7 +33,7 @@ func (m *Mock) routes() {
 		m.mux.HandleFunc("GET /api/v1/memberships/count", m.api(m.serveCount))
 		m.mux.HandleFunc("GET "+ContractsPath, m.api(m.servePageAs(ContractsPage)))
 		m.mux.HandleFunc("GET "+ContractsCountPath, m.api(m.serveCount))
-		m.mux.HandleFunc("GET "+OrdersPath, m.api(m.servePageAs(OrdersPage)))
+		m.mux.HandleFunc("GET "+OrdersPath, m.api(m.servePageAs(m.ordersPage)))
 		m.mux.HandleFunc("GET "+OrdersCountPath, m.api(m.serveCount))
 		m.mux.HandleFunc("GET /openapi.yaml", serveOpenAPI)
 	}
@@ -43,6 +43,7 @@ func (m *Mock) routes() {
 	m.mux.HandleFunc("POST /admin/change", m.postChange)
 	m.mux.HandleFunc("POST /admin/delete", m.postDelete)
 	m.mux.HandleFunc("POST /admin/recreate", m.postRecreate)
+	m.mux.HandleFunc("POST /admin/change-lines", m.postChangeLines)
 	m.mux.HandleFunc("GET /admin/truth", m.getTruth)
 	m.mux.HandleFunc("GET /admin/stats", m.getStats)
 }
@@ -70,7 +71,7 @@ func (m *Mock) api(h endpoint) http.HandlerFunc {
 			m.write(w, http.StatusUnauthorized, errorBody("missing or wrong bearer token"))
 			return
 		}
-		if m.hit(f.HangRate) {
+		if f.stalls(r) || m.hit(f.HangRate) {
 			m.hung.Add(1)
 			if ctxtime.Sleep(ctx, f.hang()) != nil {
 				drop(w)
@@ -104,6 +105,7 @@ func (m *Mock) servePage(r *http.Request, f Faults) (int, []byte) {
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
+	m.tenantOf(&q.window, r.URL.Query())
 	items, next := m.pageItems(q, f)
 	if c := r.URL.Query().Get("cursor"); f.StuckCursor && c != "" {
 		next = c
@@ -149,6 +151,7 @@ func (m *Mock) serveCount(r *http.Request, _ Faults) (int, []byte) {
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
+	m.tenantOf(&w, r.URL.Query())
 	return http.StatusOK, fmt.Appendf(nil, "{\"count\":%d}\n", m.count(w))
 }
 
@@ -301,6 +304,21 @@ func (m *Mock) postRecreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeAdmin(w, http.StatusOK, map[string][]string{"recreated": ids})
+}
+
+// postChangeLines changes the lines of the orders ?id=...&id=... at their
+// version (ChangeLines), and answers {"changed": [erp_ids]}.
+func (m *Mock) postChangeLines(w http.ResponseWriter, r *http.Request) {
+	ids := r.URL.Query()["id"]
+	if len(ids) == 0 {
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": "id: want at least one erp_id"})
+		return
+	}
+	if err := m.ChangeLines(ids); err != nil {
+		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeAdmin(w, http.StatusOK, map[string][]string{"changed": ids})
 }
 
 // getTruth streams Truth as a JSON array, in the API's record format.

@@ -33,6 +33,14 @@ type Options struct {
 	// NoRev leaves rev out of FaceV2's items: a source then takes a
 	// record's version from its modified time. Defaults to false.
 	NoRev bool
+	// Tenants, when set, spreads the records over tenants (companies):
+	// record i belongs to Tenants[i % len(Tenants)], and its items carry
+	// it as "tenant" (contracts and orders too). A page or count asked
+	// with the query parameter tenant=T serves the records of T only, none
+	// for a T not listed; without it, every record. Other query
+	// parameters are ignored, as a server ignores a filter it does not
+	// know. Defaults to none: no tenant, and tenant= is ignored.
+	Tenants []string
 }
 
 // Mock is the mock ERP. It implements http.Handler and is safe for
@@ -42,6 +50,7 @@ type Mock struct {
 	clock       func() time.Time
 	face        Face
 	noRev       bool
+	tenants     []string
 	width       int // digits in erp_id and member_id
 	invalidRate float64
 	mux         *http.ServeMux
@@ -54,6 +63,9 @@ type Mock struct {
 	valid   []int32 // indexes of valid records in the feed, ascending
 	flaws   []int32 // indexes of invalid records
 	deleted int     // valid records deleted
+	// linesRev holds the revision of the lines of records whose lines
+	// ChangeLines changed at their version; nil until it did.
+	linesRev map[int32]linesRev
 
 	fmu    sync.Mutex // guards faults, rng and the token bucket
 	faults Faults
@@ -83,6 +95,7 @@ func New(opt Options) *Mock {
 		clock:       opt.Clock,
 		face:        opt.Face,
 		noRev:       opt.NoRev,
+		tenants:     slices.Clone(opt.Tenants),
 		width:       max(7, len(strconv.Itoa(n))),
 		invalidRate: opt.Faults.InvalidRate,
 		recs:        make([]rec, n),
@@ -257,6 +270,9 @@ func (m *Mock) record(idx int32, r rec) Record {
 	if r.endsAt != noEnd {
 		t := ms(r.endsAt)
 		out.EndsAt = &t
+	}
+	if len(m.tenants) > 0 {
+		out.Tenant = m.tenants[int(idx)%len(m.tenants)]
 	}
 	return out
 }

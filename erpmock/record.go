@@ -16,6 +16,8 @@ type Record struct {
 	EndsAt      *time.Time `json:"ends_at"`
 	Version     int64      `json:"version"`
 	UpdatedAt   time.Time  `json:"updated_at"`
+	// Tenant is the record's tenant (Options.Tenants); "" without.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // rec is the compact form the mock keeps in memory: 40 bytes a record, with

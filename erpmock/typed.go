@@ -95,13 +95,15 @@ var ErrNotItem = errors.New("erpmock: not a JSON object")
 //
 //	{"region":"M0000","no":123,"customer":{"id":member_id},"plan":product_code,
 //	 "status":"A","period":{"from":starts_at,"to":ends_at},"signed_on":"YYYY-MM-DD",
-//	 "amount":12.34,"balance":"…","serial":…,"rev":version,"changed_at":updated_at}
+//	 "amount":12.34,"balance":"…","serial":…,"rev":version,"changed_at":updated_at,
+//	 "tenant":tenant}
 //
 // region and no split erp_id (SplitContractID; an erp_id that does not
 // split is served as region with a null no); status is its code
 // (ContractStatusCodes; one not listed as it is); signed_on is the date of
 // starts_at as written; amount, balance and serial derive from the version
-// (ContractAmount, ContractBalance, ContractSerial), serial as a JSON
+// (ContractAmount, ContractBalance, ContractSerial), tenant is the item's
+// (Options.Tenants; none without), serial as a JSON
 // number at odd versions and as a string at even ones, balance as a
 // string at versions divisible by 3. A member missing from the item is
 // missing from the contract, a null one null, and a version that is not a
@@ -177,6 +179,7 @@ func ContractOf(item []byte) ([]byte, error) {
 	}
 	b = appendMember(b, "rev", m, "version")
 	b = appendMember(b, "changed_at", m, "updated_at")
+	b = appendMember(b, "tenant", m, "tenant")
 	return append(b, '}'), nil
 }
 

@@ -252,9 +252,19 @@ func TestRedlockObtainManyMinorityFails(t *testing.T) {
 	for _, i := range []int{0, 2, 4} {
 		b.servers[i].Kill()
 	}
-	_, err := b.rl.ObtainMany(ctx, keys, time.Minute)
-	if !errors.Is(err, lock.ErrUnavailable) || !strings.Contains(err.Error(), "2 of 5 nodes answered") {
-		t.Fatalf("majority down: err = %v, want ErrUnavailable with 2 of 5", err)
+	// ObtainMany gives up as soon as the quorum is lost: how many of the
+	// two live nodes answered before that depends on which answer came
+	// first, so only what the guarantee needs is asserted: no lock, an
+	// error that matches ErrUnavailable and says fewer than the quorum
+	// answered, and nothing left on the nodes (it releases the batch
+	// once every node answered, before it returns).
+	locks, err := b.rl.ObtainMany(ctx, keys, time.Minute)
+	if locks != nil || !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("majority down: %d locks, err = %v, want none and ErrUnavailable", len(locks), err)
+	}
+	var answered int
+	if _, serr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "obtain many: "):], "obtain many: %d of 5 nodes answered, 3 needed", &answered); serr != nil || answered > 2 {
+		t.Fatalf("majority down: err = %v, want at most 2 of 5 nodes answered, 3 needed", err)
 	}
 	for _, k := range keys {
 		if n := b.count(b.key(k), ""); n != 5 {

@@ -58,7 +58,7 @@ func run(args []string, lookupEnv func(string) (string, bool)) int {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	log.Info("erpmock listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(),
-		"records", opt.Records, "seed", opt.Seed, "token", opt.Token != "", "face", opt.Face.String(), "no_rev", opt.NoRev)
+		"records", opt.Records, "seed", opt.Seed, "token", opt.Token != "", "face", opt.Face.String(), "no_rev", opt.NoRev, "tenants", len(opt.Tenants))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -96,6 +96,15 @@ func parse(args []string, lookupEnv func(string) (string, bool)) (string, erpmoc
 		return err
 	})
 	fs.BoolVar(&opt.NoRev, "no-rev", false, "--face v2: leave rev out of the items (a source takes the version from modified)")
+	fs.Func("tenants", "spread the records over these `tenants`, comma-separated (each item carries \"tenant\"; ?tenant=T serves T's records only)", func(s string) error {
+		opt.Tenants = nil
+		for _, t := range strings.Split(s, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				opt.Tenants = append(opt.Tenants, t)
+			}
+		}
+		return nil
+	})
 	opt.Faults.Flags(fs, "")
 
 	var envErr error

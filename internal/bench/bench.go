@@ -135,12 +135,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, m := range c.Only {
 		switch m {
-		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Events, Relay:
+		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Slow, Events, Relay:
 		default:
-			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Events, Relay))
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Slow, Events, Relay))
 		}
 	}
-	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents) || c.wants(Events) || c.wants(Relay)) {
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents) || c.wants(Slow) || c.wants(Events) || c.wants(Relay)) {
 		errs = append(errs, errors.New("no erpsync binary for the backfills"))
 	}
 	return c, errors.Join(errs...)
@@ -209,6 +209,10 @@ type Results struct {
 	// Documents is the documents backfill against its raw insert,
 	// measured in the same rounds as Backfill.
 	Documents *DocumentsResult `json:"documents,omitempty"`
+	// Slow is the backfill and the verify scan against a slow ERP at one
+	// fetcher and at SlowFetchers, measured in the same rounds as
+	// Backfill.
+	Slow *SlowResult `json:"slow_erp,omitempty"`
 	// Events are the change events' rows (see Events and Relay).
 	Events *EventResults `json:"events,omitempty"`
 }
@@ -253,6 +257,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		defer docs.close()
 	}
+	var slowERP *slow
+	if cfg.wants(Slow) {
+		if slowERP, err = b.startSlow(cfg.Records); err != nil {
+			return res, err
+		}
+		defer slowERP.close()
+	}
 	topologies, stop, err := startTopologies(cfg, res)
 	if err != nil {
 		return res, err
@@ -261,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	var failed error
 	// Rounds interleave the measurements, so that a load that comes and
 	// goes on the machine weighs on each alike; each keeps its best round.
-	for range cfg.Repeat {
+	for round := range cfg.Repeat {
 		if cfg.wants(Ceiling) {
 			for _, literal := range []bool{false, true} {
 				r, err := b.ceiling(ctx, truth, literal)
@@ -298,6 +309,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		if docs != nil {
 			if err := b.documentsRound(ctx, docs, &res.Documents); err != nil {
+				return res, err
+			}
+		}
+		if slowERP != nil {
+			if err := b.slowRound(ctx, slowERP, round, &res.Slow); err != nil {
 				return res, err
 			}
 		}

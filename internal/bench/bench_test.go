@@ -109,7 +109,7 @@ func TestQuick(t *testing.T) {
 		t.Fatalf("bench: %v\n%s", err, log.String())
 	}
 	for name, r := range map[string]*bench.Result{"ceiling": res.Ceiling, "seed": res.Seed, "backfill": res.Backfill, "rerun": res.Rerun, "small": res.Small, "big": res.Big, "redlock": res.Redlock, "cluster": res.Cluster,
-		"typed": res.Typed, "typed raw": res.TypedRaw} {
+		"typed": res.Typed, "typed raw": res.TypedRaw, "slow ERP, one fetcher": res.Slow.One, "slow ERP, fetchers": res.Slow.Many} {
 		if r == nil || r.PerSecond <= 0 {
 			t.Errorf("%s: %+v", name, r)
 		}
@@ -117,8 +117,11 @@ func TestQuick(t *testing.T) {
 	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 || res.Typed.Report.Inserted != 3000 {
 		t.Errorf("backfill %+v, re-run %+v, big %+v, typed %+v", res.Backfill.Report, res.Rerun.Report, res.Big, res.Typed.Report)
 	}
-	if got := len(res.Goals()); got != 9 {
-		t.Errorf("%d goals, want 9", got)
+	if got := len(res.Goals()); got != 11 {
+		t.Errorf("%d goals, want 11", got)
+	}
+	if len(res.Slow.Rounds) != 1 || res.Slow.VerifyOne == nil || res.Slow.VerifyMany == nil {
+		t.Errorf("slow ERP: %+v", res.Slow)
 	}
 	var md bytes.Buffer
 	res.Markdown(&md)

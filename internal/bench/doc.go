@@ -23,6 +23,10 @@
 //     file's entity with 5 to 20 lines each, a child of typed columns)
 //     against the raw insert of the same header and line rows, in lines a
 //     second, each round's tables checked against the feed;
+//   - the backfill of a slow ERP (erpmock with SlowLatency a page) at
+//     --fetchers 1 against SlowFetchers, in rounds that alternate which
+//     goes first, each round's table checked against the feed, and
+//     `erpsync verify` of that table at both;
 //   - a re-run of it over the same, unchanged records;
 //   - the peak RSS of a backfill of a big feed against a small one;
 //   - the typed backfill with change events on against off, in rounds
@@ -36,7 +40,8 @@
 // the number of records, a Redlock backfill at least half and a Cluster
 // one at least 0.8 of the one-Redis backfill, the typed backfill at least
 // 0.9 of the memberships backfill, the typed backfill with events at
-// least 0.7 of it without).
+// least 0.7 of it without, the backfill and the verify of the slow ERP at
+// least 6 times faster at SlowFetchers than at one).
 //
 // The numbers are for one machine at one time: the mock, this process and
 // the database share its CPUs. They are not assertions; nothing here fails

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/erpsync/erpsync/internal/entity"
-	"github.com/erpsync/erpsync/internal/relay"
+	"github.com/erpsync/erpsync/webhook"
 )
 
 // Measurement names of change events, for Config.Only.
@@ -413,7 +413,7 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !relay.Verify(h.secret, body, r.Header.Get(relay.SignatureHeader)) {
+	if webhook.Verify(h.secret, r.Header, body, nil) != nil {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}

@@ -68,6 +68,7 @@ func (r *Results) Goals() []Goal {
 		v := float64(r.Big.PeakRSSKiB) / float64(r.Small.PeakRSSKiB)
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS %d / %d records (flat in N)", r.Config.Big, r.Config.Small), v, fmt.Sprintf("<= %.2f", GoalFlatRatio), v <= GoalFlatRatio})
 	}
+	gs = append(gs, r.Slow.goals()...)
 	gs = append(gs, r.Events.goals()...)
 	return gs
 }
@@ -167,7 +168,7 @@ func (r *Results) Bounds() []Bound {
 func (r *Results) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-	for _, m := range slices.Concat([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Stages, r.Events.results()) {
+	for _, m := range slices.Concat([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Slow.results(), r.Stages, r.Events.results()) {
 		if m == nil {
 			continue
 		}
@@ -208,6 +209,7 @@ func (r *Results) Markdown(w io.Writer) {
 		}
 	}
 	r.Documents.markdown(w)
+	r.Slow.markdown(w)
 	if bs := r.Bounds(); len(bs) > 0 {
 		tableHead(w, "| backfill vs one Redis | rate | CPU a record (one Redis / this) | Redis CPU (this / one Redis) | erpsync CPU (this / one Redis) | best CPU ratio with no cost but the repeated lock work |",
 			"| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -64,12 +64,13 @@ type docEnv struct {
 }
 
 // setupOrders starts CAP with n seeded orders and opt, points erpsync at
-// OrdersService, migrates with ordersFile and remembers the seeded orders.
-func setupOrders(t *testing.T, n int, opt captest.Options) *docEnv {
+// OrdersService through OData version v, migrates with ordersFile and
+// remembers the seeded orders.
+func setupOrders(t *testing.T, n int, opt captest.Options, v string) *docEnv {
 	t.Helper()
 	opt.Orders, opt.ReliablePaging = n, true
-	e := &docEnv{env: setup(t, opt), seen: map[string]map[int64]captest.Object{}}
-	e.ERPURL = e.cap.OrdersURL
+	e := &docEnv{env: setupOn(t, opt, v), seen: map[string]map[int64]captest.Object{}}
+	e.ERPURL = e.cap.On(t, e.cap.OrdersURL, v)
 	docs := e.documents()
 	if len(docs) != n {
 		t.Fatalf("CAP serves %d orders, want %d", len(docs), n)
@@ -449,98 +450,102 @@ func (e *docEnv) changeOrders(ctx context.Context, first int) docChanges {
 // creates and deletes some; a run brings the tables to CAP again, the
 // removed lines removed, and a reconcile (OData, no REST) soft-deletes the
 // deleted orders; and every event carries the lines of its version. Lines
-// changed by hand are found by verify and repaired by reconcile.
+// changed by hand are found by verify and repaired by reconcile, with an
+// event each.
 func TestDocumentsSync(t *testing.T) {
 	t.Parallel()
-	e := setupOrders(t, 300, captest.Options{PageLimit: 50})
-	ent := e.file.Entity("sales_orders")
-	if r := e.MustRun(e.cfg("migrate", "--plan")...); len(proctest.Lines(r.Stdout)) != 1 {
-		t.Errorf("migrate --plan after migrate: %q, want the one line that says there is nothing to do", r.Stdout)
-	}
-	e.MustRun(e.cfg("run", "--page-size", "50")...)
-	if r := e.Run(context.Background(), e.cfg("verify")...); r.Code != 0 {
-		t.Errorf("verify exit %d: %s", r.Code, r.Out())
-	}
-	docs := e.documents()
-	if d := e.assertDocuments(ent, docs); d != 0 {
-		t.Errorf("%d orders soft-deleted", d)
-	}
-	if n := e.assertEvents(ent, docs, nil); n != len(docs) {
-		t.Errorf("%d events after the first run of %d orders, want one each", n, len(docs))
-	}
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		e := setupOrders(t, 300, captest.Options{PageLimit: 50}, v)
+		ent := e.file.Entity("sales_orders")
+		if r := e.MustRun(e.cfg("migrate", "--plan")...); len(proctest.Lines(r.Stdout)) != 1 {
+			t.Errorf("migrate --plan after migrate: %q, want the one line that says there is nothing to do", r.Stdout)
+		}
+		e.MustRun(e.cfg("run", "--page-size", "50")...)
+		if r := e.Run(context.Background(), e.cfg("verify")...); r.Code != 0 {
+			t.Errorf("verify exit %d: %s", r.Code, r.Out())
+		}
+		docs := e.documents()
+		if d := e.assertDocuments(ent, docs); d != 0 {
+			t.Errorf("%d orders soft-deleted", d)
+		}
+		if n := e.assertEvents(ent, docs, nil); n != len(docs) {
+			t.Errorf("%d events after the first run of %d orders, want one each", n, len(docs))
+		}
 
-	ctx := context.Background()
-	var deletedNos []string
-	for i := range 40 {
-		no := docs[(i*7)%len(docs)]["OrderNo"].(string)
-		if slices.Contains(deletedNos, no) {
-			continue
+		ctx := context.Background()
+		var deletedNos []string
+		for i := range 40 {
+			no := docs[(i*7)%len(docs)]["OrderNo"].(string)
+			if slices.Contains(deletedNos, no) {
+				continue
+			}
+			switch {
+			case i%8 == 7:
+				if err := e.cap.Orders.Delete(ctx, captest.Key{"OrderNo": no}); err != nil {
+					t.Fatal(err)
+				}
+				deletedNos = append(deletedNos, no)
+			case i%8 == 6:
+				o, err := e.cap.Orders.Create(ctx, captest.NewOrder(fmt.Sprintf("SN%06d", i), i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.saw(o)
+			default:
+				o, err := e.cap.Orders.Revise(ctx, no, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.saw(o)
+			}
 		}
-		switch {
-		case i%8 == 7:
-			if err := e.cap.Orders.Delete(ctx, captest.Key{"OrderNo": no}); err != nil {
-				t.Fatal(err)
-			}
-			deletedNos = append(deletedNos, no)
-		case i%8 == 6:
-			o, err := e.cap.Orders.Create(ctx, captest.NewOrder(fmt.Sprintf("SN%06d", i), i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.saw(o)
-		default:
-			o, err := e.cap.Orders.Revise(ctx, no, i)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.saw(o)
+		e.MustRun(e.cfg("run", "--page-size", "50")...)
+		// Before reconcile, which repairs lines: the tables as the run left
+		// them, the deleted orders still live.
+		e.assertDocuments(ent, e.withDeleted(ent, e.documents(), deletedNos))
+		e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
+		if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
+			t.Errorf("verify exit %d: %s", r.Code, r.Out())
 		}
-	}
-	e.MustRun(e.cfg("run", "--page-size", "50")...)
-	// Before reconcile, which repairs lines: the tables as the run left
-	// them, the deleted orders still live.
-	e.assertDocuments(ent, e.withDeleted(ent, e.documents(), deletedNos))
-	e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
-	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
-		t.Errorf("verify exit %d: %s", r.Code, r.Out())
-	}
-	docs = e.documents()
-	if d := e.assertDocuments(ent, docs); d != len(deletedNos) {
-		t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, len(deletedNos))
-	}
-	n := e.assertEvents(ent, docs, deletedNos)
-	t.Logf("%d events", n)
+		docs = e.documents()
+		if d := e.assertDocuments(ent, docs); d != len(deletedNos) {
+			t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, len(deletedNos))
+		}
+		n := e.assertEvents(ent, docs, deletedNos)
+		t.Logf("%d events", n)
 
-	// Lines changed by hand behind erpsync's back, headers untouched: one
-	// deleted, one changed, one added. verify finds them, reconcile makes
-	// the lines CAP's again and records no event (the version is one the
-	// consumers know).
-	lines := e.Table("sales_order_items")
-	a, b := docs[0]["OrderNo"].(string), docs[1]["OrderNo"].(string)
-	for _, q := range []string{
-		"DELETE FROM " + lines + " WHERE order_no = '" + a + "' ORDER BY item_no LIMIT 1",
-		"UPDATE " + lines + " SET quantity = quantity + 1 WHERE order_no = '" + b + "' ORDER BY item_no LIMIT 1",
-		"INSERT INTO " + lines + " (order_no, item_no, material, quantity, net_amount, unit_price, batch, erp_version) SELECT order_no, 99999, 'EXTRA', 1, 1, 1, NULL, erp_version FROM " + e.Table("sales_orders") + " WHERE order_no = '" + b + "'",
-	} {
-		if res, err := e.DB.Exec(q); err != nil {
-			t.Fatal(err)
-		} else if n, _ := res.RowsAffected(); n != 1 {
-			t.Fatalf("%s: %d rows", q, n)
+		// Lines changed by hand behind erpsync's back, headers untouched: one
+		// deleted, one changed, one added. verify finds them, reconcile makes
+		// the lines CAP's again and records an update event of each of the two
+		// documents, at the version it holds, with its lines as repaired: the
+		// consumers held the lines the table no longer has.
+		lines := e.Table("sales_order_items")
+		a, b := docs[0]["OrderNo"].(string), docs[1]["OrderNo"].(string)
+		for _, q := range []string{
+			"DELETE FROM " + lines + " WHERE order_no = '" + a + "' ORDER BY item_no LIMIT 1",
+			"UPDATE " + lines + " SET quantity = quantity + 1 WHERE order_no = '" + b + "' ORDER BY item_no LIMIT 1",
+			"INSERT INTO " + lines + " (order_no, item_no, material, quantity, net_amount, unit_price, batch, erp_version) SELECT order_no, 99999, 'EXTRA', 1, 1, 1, NULL, erp_version FROM " + e.Table("sales_orders") + " WHERE order_no = '" + b + "'",
+		} {
+			if res, err := e.DB.Exec(q); err != nil {
+				t.Fatal(err)
+			} else if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("%s: %d rows", q, n)
+			}
 		}
-	}
-	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 1 {
-		t.Errorf("verify of lines changed by hand: exit %d, want 1: %s", r.Code, r.Out())
-	}
-	e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
-	if d := e.assertDocuments(ent, docs); d != len(deletedNos) {
-		t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, len(deletedNos))
-	}
-	if m := e.assertEvents(ent, docs, deletedNos); m != n {
-		t.Errorf("%d events after the repair of lines, %d before", m, n)
-	}
-	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
-		t.Errorf("verify after the repair: exit %d: %s", r.Code, r.Out())
-	}
+		if r := e.Run(ctx, e.cfg("verify")...); r.Code != 1 {
+			t.Errorf("verify of lines changed by hand: exit %d, want 1: %s", r.Code, r.Out())
+		}
+		e.MustRun(e.cfg("reconcile", "--max-delete", "10")...)
+		if d := e.assertDocuments(ent, docs); d != len(deletedNos) {
+			t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, len(deletedNos))
+		}
+		if m := e.assertEvents(ent, docs, deletedNos); m != n+2 {
+			t.Errorf("%d events after the repair of the lines of 2 orders, %d before", m, n)
+		}
+		if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
+			t.Errorf("verify after the repair: exit %d: %s", r.Code, r.Out())
+		}
+	})
 }
 
 // TestDocumentsOverlap runs a run and a backfill of the orders and a second
@@ -551,48 +556,50 @@ func TestDocumentsSync(t *testing.T) {
 // event carries the lines of its version, never another version's.
 func TestDocumentsOverlap(t *testing.T) {
 	t.Parallel()
-	e := setupOrders(t, 300, captest.Options{PageLimit: 20})
-	ent := e.file.Entity("sales_orders")
-	e.MustRun(e.cfg("run")...)
-	watch := e.WatchTable("sales_orders", "order_no")
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var ch docChanges
-	wg.Go(func() { ch = e.changeOrders(ctx, 0) })
-	// At least one change of each kind before the processes start.
-	proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 30 })
-	procs := []*proctest.Proc{
-		e.Start(e.cfg("run", "--page-size", "20")...),
-		e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "20", "--workers", "3")...),
-		e.Start(e.cfg("run", "--page-size", "20", "--workers", "2", "--chunk-size", "5")...),
-	}
-	for i, p := range procs {
-		if r := p.Wait(); r.Code != 0 {
-			t.Errorf("process %d exit %d: %s", i, r.Code, r.Out())
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		e := setupOrders(t, 300, captest.Options{PageLimit: 20}, v)
+		ent := e.file.Entity("sales_orders")
+		e.MustRun(e.cfg("run")...)
+		watch := e.WatchTable("sales_orders", "order_no")
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var ch docChanges
+		wg.Go(func() { ch = e.changeOrders(ctx, 0) })
+		// At least one change of each kind before the processes start.
+		proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 30 })
+		procs := []*proctest.Proc{
+			e.Start(e.cfg("run", "--page-size", "20")...),
+			e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "20", "--workers", "3")...),
+			e.Start(e.cfg("run", "--page-size", "20", "--workers", "2", "--chunk-size", "5")...),
 		}
-	}
-	stop()
-	wg.Wait()
-	if ch.revised == 0 || ch.created == 0 || ch.deleted == 0 {
-		t.Fatalf("changes during the processes: %+v", ch)
-	}
-	t.Logf("changes while 3 processes ran: %d revised, %d created, %d deleted", ch.revised, ch.created, ch.deleted)
-	e.MustRun(e.cfg("run")...)
-	// Before reconcile, which repairs lines: the tables as the runs left
-	// them, the deleted orders still live.
-	e.assertDocuments(ent, e.withDeleted(ent, e.documents(), ch.deletedNos))
-	e.MustRun(e.cfg("reconcile", "--max-delete", "100")...)
-	if polls, downs := watch.Stop(); len(downs) > 0 {
-		t.Errorf("erp_version went down (%d polls): %v", polls, downs)
-	}
-	docs := e.documents()
-	if d := e.assertDocuments(ent, docs); d != ch.deleted {
-		t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, ch.deleted)
-	}
-	t.Logf("%d events", e.assertEvents(ent, docs, ch.deletedNos))
-	if r := e.Run(context.Background(), e.cfg("verify")...); r.Code != 0 {
-		t.Errorf("verify exit %d: %s", r.Code, r.Out())
-	}
+		for i, p := range procs {
+			if r := p.Wait(); r.Code != 0 {
+				t.Errorf("process %d exit %d: %s", i, r.Code, r.Out())
+			}
+		}
+		stop()
+		wg.Wait()
+		if ch.revised == 0 || ch.created == 0 || ch.deleted == 0 {
+			t.Fatalf("changes during the processes: %+v", ch)
+		}
+		t.Logf("changes while 3 processes ran: %d revised, %d created, %d deleted", ch.revised, ch.created, ch.deleted)
+		e.MustRun(e.cfg("run")...)
+		// Before reconcile, which repairs lines: the tables as the runs left
+		// them, the deleted orders still live.
+		e.assertDocuments(ent, e.withDeleted(ent, e.documents(), ch.deletedNos))
+		e.MustRun(e.cfg("reconcile", "--max-delete", "100")...)
+		if polls, downs := watch.Stop(); len(downs) > 0 {
+			t.Errorf("erp_version went down (%d polls): %v", polls, downs)
+		}
+		docs := e.documents()
+		if d := e.assertDocuments(ent, docs); d != ch.deleted {
+			t.Errorf("%d orders soft-deleted, %d deleted in CAP", d, ch.deleted)
+		}
+		t.Logf("%d events", e.assertEvents(ent, docs, ch.deletedNos))
+		if r := e.Run(context.Background(), e.cfg("verify")...); r.Code != 0 {
+			t.Errorf("verify exit %d: %s", r.Code, r.Out())
+		}
+	})
 }
 
 // TestDocumentsKilledRun kills a run of 1,000 orders with SIGKILL
@@ -603,64 +610,66 @@ func TestDocumentsOverlap(t *testing.T) {
 // their lines.
 func TestDocumentsKilledRun(t *testing.T) {
 	t.Parallel()
-	const n = 1000
-	e := setupOrders(t, n, captest.Options{PageLimit: 10})
-	ent := e.file.Entity("sales_orders")
-	// 40 requests a second: the run takes seconds however idle the
-	// machine, so that it saves a checkpoint (every second) long before
-	// it ends.
-	p := e.Start(e.cfg("run", "--page-size", "10", "--workers", "1", "--chunk-size", "5", "--lock-ttl", "2s", "--erp-rate", "40/s")...)
-	count := func() int64 { return e.Count("SELECT COUNT(*) FROM %s", "sales_orders") }
-	checkpoints := func() int64 {
-		return e.Count("SELECT COUNT(*) FROM %s WHERE name = 'sales_orders'", "sync_checkpoints")
-	}
-	if !proctest.Eventually(time.Minute, func() bool { return count() >= 100 && checkpoints() == 1 }) {
-		t.Fatalf("%d orders and %d checkpoints a minute after the start", count(), checkpoints())
-	}
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if r := p.Wait(); r.Code != -1 {
-		t.Fatalf("killed run exit %d", r.Code)
-	}
-	written := count()
-	if written >= n {
-		t.Fatalf("the run had finished (%d orders) before it was killed", written)
-	}
-	t.Logf("killed with %d of %d orders written", written, n)
-	// What the killed run wrote is whole: the orders in the table, each
-	// with exactly its seeded lines.
-	docs := e.documents()
-	rows := e.rows(ent)
-	var wrote []captest.Object
-	for _, o := range docs {
-		if _, ok := rows[o["OrderNo"].(string)]; ok {
-			wrote = append(wrote, o)
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		const n = 1000
+		e := setupOrders(t, n, captest.Options{PageLimit: 10}, v)
+		ent := e.file.Entity("sales_orders")
+		// 40 requests a second: the run takes seconds however idle the
+		// machine, so that it saves a checkpoint (every second) long before
+		// it ends.
+		p := e.Start(e.cfg("run", "--page-size", "10", "--workers", "1", "--chunk-size", "5", "--lock-ttl", "2s", "--erp-rate", "40/s")...)
+		count := func() int64 { return e.Count("SELECT COUNT(*) FROM %s", "sales_orders") }
+		checkpoints := func() int64 {
+			return e.Count("SELECT COUNT(*) FROM %s WHERE name = 'sales_orders'", "sync_checkpoints")
 		}
-	}
-	e.assertDocuments(ent, wrote)
-
-	ctx := context.Background()
-	for i := range 20 {
-		o, err := e.cap.Orders.Revise(ctx, docs[(i*37)%n]["OrderNo"].(string), i)
-		if err != nil {
+		if !proctest.Eventually(time.Minute, func() bool { return count() >= 100 && checkpoints() == 1 }) {
+			t.Fatalf("%d orders and %d checkpoints a minute after the start", count(), checkpoints())
+		}
+		if err := p.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		e.saw(o)
-	}
-	ok := proctest.Eventually(30*time.Second, func() bool {
-		e.MustRun(e.cfg("run", "--lock-ttl", "2s")...)
-		return count() == n
+		if r := p.Wait(); r.Code != -1 {
+			t.Fatalf("killed run exit %d", r.Code)
+		}
+		written := count()
+		if written >= n {
+			t.Fatalf("the run had finished (%d orders) before it was killed", written)
+		}
+		t.Logf("killed with %d of %d orders written", written, n)
+		// What the killed run wrote is whole: the orders in the table, each
+		// with exactly its seeded lines.
+		docs := e.documents()
+		rows := e.rows(ent)
+		var wrote []captest.Object
+		for _, o := range docs {
+			if _, ok := rows[o["OrderNo"].(string)]; ok {
+				wrote = append(wrote, o)
+			}
+		}
+		e.assertDocuments(ent, wrote)
+
+		ctx := context.Background()
+		for i := range 20 {
+			o, err := e.cap.Orders.Revise(ctx, docs[(i*37)%n]["OrderNo"].(string), i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.saw(o)
+		}
+		ok := proctest.Eventually(30*time.Second, func() bool {
+			e.MustRun(e.cfg("run", "--lock-ttl", "2s")...)
+			return count() == n
+		})
+		if !ok {
+			t.Fatalf("no run finished the sync after the kill: %d orders", count())
+		}
+		docs = e.documents()
+		if d := e.assertDocuments(ent, docs); d != 0 {
+			t.Errorf("%d orders soft-deleted", d)
+		}
+		t.Logf("%d events", e.assertEvents(ent, docs, nil))
+		if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
+			t.Errorf("verify exit %d: %s", r.Code, r.Out())
+		}
 	})
-	if !ok {
-		t.Fatalf("no run finished the sync after the kill: %d orders", count())
-	}
-	docs = e.documents()
-	if d := e.assertDocuments(ent, docs); d != 0 {
-		t.Errorf("%d orders soft-deleted", d)
-	}
-	t.Logf("%d events", e.assertEvents(ent, docs, nil))
-	if r := e.Run(ctx, e.cfg("verify")...); r.Code != 0 {
-		t.Errorf("verify exit %d: %s", r.Code, r.Out())
-	}
 }

@@ -40,14 +40,18 @@ type env struct {
 }
 
 // setup starts CAP with opt (basic authentication unless opt.Token is
-// set) and an Env whose erpsync processes sync its Memberships.
-func setup(t *testing.T, opt captest.Options) *env {
+// set) and an Env whose erpsync processes sync its Memberships through
+// OData V4.
+func setup(t *testing.T, opt captest.Options) *env { return setupOn(t, opt, odata.Version4) }
+
+// setupOn is setup with the processes reading through OData version v.
+func setupOn(t *testing.T, opt captest.Options, v string) *env {
 	t.Helper()
 	opt.Auth = opt.Token == ""
 	e := &env{Env: proctest.New(t, bin, erpmock.Options{}), cap: captest.Start(t, opt)}
 	e.set = e.cap.Memberships
 	e.version = func(r captest.Record) int64 { return r.LastChangeDateTime.UnixMicro() }
-	e.ERPURL = e.cap.URL
+	e.ERPURL = e.cap.On(t, e.cap.URL, v)
 	e.Extra = append(e.Extra, "ERPSYNC_ERP_KIND=odata", "ERPSYNC_ERP_MAP="+capMap, "ERPSYNC_ERP_STATUS_MAP="+capStatus)
 	if opt.Token != "" {
 		e.Extra = append(e.Extra, "ERPSYNC_ERP_TOKEN="+opt.Token)
@@ -181,7 +185,8 @@ func TestBackfill20000(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{Records: 20000, Seed: 1})
 	report := filepath.Join(t.TempDir(), "report.json")
-	e.MustRun("backfill", "--since", "2024-01-01T00:00:00Z", "--page-size", "1000", "--report", report)
+	// One fetcher: the count of requests is one pass's.
+	e.MustRun("backfill", "--since", "2024-01-01T00:00:00Z", "--page-size", "1000", "--fetchers", "1", "--report", report)
 	rep, err := proctest.ReadReport(report)
 	if err != nil {
 		t.Fatal(err)
@@ -204,34 +209,36 @@ func TestBackfill20000(t *testing.T) {
 // every record in the table; the next run brings every change in.
 func TestRunWhileRecordsChange(t *testing.T) {
 	t.Parallel()
-	e := setup(t, captest.Options{Records: 3000, Seed: 2, PageLimit: 100})
-	watch := e.Watch()
-	recs := captest.Seed(3000, 2)
-	ctx, stop := context.WithCancel(context.Background())
-	p := e.Start("run", "--page-size", "100", "--workers", "2", "--chunk-size", "50")
-	e.WaitRows(200)
-	var patched int
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// Records from the whole feed, early ones included: those are the
-		// ones whose move would shift an offset.
-		patched = e.patch(ctx, every(recs, 0, 15))
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		e := setupOn(t, captest.Options{Records: 3000, Seed: 2, PageLimit: 100}, v)
+		watch := e.Watch()
+		recs := captest.Seed(3000, 2)
+		ctx, stop := context.WithCancel(context.Background())
+		p := e.Start("run", "--page-size", "100", "--workers", "2", "--chunk-size", "50")
+		e.WaitRows(200)
+		var patched int
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			// Records from the whole feed, early ones included: those are the
+			// ones whose move would shift an offset.
+			patched = e.patch(ctx, every(recs, 0, 15))
+		})
+		r := p.Wait()
+		stop()
+		wg.Wait()
+		if r.Code != 0 {
+			t.Fatalf("run exit %d: %s", r.Code, r.Stdout)
+		}
+		if patched == 0 {
+			t.Fatal("no record changed during the run")
+		}
+		if n := len(e.rows()); n != 3000 {
+			t.Fatalf("%d rows after a run during which %d records changed, want all 3000", n, patched)
+		}
+		t.Logf("%d records changed during the run", patched)
+		e.MustRun("run")
+		e.settle(watch)
 	})
-	r := p.Wait()
-	stop()
-	wg.Wait()
-	if r.Code != 0 {
-		t.Fatalf("run exit %d: %s", r.Code, r.Stdout)
-	}
-	if patched == 0 {
-		t.Fatal("no record changed during the run")
-	}
-	if n := len(e.rows()); n != 3000 {
-		t.Fatalf("%d rows after a run during which %d records changed, want all 3000", n, patched)
-	}
-	t.Logf("%d records changed during the run", patched)
-	e.MustRun("run")
-	e.settle(watch)
 }
 
 // TestServerPagingSkipsKeysetDoesNot reads CAP page by page with the
@@ -241,43 +248,45 @@ func TestRunWhileRecordsChange(t *testing.T) {
 // page is never served. Keyset paging serves every record.
 func TestServerPagingSkipsKeysetDoesNot(t *testing.T) {
 	t.Parallel()
-	srv := captest.Start(t, captest.Options{Records: 40, Seed: 3, PageLimit: 10})
-	m, err := erp.ParseMapping(capMap, capStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for i, paging := range []string{odata.PagingServer, odata.PagingKeyset} {
-		src, err := odata.New(odata.Config{URL: srv.URL, Mapping: m, Paging: paging})
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		srv := captest.Start(t, captest.Options{Records: 40, Seed: 3, PageLimit: 10})
+		m, err := erp.ParseMapping(capMap, capStatus)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := src.Page(ctx, erp.Query{Limit: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]bool{}
-		for _, r := range p.Records {
-			seen[r.ErpID] = true
-		}
-		if _, err := srv.Memberships.Patch(ctx, p.Records[i].ErpID, map[string]any{"Product": "SPA"}); err != nil {
-			t.Fatal(err)
-		}
-		for q := (erp.Query{Limit: 10, Cursor: p.NextCursor}); q.Cursor != ""; q.Cursor = p.NextCursor {
-			if p, err = src.Page(ctx, q); err != nil {
+		ctx := context.Background()
+		for i, paging := range []string{odata.PagingServer, odata.PagingKeyset} {
+			src, err := odata.New(odata.Config{URL: srv.On(t, srv.URL, v), Mapping: m, Paging: paging, Version: v})
+			if err != nil {
 				t.Fatal(err)
 			}
+			p, err := src.Page(ctx, erp.Query{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
 			for _, r := range p.Records {
 				seen[r.ErpID] = true
 			}
+			if _, err := srv.Memberships.Patch(ctx, p.Records[i].ErpID, map[string]any{"Product": "SPA"}); err != nil {
+				t.Fatal(err)
+			}
+			for q := (erp.Query{Limit: 10, Cursor: p.NextCursor}); q.Cursor != ""; q.Cursor = p.NextCursor {
+				if p, err = src.Page(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range p.Records {
+					seen[r.ErpID] = true
+				}
+			}
+			switch {
+			case paging == odata.PagingServer && len(seen) != 39:
+				t.Errorf("server paging over CAP's offset: %d distinct records of 40, want 39 (one skipped)", len(seen))
+			case paging == odata.PagingKeyset && len(seen) != 40:
+				t.Errorf("keyset paging: %d distinct records of 40, want 40", len(seen))
+			}
 		}
-		switch {
-		case paging == odata.PagingServer && len(seen) != 39:
-			t.Errorf("server paging over CAP's offset: %d distinct records of 40, want 39 (one skipped)", len(seen))
-		case paging == odata.PagingKeyset && len(seen) != 40:
-			t.Errorf("keyset paging: %d distinct records of 40, want 40", len(seen))
-		}
-	}
+	})
 }
 
 // TestOverlappingRunsAndBackfill runs two runs and a backfill at once
@@ -312,27 +321,29 @@ func TestOverlappingRunsAndBackfill(t *testing.T) {
 // with the table equal to CAP.
 func TestKilledRunResumes(t *testing.T) {
 	t.Parallel()
-	e := setup(t, captest.Options{Records: 5000, Seed: 5, PageLimit: 100})
-	p := e.Start("run", "--page-size", "100", "--workers", "1", "--chunk-size", "20", "--lock-ttl", "2s")
-	e.WaitRows(300)
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if r := p.Wait(); r.Code != -1 {
-		t.Fatalf("killed run exit %d", r.Code)
-	}
-	if n := len(e.rows()); n >= 5000 {
-		t.Fatalf("the run had finished (%d rows) before it was killed", n)
-	}
-	// The next run skips while the dead run's lock lives, then runs.
-	ok := proctest.Eventually(20*time.Second, func() bool {
-		e.MustRun("run", "--lock-ttl", "2s")
-		return len(e.rows()) == 5000
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		e := setupOn(t, captest.Options{Records: 5000, Seed: 5, PageLimit: 100}, v)
+		p := e.Start("run", "--page-size", "100", "--workers", "1", "--chunk-size", "20", "--lock-ttl", "2s")
+		e.WaitRows(300)
+		if err := p.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if r := p.Wait(); r.Code != -1 {
+			t.Fatalf("killed run exit %d", r.Code)
+		}
+		if n := len(e.rows()); n >= 5000 {
+			t.Fatalf("the run had finished (%d rows) before it was killed", n)
+		}
+		// The next run skips while the dead run's lock lives, then runs.
+		ok := proctest.Eventually(20*time.Second, func() bool {
+			e.MustRun("run", "--lock-ttl", "2s")
+			return len(e.rows()) == 5000
+		})
+		if !ok {
+			t.Fatalf("no run finished the sync after the kill: %d rows", len(e.rows()))
+		}
+		e.assertTruth()
 	})
-	if !ok {
-		t.Fatalf("no run finished the sync after the kill: %d rows", len(e.rows()))
-	}
-	e.assertTruth()
 }
 
 // TestRefusedAndUnreachableExit2 checks that a wrong password and a

@@ -83,67 +83,69 @@ func (e *env) assertUnchanged(before map[string]row, what string) {
 // (LastChangeDateTime), made live by a reconcile, another by a run.
 func TestReconcileSoftDeletesAndRestores(t *testing.T) {
 	t.Parallel()
-	e := setup(t, captest.Options{Records: 400, Seed: 11, PageLimit: 100})
-	recs := captest.Seed(400, 11)
-	e.MustRun("run", "--page-size", "100")
-	e.assertTruth()
-	before := e.rows()
+	captest.ForVersions(t, func(t *testing.T, v string) {
+		e := setupOn(t, captest.Options{Records: 400, Seed: 11, PageLimit: 100}, v)
+		recs := captest.Seed(400, 11)
+		e.MustRun("run", "--page-size", "100")
+		e.assertTruth()
+		before := e.rows()
 
-	gone := every(recs, 5, 33) // 12 records: 3% of 400, under the 5% guard
-	e.remove(gone)
-	_, rep := e.reconcile(0)
-	if rep["status"] != "succeeded" || rep["deleted"] != float64(len(gone)) || rep["restored"] != float64(0) || rep["repaired"] != float64(0) {
-		t.Errorf("reconcile report %v; want %d deleted, nothing else", rep, len(gone))
-	}
-	after := e.rows()
-	isGone := map[string]bool{}
-	for _, id := range gone {
-		isGone[id] = true
-		want := before[id]
-		want.deleted = true
-		if r := after[id]; !r.same(want) {
-			t.Errorf("%s after the reconcile: %+v; want its data and version kept, soft-deleted: %+v", id, r, want)
+		gone := every(recs, 5, 33) // 12 records: 3% of 400, under the 5% guard
+		e.remove(gone)
+		_, rep := e.reconcile(0)
+		if rep["status"] != "succeeded" || rep["deleted"] != float64(len(gone)) || rep["restored"] != float64(0) || rep["repaired"] != float64(0) {
+			t.Errorf("reconcile report %v; want %d deleted, nothing else", rep, len(gone))
 		}
-	}
-	for id, b := range before {
-		if !isGone[id] && !after[id].same(b) {
-			t.Errorf("live row %s changed: %+v, was %+v", id, after[id], b)
-		}
-	}
-	if n := e.Count("SELECT COUNT(*) FROM %s WHERE deleted_at IS NOT NULL", "memberships"); n != int64(len(gone)) {
-		t.Errorf("%d soft-deleted rows, want %d", n, len(gone))
-	}
-	e.assertTruth()
-
-	// A second reconcile finds nothing to do.
-	if _, rep := e.reconcile(0); rep["deleted"] != float64(0) || rep["restored"] != float64(0) || rep["repaired"] != float64(0) {
-		t.Errorf("second reconcile report %v; want nothing done", rep)
-	}
-	e.assertUnchanged(after, "after a reconcile with nothing to do")
-
-	// Recreated: one made live by a reconcile, one by a run.
-	byID := map[string]captest.Record{}
-	for _, r := range recs {
-		byID[r.MembershipID] = r
-	}
-	for i, via := range []string{"reconcile", "run"} {
-		c := e.recreate(byID[gone[i]])
-		if !c.LastChangeDateTime.After(byID[gone[i]].LastChangeDateTime) {
-			t.Fatalf("recreated %s at %v, not after %v", c.MembershipID, c.LastChangeDateTime, byID[gone[i]].LastChangeDateTime)
-		}
-		if via == "reconcile" {
-			if _, rep := e.reconcile(0); rep["restored"] != float64(1) || rep["deleted"] != float64(0) {
-				t.Errorf("reconcile after recreating %s: report %v; want 1 restored", c.MembershipID, rep)
+		after := e.rows()
+		isGone := map[string]bool{}
+		for _, id := range gone {
+			isGone[id] = true
+			want := before[id]
+			want.deleted = true
+			if r := after[id]; !r.same(want) {
+				t.Errorf("%s after the reconcile: %+v; want its data and version kept, soft-deleted: %+v", id, r, want)
 			}
-		} else {
-			e.MustRun("run", "--page-size", "100")
 		}
-		r := e.rows()[c.MembershipID]
-		if r.deleted || r.version != c.LastChangeDateTime.UnixMicro() || r.version <= before[c.MembershipID].version {
-			t.Errorf("%s recreated, then a %s: row %+v; want live at version %d", c.MembershipID, via, r, c.LastChangeDateTime.UnixMicro())
+		for id, b := range before {
+			if !isGone[id] && !after[id].same(b) {
+				t.Errorf("live row %s changed: %+v, was %+v", id, after[id], b)
+			}
 		}
-	}
-	e.assertTruth()
+		if n := e.Count("SELECT COUNT(*) FROM %s WHERE deleted_at IS NOT NULL", "memberships"); n != int64(len(gone)) {
+			t.Errorf("%d soft-deleted rows, want %d", n, len(gone))
+		}
+		e.assertTruth()
+
+		// A second reconcile finds nothing to do.
+		if _, rep := e.reconcile(0); rep["deleted"] != float64(0) || rep["restored"] != float64(0) || rep["repaired"] != float64(0) {
+			t.Errorf("second reconcile report %v; want nothing done", rep)
+		}
+		e.assertUnchanged(after, "after a reconcile with nothing to do")
+
+		// Recreated: one made live by a reconcile, one by a run.
+		byID := map[string]captest.Record{}
+		for _, r := range recs {
+			byID[r.MembershipID] = r
+		}
+		for i, via := range []string{"reconcile", "run"} {
+			c := e.recreate(byID[gone[i]])
+			if !c.LastChangeDateTime.After(byID[gone[i]].LastChangeDateTime) {
+				t.Fatalf("recreated %s at %v, not after %v", c.MembershipID, c.LastChangeDateTime, byID[gone[i]].LastChangeDateTime)
+			}
+			if via == "reconcile" {
+				if _, rep := e.reconcile(0); rep["restored"] != float64(1) || rep["deleted"] != float64(0) {
+					t.Errorf("reconcile after recreating %s: report %v; want 1 restored", c.MembershipID, rep)
+				}
+			} else {
+				e.MustRun("run", "--page-size", "100")
+			}
+			r := e.rows()[c.MembershipID]
+			if r.deleted || r.version != c.LastChangeDateTime.UnixMicro() || r.version <= before[c.MembershipID].version {
+				t.Errorf("%s recreated, then a %s: row %+v; want live at version %d", c.MembershipID, via, r, c.LastChangeDateTime.UnixMicro())
+			}
+		}
+		e.assertTruth()
+	})
 }
 
 // TestReconcileGuard DELETEs 10% of the records: a reconcile exits 1 with

@@ -41,6 +41,12 @@
 // whole, creates and deletes orders and revises one in a deep PATCH that
 // inserts, updates and deletes its lines at once.
 //
+// The project also loads @cap-js-community/odata-v2-adapter, which serves
+// every service again as OData V2 under /odata/v2/ (V2 turns a URL of
+// the V4 services into its V2 twin): EDMX 1.0 $metadata, {"d":{"results":
+// [...]}} JSON, /Date(ms)/ values, __next links of the same page limit.
+// A test reads through V2 and changes the records through V4.
+//
 // The package needs node (Node.js 20 or later) in PATH and the project's
 // node_modules, installed with `make cap-deps` (npm ci); without them Start
 // fails the test with a line saying so. It does not skip. It promises

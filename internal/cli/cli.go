@@ -17,11 +17,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
+	"path"
 	"runtime/debug"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -31,6 +30,7 @@ import (
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/odata"
 	"github.com/erpsync/erpsync/internal/ratelimit"
 	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/internal/store"
@@ -59,6 +59,7 @@ Commands:
   verify     compare the whole ERP feed with the database (exit 1 on any difference)
   reconcile  soft-delete rows the ERP no longer has, restore and repair the rest (--dry-run, --max-delete, --force)
   runs       the run history, newest first, skipped runs included
+  state      each job's checkpoint; state reset --yes: the next run reads the whole feed (a full refresh)
   config     check a config file (check --config FILE) or print its JSON Schema (schema)
   relay      deliver the outbox's change events to a webhook, NATS or RabbitMQ, until SIGTERM (--once: one pass)
   events     the outbox: pending and delivered events and the oldest pending age, per entity
@@ -70,9 +71,10 @@ A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token,
 --erp-password, --erp-oauth-client-secret) may come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
 Run "erpsync <command> -h" for a command's flags.
 
-Exit codes: 0 succeeded, skipped, or interrupted after finishing the records
-in hand; 1 failed; 2 bad usage, or a dependency unreachable at start
-(nothing written). docs/troubleshooting.md explains each error line.
+Exit codes: 0 succeeded or skipped; 1 failed; 2 bad usage, or a dependency
+unreachable at start (nothing written); 130 (SIGINT, Ctrl-C) or 143
+(SIGTERM): stopped before it finished, the records in hand written, one line
+says how to resume. docs/troubleshooting.md explains each error line.
 `
 
 // Command is a command that main adds to the built-in ones (demo and
@@ -110,7 +112,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 	var more strings.Builder
 	for _, c := range extra {
 		fmt.Fprintf(&more, "  %-10s %s\n", c.Name, c.Summary)
+		red.Keep("erpsync " + c.Name)
 	}
+	keepProgramWords(red)
 	help := strings.Replace(usage, "{{extra}}", more.String(), 1)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, help)
@@ -146,6 +150,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		err = cmdRelay(ctx, rest, stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, rest, stdout, stderr)
+	case "state":
+		err = cmdState(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version())
 		return ExitOK
@@ -157,6 +163,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ..
 		return ExitUsage
 	}
 	return exitCodeOf(err, stdout, stderr)
+}
+
+// commands are the built-in commands' names.
+var commands = []string{"migrate", "run", "backfill", "schedule", "verify", "reconcile", "runs", "state", "config", "discover", "relay", "events", "version", "help"}
+
+// keepProgramWords tells red the program's own texts that hold its name: a
+// secret that happens to be "erpsync" (the docs' example password) stays
+// masked in values but leaves "erpsync: ..." and "run erpsync migrate"
+// readable (see package secret).
+func keepProgramWords(red *secret.Redactor) {
+	red.Keep("^erpsync: ", "Usage: erpsync", "erpsync <command>", "erpsync_")
+	for _, c := range commands {
+		red.Keep("erpsync " + c)
+	}
 }
 
 // exitCodeOf is exitCode, with -h's help printed to stdout.
@@ -192,7 +212,11 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ue usageError
 	var de depError
+	var ie interruptedError
 	switch {
+	case errors.As(err, &ie):
+		fmt.Fprintf(stderr, "erpsync: %v\n", err)
+		return ie.code()
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "erpsync: %v\n", err)
 		return ExitUsage
@@ -213,16 +237,11 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", s.LogLevel)}
 	}
 	format := s.LogFormat
+	tty := IsTerminal(stderr)
 	if format == "" {
 		format = "json"
-		out := stderr
-		if w, ok := out.(interface{ Unwrap() io.Writer }); ok {
-			out = w.Unwrap()
-		}
-		if f, ok := out.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				format = "console"
-			}
+		if tty {
+			format = "console"
 		}
 	}
 	var w io.Writer
@@ -230,7 +249,11 @@ func newLogger(s *settings, stderr io.Writer) (zerolog.Logger, error) {
 	case "json":
 		w = stderr
 	case "console":
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339}
+		if tty {
+			s.live = &liveLine{w: stderr}
+			stderr = s.live
+		}
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339, NoColor: !Colour(stderr)}
 	default:
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want json or console", s.LogFormat)}
 	}
@@ -525,6 +548,9 @@ func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics
 // probe reads one count or page of t's source: the start-up check that the
 // ERP answers, with the credentials and at the path it was given.
 func probe(ctx context.Context, s *settings, t *target) error {
+	if err := entitySetAsRoot(s); err != nil {
+		return err
+	}
 	_, err := t.erp.Count(ctx, time.Time{}, time.Time{})
 	if errors.Is(err, erp.ErrNoCount) {
 		_, err = t.erp.Page(ctx, erp.Query{Limit: 1})
@@ -532,21 +558,66 @@ func probe(ctx context.Context, s *settings, t *target) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, odata.ErrUnfilterable) {
+		return usageError{fmt.Errorf("%s:%d: entity %s: %w", s.ConfigFile, t.src.Line, t.ent.Name, err)}
+	}
 	if errors.Is(err, erp.ErrUnauthorized) {
 		return depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
 	}
+	which := ""
+	if s.ConfigFile != "" {
+		which = fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
+	}
 	var se *erp.StatusError
-	if errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST {
+	switch {
+	case errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST && s.ConfigFile == "":
 		return depError{fmt.Errorf("erp at %s: GET %s: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records", erpHost(s.ERPURL), se.URL)}
+	case errors.As(err, &se) && se.Code == http.StatusNotFound:
+		// The ERP answered: it is reachable, the path is wrong. Its 404
+		// page (HTML, often) tells nothing more.
+		return depError{fmt.Errorf("erp at %s: 404 Not Found from %s: check the service path (%s)%s", erpHost(s.ERPURL), se.URL, urlMeans(s), which)}
 	}
 	what := "erp unreachable at " + erpHost(s.ERPURL)
 	if errors.Is(err, erp.ErrNotJSON) {
 		what = "erp at " + erpHost(s.ERPURL) + " answered, but not with the feed (check --erp-url and that no proxy or login page stands in front)"
+	} else if errors.As(err, &se) {
+		what = "erp at " + erpHost(s.ERPURL) + " answered with an error"
 	}
-	if s.ConfigFile != "" {
-		what += fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
+	return depError{fmt.Errorf("%s%s: %w", what, which, err)}
+}
+
+// urlMeans says what --erp-url is for s's kind of source, for messages.
+func urlMeans(s *settings) string {
+	switch {
+	case s.ERP.Kind == kindOData && s.ConfigFile != "":
+		return "--erp-url or the config's erp.url is the OData service root, like https://host/odata/v4/sales/; the sources name its entity sets"
+	case s.ERP.Kind == kindOData:
+		return "--erp-url is the entity set's URL, like https://host/odata/v4/erp/Memberships"
 	}
-	return depError{fmt.Errorf("%s: %w", what, err)}
+	return "--erp-url or the config's erp.url is the API's base URL, like http://host:8090; each source is a path under it"
+}
+
+// entitySetAsRoot refuses, with a config file's OData sources, a service
+// root that ends in one of their entity sets: each source's URL is the
+// root and the set's name, so ".../sales/Customers" would be read as
+// ".../sales/Customers/Customers", which the server takes for a key.
+func entitySetAsRoot(s *settings) error {
+	if s.ERP.Kind != kindOData || s.ConfigFile == "" {
+		return nil
+	}
+	u, err := url.Parse(s.ERPURL)
+	if err != nil {
+		return nil
+	}
+	last := path.Base(strings.TrimSuffix(u.Path, "/"))
+	for _, t := range s.targets {
+		if t.src.Name == last {
+			root := *u
+			root.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), last)
+			return usageError{fmt.Errorf("erp url %s ends in the entity set %s: give the service root, %s (the sources name the entity sets)", erpHost(s.ERPURL), last, erpHost(root.String()))}
+		}
+	}
+	return nil
 }
 
 // erpHost is the ERP URL without a password, for messages.
@@ -573,9 +644,10 @@ func checkRun(s *settings, cfg syncer.Config, log zerolog.Logger) error {
 // open ties ctx to SIGTERM and SIGINT and connects (see connect); done
 // closes the connections, then lets the signals go.
 func open(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics, log zerolog.Logger) (_ context.Context, _ *deps, done func(), _ error) {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	ctx, stop := withSignals(ctx)
 	d, err := connect(ctx, s, probeERP, m, log)
 	if err != nil {
+		err = interrupted(ctx, err, "stopped while connecting, nothing written; run the same command again")
 		stop()
 		return nil, nil, nil, err
 	}

@@ -47,6 +47,7 @@ type settings struct {
 	REST          restSettings
 	Job           string
 	Workers       int
+	Fetchers      int
 	LockTTL       time.Duration
 	PageSize      int
 	ChunkSize     int
@@ -68,6 +69,9 @@ type settings struct {
 	// ownership says what the command does about the owner of the table
 	// it writes: syncFlags sets claimsTable.
 	ownership ownership
+	// live is the terminal line of the progress bar, set by newLogger
+	// when console logs go to a terminal.
+	live *liveLine
 }
 
 // envPrefix is the prefix of every environment variable: --lock-ttl is
@@ -101,7 +105,7 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 func (s *settings) connFlags(fs *flag.FlagSet) {
 	s.mysqlFlags(fs)
 	s.redisFlags(fs)
-	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "ERP API base URL (rest), or the entity set URL (odata)")
+	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "the ERP's URL: rest, the API's base URL; odata, with --config the service root (its sources name the entity sets), without it the entity set's URL")
 	s.ERP.flags(fs)
 	s.erpRequestFlags(fs, 10*time.Second)
 	fs.StringVar(&s.ERPRate, "erp-rate", "", "cap on ERP requests of ALL instances together, like 50/s or 600/m (kept in Redis; empty: no cap)")
@@ -302,6 +306,7 @@ func (s *settings) logFlags(fs *flag.FlagSet) {
 // syncFlags: the commands that write the entities' tables.
 func (s *settings) syncFlags(fs *flag.FlagSet) {
 	intVar(fs, &s.Workers, "workers", 16, 1, 4096, "chunks written at once (worker pool size)")
+	s.fetchersFlag(fs)
 	durationVar(fs, &s.LockTTL, "lock-ttl", 30*time.Second, 10*time.Millisecond, "", "lease of the job lock and of each record lock (renewed while held)")
 	intVar(fs, &s.PageSize, "page-size", 500, 1, 1000, "ERP page size (1..1000)")
 	intVar(fs, &s.ChunkSize, "chunk-size", 500, 1, 5000, "records locked and written together (1 = one by one)")
@@ -309,12 +314,18 @@ func (s *settings) syncFlags(fs *flag.FlagSet) {
 	durationVar(fs, &s.Overlap, "overlap", time.Minute, 0, "none", "how far before the checkpoint each run re-reads (0: none)")
 	intVar(fs, &s.MaxAttempts, "max-attempts", 8, 1, math.MaxInt, "attempts to write one record before it fails the run")
 	s.MaxInvalid = defaultMaxInvalid
-	fs.Var((*limitValue)(&s.MaxInvalid), "max-invalid", "most invalid items a run may quarantine and still succeed: a count N, or P% of the items it fetched (at least 10); more ends the run failed, exit 1")
+	fs.Var((*limitValue)(&s.MaxInvalid), "max-invalid", "most invalid items a run may quarantine and still succeed: a count N, or P% of the items it fetched (at least 10, but never more than half of them); more ends the run failed, exit 1")
 	durationVar(fs, &s.Grace, "grace", 25*time.Second, 0, "none", "after SIGTERM/SIGINT, how long records in hand may still be written (0: none, stop at once)")
 	durationVar(fs, &s.MaxDuration, "max-duration", 0, 0, "no limit", "end a run still going after this long, cleanly (records in hand written, locks released, status failed, exit 1); 0: no limit")
 	fs.StringVar(&s.Report, "report", "", "write the run report as JSON to this file")
 	fs.BoolVar(&s.TakeTable, "take-table", false, "hand the table to this job whichever job owns it (one table, one job: the owner's commands are refused from then on); once, by hand")
 	s.ownership = claimsTable
+}
+
+// fetchersFlag: how many parts of the feed are read at once (run,
+// backfill, reconcile, schedule and verify).
+func (s *settings) fetchersFlag(fs *flag.FlagSet) {
+	intVar(fs, &s.Fetchers, "fetchers", syncer.DefaultFetchers, 1, 256, "parts of the feed read at once: the window split by updated_at, each part paged on its own (1: one page at a time)")
 }
 
 // orNone passes a duration whose 0 means none (--overlap, --grace) to the
@@ -330,7 +341,7 @@ func orNone(d time.Duration) time.Duration {
 // syncConfig is the syncer configuration the sync flags describe.
 func (s *settings) syncConfig(mode string) syncer.Config {
 	return syncer.Config{
-		Job: s.Job, Mode: mode, Workers: s.Workers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
+		Job: s.Job, Mode: mode, Workers: s.Workers, Fetchers: s.Fetchers, PageSize: s.PageSize, ChunkSize: s.ChunkSize, DBWriters: s.DBWriters,
 		LockTTL: s.LockTTL, Overlap: orNone(s.Overlap), MaxAttempts: s.MaxAttempts, Grace: orNone(s.Grace),
 		MaxDuration: s.MaxDuration, MaxInvalid: &s.MaxInvalid,
 	}

@@ -35,7 +35,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	root, cfg, err := discoverConfig(&s)
+	root, query, cfg, err := discoverConfig(&s)
 	if err != nil {
 		return usageError{err}
 	}
@@ -50,11 +50,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var doc []byte
-	err = g.GetWith(ctx, "metadata", root+"$metadata", http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
-		doc = b
-		return nil
-	})
+	doc, err := readMetadata(ctx, g, root, query)
 	var se *erp.StatusError
 	switch {
 	case errors.Is(err, erp.ErrUnauthorized):
@@ -64,7 +60,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case err != nil:
 		return fmt.Errorf("erp unreachable at %s: %w", erpHost(s.ERPURL), err)
 	}
-	file, err := discover.Config(doc, discover.Options{URL: root})
+	file, err := discover.Config(doc, discover.Options{URL: root + query})
 	if err != nil {
 		return fmt.Errorf("%s$metadata: %w", erpHost(root), err)
 	}
@@ -75,15 +71,31 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return writeNew(out, file, force)
 }
 
-// discoverConfig returns the service root of --erp-url (ending in "/")
-// and the getter's config of s.
-func discoverConfig(s *settings) (string, erp.Config, error) {
+// readMetadata GETs the $metadata of the service root root (ending in
+// "/") with its query.
+func readMetadata(ctx context.Context, g *erp.Getter, root, query string) ([]byte, error) {
+	var doc []byte
+	err := g.GetWith(ctx, "metadata", root+"$metadata"+query, http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
+		doc = b
+		return nil
+	})
+	return doc, err
+}
+
+// discoverConfig returns the service root of --erp-url (ending in "/"),
+// its query ("?sap-client=100", sent with $metadata; "" for none) and the
+// getter's config of s.
+func discoverConfig(s *settings) (string, string, erp.Config, error) {
 	if s.ERPURL == "" {
-		return "", erp.Config{}, errors.New("--erp-url: the OData service root is required, like https://host/odata/v4/sales/")
+		return "", "", erp.Config{}, errors.New("--erp-url: the OData service root is required, like https://host/odata/v4/sales/")
 	}
-	u, err := erp.ParseURL("service root", s.ERPURL)
+	raw, query, _ := strings.Cut(s.ERPURL, "?")
+	if query != "" {
+		query = "?" + query
+	}
+	u, err := erp.ParseURL("service root", raw)
 	if err != nil {
-		return "", erp.Config{}, fmt.Errorf("--erp-url: %w", err)
+		return "", "", erp.Config{}, fmt.Errorf("--erp-url: %w", err)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/"
 	cfg := erp.Config{Token: s.ERPToken, Timeout: s.ERPTimeout, MaxRetries: s.ERPRetries}
@@ -91,14 +103,14 @@ func discoverConfig(s *settings) (string, erp.Config, error) {
 		cfg.MaxRetries = -1 // erp.Config's 0 is its default, 6
 	}
 	if err := s.ERP.auth(&cfg); err != nil {
-		return "", erp.Config{}, err
+		return "", "", erp.Config{}, err
 	}
 	tlsCfg, err := loadTLS("--erp-tls-ca", tlsconf.Files{CA: s.ERPTLSCA})
 	if err != nil {
-		return "", erp.Config{}, err
+		return "", "", erp.Config{}, err
 	}
 	cfg.TLS = tlsCfg
-	return u.String(), cfg, nil
+	return u.String(), query, cfg, nil
 }
 
 // writeNew writes b to path: a new file, or with force over an existing

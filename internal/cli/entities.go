@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,32 +106,28 @@ func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
 			out = append(out, &target{ent: e, src: src, job: jobOf(s, e, src), table: t})
 		}
 	}
+	jobs := map[string]*target{}
+	for _, t := range out {
+		if o, dup := jobs[strings.ToLower(t.job)]; dup {
+			return nil, usageError{fmt.Errorf("%s:%d: entity %s: its job %s is the job %s of entity %s (line %d) for the database: give --job another name",
+				f.Path, t.ent.Line, t.ent.Name, t.job, o.job, o.ent.Name, o.ent.Line)}
+		}
+		jobs[strings.ToLower(t.job)] = t
+	}
 	return out, nil
 }
 
-// jobOf is the job of one source of an entity: the entity's name (the
-// memberships entity keeps --job, so a file that declares it continues the
-// built-in job's checkpoint and history), followed, for an entity of
-// several sources, by what tells the source apart: the constants it sets
-// (customers/1000), or its name.
+// jobOf is the job of one source of an entity (entity.Entity.Job): the
+// entity's name (the memberships entity keeps --job, so a file that
+// declares it continues the built-in job's checkpoint and history),
+// followed, for an entity of several sources, by the constants it sets
+// (customers/1000).
 func jobOf(s *settings, e *entity.Entity, src entity.Source) string {
 	job := e.Name
 	if e.Name == syncer.MembershipsEntity {
 		job = s.Job
 	}
-	if len(e.Sources) < 2 {
-		return job
-	}
-	if len(src.Set) == 0 {
-		return job + "/" + src.Name
-	}
-	var parts []string
-	for _, k := range e.Key { // in key order: stable whatever the map's order
-		if v, ok := src.Set[k]; ok {
-			parts = append(parts, v)
-		}
-	}
-	return job + "/" + strings.Join(parts, "/")
+	return e.Job(job, src)
 }
 
 // applyFileERP sets the ERP flags that neither the command line nor the
@@ -167,7 +164,7 @@ func (s *settings) applyFileERP(fs *flag.FlagSet, f *entity.File) error {
 	errs := []error{
 		set("erp-kind", e.Kind), set("erp-url", e.URL), set("erp-username", e.Username),
 		secretFrom("erp-password", e.Password, e.PasswordFile), secretFrom("erp-token", e.Token, e.TokenFile),
-		set("erp-paging", e.Paging), set("erp-tls-ca", e.TLSCA),
+		set("erp-paging", e.Paging), set("erp-odata", e.OData), set("erp-tls-ca", e.TLSCA),
 	}
 	if e.Timeout > 0 {
 		errs = append(errs, set("erp-timeout", e.Timeout.String()))
@@ -207,14 +204,9 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 				rest.CountPath = r.CountPath
 			}
 		}
-		if t.ent.REST == nil || t.ent.REST.Path == "" {
-			// The source is the records path; a bare name is a resource
-			// of the erpsync ERP API, as memberships is.
-			rest.Path = t.src.Name
-			if !strings.HasPrefix(rest.Path, "/") {
-				rest.Path = "/api/v1/" + rest.Path
-			}
-		}
+		// The source is the records path; a bare name is a resource of
+		// the erpsync ERP API, as memberships is.
+		rest.Path = t.ent.RESTPath(t.src)
 		if t.ent.REST == nil || !t.ent.REST.HasCountPath {
 			rest.CountPath = rest.Path + "/count"
 		}
@@ -225,6 +217,12 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 		// The REST API writes a version as a JSON integer (only OData's
 		// Edm.Int64 comes as a string).
 		cfg.Shape, cfg.Schema, cfg.Mapping = shape, sch.IntegerVersion(), nil
+		if len(t.src.Params) > 0 {
+			cfg.Filter = url.Values{}
+			for k, v := range t.src.Params {
+				cfg.Filter.Set(k, v)
+			}
+		}
 		c, err := erp.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
@@ -234,8 +232,24 @@ func (e *erpSettings) typedSource(cfg erp.Config, rest restSettings, t *target) 
 		if e.Paging != odata.PagingKeyset && e.Paging != odata.PagingServer {
 			return nil, fmt.Errorf("--erp-paging %q: want %s or %s", e.Paging, odata.PagingKeyset, odata.PagingServer)
 		}
-		u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + t.src.Name
-		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, HTTP: cfg})
+		if len(t.src.Params) > 0 {
+			return nil, fmt.Errorf("entity %s: source %s (line %d): params: only for --erp-kind rest: an OData source is filtered on the constants it sets", t.ent.Name, t.src.Name, t.src.Line)
+		}
+		// The entity set goes before the service root's own query
+		// (sap-client=100), which every request carries.
+		root, query, _ := strings.Cut(cfg.BaseURL, "?")
+		u := strings.TrimSuffix(root, "/") + "/" + t.src.Name
+		if query != "" {
+			u += "?" + query
+		}
+		// Another source of the entity set: its constants must be filtered.
+		var shared int
+		for _, o := range t.ent.Sources {
+			if o.Name == t.src.Name {
+				shared++
+			}
+		}
+		s, err := odata.New(odata.Config{URL: u, Schema: sch, Paging: e.Paging, Version: e.OData, HTTP: cfg, Shared: shared > 1})
 		if err != nil {
 			return nil, fmt.Errorf("entity %s: %w", t.ent.Name, err)
 		}

@@ -300,7 +300,7 @@ pending. Serves /metrics, /healthz and /readyz.`,
 // in * is a prefix. A flag is in the first group, Advanced first, that
 // names it; a flag of none is the command's own.
 var flagGroups = []struct{ title, names string }{
-	{"Sync", "job workers page-size lock-ttl overlap max-invalid max-attempts chunk-size db-writers grace max-duration take-table"},
+	{"Sync", "job workers fetchers page-size lock-ttl overlap max-invalid max-attempts chunk-size db-writers grace max-duration take-table"},
 	{"Database", "mysql-dsn migrate-dsn"},
 	{"Redis and locks", "redis-addr redis-username redis-password redis-db redis-tls lock-prefix"},
 	{"ERP", "erp-url erp-kind erp-token erp-username erp-password erp-oauth-* erp-map erp-status-map erp-paging erp-timeout erp-retries erp-rate erp-*"},

@@ -25,6 +25,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("erpsync verify", stderr)
 	s.connFlags(fs)
 	intVar(fs, &s.PageSize, "page-size", 1000, 1, 1000, "ERP page size (1..1000)")
+	s.fetchersFlag(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	var ignoreInvalid bool
 	fs.BoolVar(&ignoreInvalid, "ignore-invalid", false, "exit 0 over a feed with invalid items when the rows match the valid ones (by default any invalid item is a mismatch: verify cannot compare it)")
@@ -43,9 +44,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	allOK := true
 	var results []any
 	for _, t := range d.targets {
-		res, err := verify.Verify(ctx, t.erp, t.st, s.PageSize)
+		res, err := verify.VerifyParts(ctx, t.erp, t.st, s.PageSize, s.Fetchers)
 		if err != nil {
-			return fmt.Errorf("verify: %w", targetError(&s, t, err))
+			return interrupted(ctx, fmt.Errorf("verify: %w", targetError(&s, t, err)), "verify compared part of the feed; run it again (it starts over)")
 		}
 		ok := res.OK() && (ignoreInvalid || res.FeedInvalid == 0)
 		allOK = allOK && ok
@@ -89,11 +90,11 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 	case !r.OK():
 		verdict = "MISMATCH: the database differs from the feed"
 	case !ok:
-		verdict = fmt.Sprintf("INVALID: the rows match the feed's %d valid records, but %d of its items are invalid and cannot be compared (their reasons: the runs' warning lines and quarantined_records; --ignore-invalid accepts them)", r.FeedRecords, r.FeedInvalid)
+		verdict = fmt.Sprintf("INVALID: the rows match the feed's %d valid records, but %d records' newest copies are invalid (an invalid item that names no record counts as one) and cannot be compared (their reasons: the runs' warning lines and quarantined_records; --ignore-invalid accepts them)", r.FeedRecords, r.FeedInvalid)
 	}
 	fmt.Fprintln(w, verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  feed records\t%d\t(%d invalid items skipped)\n", r.FeedRecords, r.FeedInvalid)
+	fmt.Fprintf(tw, "  feed records\t%d\t(%d records whose newest copy is invalid)\n", r.FeedRecords, r.FeedInvalid)
 	fmt.Fprintf(tw, "  database rows\t%d\t(and %d soft-deleted)\n", r.Rows, r.SoftDeleted)
 	fmt.Fprintf(tw, "  matching\t%d\n", r.Matching)
 	printSamples(tw, []sampleRow{
@@ -117,7 +118,7 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	var limit int
-	var asJSON, all bool
+	var asJSON, all, status bool
 	fs := newFlagSet("erpsync runs", stderr)
 	s.mysqlFlags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name")
@@ -125,6 +126,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")
 	intVar(fs, &limit, "limit", 20, 1, math.MaxInt, "how many runs to show")
 	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	fs.BoolVar(&status, "status", false, "one line per entity instead: last run, last success, lag behind the checkpoint, quarantined rows, pending events")
 	s.logFlags(fs)
 	if err := s.parseEntities(fs, args); err != nil {
 		return err
@@ -134,6 +136,9 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
+	if status {
+		return printStatus(ctx, &s, st, stdout)
+	}
 	jobs := []string{s.Job}
 	switch {
 	case all:
@@ -178,9 +183,26 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	tw.Flush()
 	if len(runs) == 0 {
-		fmt.Fprintln(stdout, "(no runs yet)")
+		fmt.Fprintln(stdout, noRuns(ctx, st, jobs))
 	}
 	return nil
+}
+
+// noRuns is what runs prints when the jobs it shows have none: which
+// other jobs have runs, when some do (a job name of a config file's
+// entity, say, while --job is the default).
+func noRuns(ctx context.Context, st *store.Store, jobs []string) string {
+	all, err := st.Runs(ctx, "", 1000)
+	var others []string
+	for _, r := range all {
+		if err == nil && !slices.Contains(others, r.Job) {
+			others = append(others, r.Job)
+		}
+	}
+	if len(others) == 0 || slices.Contains(jobs, "") {
+		return "(no runs yet)"
+	}
+	return fmt.Sprintf("(no runs of job %s yet; jobs with runs: %s; --job, --config or --all-jobs shows them)", strings.Join(jobs, ", "), strings.Join(others, ", "))
 }
 
 // sampleRow is one line of a verify or reconcile table: a count, what it

@@ -40,8 +40,16 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if plan {
 		st, err := store.Open(ctx, dsn, opt)
 		if errors.Is(err, store.ErrNoDatabase) {
+			// A fresh install: migrate would create the database, then
+			// everything in it.
 			cfg, _ := store.ParseDSN(dsn)
-			return depError{fmt.Errorf("database %q does not exist: erpsync migrate creates it and every table; --plan plans against a database", cfg.DBName)}
+			p, err := store.PlanNewDatabase(ctx, dsn, opt, ents)
+			if err != nil {
+				return entitiesError(err)
+			}
+			fmt.Fprintln(stdout, store.CreateDatabaseSQL(cfg.DBName)+";")
+			printMigratePlan(stdout, p)
+			return nil
 		}
 		if err != nil {
 			return depError{fmt.Errorf("mysql: %w", err)}
@@ -49,7 +57,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer st.Close()
 		return migrateEntities(ctx, st, ents, true, stdout)
 	}
-	res, err := store.MigrateWith(ctx, dsn, opt)
+	res, err := store.MigrateWith(ctx, dsn, opt, ents)
 	if err != nil {
 		if isUnavailable(err) {
 			return mysqlUnavailable(err, flagName)

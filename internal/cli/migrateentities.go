@@ -30,14 +30,7 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 			fmt.Fprintln(out, nothingToMigrate)
 			return nil
 		}
-		for _, m := range p.Pending {
-			for _, stmt := range m.Statements() {
-				fmt.Fprintln(out, strings.Join(strings.Fields(stmt), " ")+";")
-			}
-		}
-		for _, stmt := range p.Statements {
-			fmt.Fprintln(out, stmt+";")
-		}
+		printMigratePlan(out, p)
 		return nil
 	}
 	applied, err := st.ApplyEntities(ctx, p)
@@ -51,8 +44,28 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 	for _, stmt := range applied.Statements {
 		fmt.Fprintln(out, stmt+";")
 	}
-	fmt.Fprintf(out, "entities %s: tables match (%d statements applied)\n", strings.Join(names, ", "), len(applied.Statements))
+	switch n := len(applied.Statements); n {
+	case 0:
+		fmt.Fprintf(out, "entities %s: the tables already match their declarations\n", strings.Join(names, ", "))
+	case 1:
+		fmt.Fprintf(out, "entities %s: 1 statement applied; the tables match their declarations now\n", strings.Join(names, ", "))
+	default:
+		fmt.Fprintf(out, "entities %s: %d statements applied; the tables match their declarations now\n", strings.Join(names, ", "), n)
+	}
 	return nil
+}
+
+// printMigratePlan prints p's statements, one a line ending in ';': the pending
+// migrations', then the entities'.
+func printMigratePlan(out io.Writer, p *store.EntityPlan) {
+	for _, m := range p.Pending {
+		for _, stmt := range m.Statements() {
+			fmt.Fprintln(out, strings.Join(strings.Fields(stmt), " ")+";")
+		}
+	}
+	for _, stmt := range p.Statements {
+		fmt.Fprintln(out, stmt+";")
+	}
 }
 
 // checkEntities refuses, exit 2 and one line, a database whose entities'

@@ -112,6 +112,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	rcfg := r.config()
 	rcfg.PageSize = s.PageSize
+	rcfg.Fetchers = s.Fetchers
 	ctx, d, done, err := open(ctx, &s, true, nil, log)
 	if err != nil {
 		return err
@@ -154,6 +155,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			firstErr = runErr
 		}
 	}
+	firstErr = interrupted(ctx, firstErr, "what reconcile changed stays; run it again to finish (it scans the source again)")
 	return saveReports(log, s.Report, reports, firstErr)
 }
 

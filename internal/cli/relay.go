@@ -27,12 +27,15 @@ import (
 // file's events block for what the flags leave unset.
 type eventSettings struct {
 	Sink, URL, Secret, Subject, Exchange string
+	// Unsigned lets a webhook go without a secret.
+	Unsigned bool
 }
 
 func (e *eventSettings) flags(fs *flag.FlagSet) {
 	fs.StringVar(&e.Sink, "events-sink", "", "where the relay delivers change events: webhook, nats or rabbitmq (default: the --config file's events.sink)")
 	fs.StringVar(&e.URL, "events-url", "", "the webhook's URL, nats://host:4222 or amqp://user:pass@host:5672/ (default: events.url)")
-	secretVar(fs, &e.Secret, "events-secret", "", "webhook: HMAC-SHA256 secret of the X-Erpsync-Signature header (default: events.secret or events.secret_file; never logged)")
+	secretVar(fs, &e.Secret, "events-secret", "", "webhook: HMAC-SHA256 secret of the X-Erpsync-Timestamp and X-Erpsync-Signature headers (default: events.secret or events.secret_file; never logged); a webhook without one is refused unless unsigned")
+	fs.BoolVar(&e.Unsigned, "events-unsigned", false, "webhook: send the POSTs unsigned, without a secret (default: events.unsigned)")
 	fs.StringVar(&e.Subject, "events-subject", "", "nats: the subject prefix; each event goes to <subject>.<entity> (default: events.subject, else erpsync.events)")
 	fs.StringVar(&e.Exchange, "events-exchange", "", "rabbitmq: the exchange, a durable topic exchange declared when missing; routing key: the entity (default: events.exchange, else erpsync)")
 }
@@ -48,12 +51,17 @@ func (e *eventSettings) redact(fs *flag.FlagSet) {
 // fill sets what the flags left unset from the config file's events
 // block, then the defaults, and checks the result.
 func (e *eventSettings) fill(configFile string) error {
+	where := "--events-secret"
 	if configFile != "" {
 		f, err := entity.Load(configFile)
 		if err != nil {
 			return usageError{err}
 		}
 		if ev := f.Events; ev != nil {
+			if e.Sink == "" || e.Sink == ev.Sink {
+				where = fmt.Sprintf("%s:%d: events", f.Path, ev.Line)
+			}
+			e.Unsigned = e.Unsigned || ev.Unsigned
 			e.Sink = orString(e.Sink, ev.Sink)
 			e.URL = orString(e.URL, ev.URL)
 			e.Subject = orString(e.Subject, ev.Subject)
@@ -70,15 +78,17 @@ func (e *eventSettings) fill(configFile string) error {
 	}
 	e.Subject = orString(e.Subject, "erpsync.events")
 	e.Exchange = orString(e.Exchange, "erpsync")
-	where := "--events-url"
 	switch e.Sink {
 	case entity.SinkWebhook:
 		if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usageError{fmt.Errorf("%s %q: a webhook wants an http:// or https:// URL", where, erpHost(e.URL))}
+			return usageError{fmt.Errorf("--events-url %q: a webhook wants an http:// or https:// URL", erpHost(e.URL))}
+		}
+		if e.Secret == "" && !e.Unsigned {
+			return usageError{fmt.Errorf("%s: a webhook without a secret: give secret_file (or --events-secret-file), or unsigned: true (--events-unsigned) to send unsigned POSTs", where)}
 		}
 	case entity.SinkNATS, entity.SinkRabbitMQ:
 		if e.URL == "" {
-			return usageError{fmt.Errorf("%s: the %s sink wants the server's URL", where, e.Sink)}
+			return usageError{fmt.Errorf("--events-url: the %s sink wants the server's URL", e.Sink)}
 		}
 	case "":
 		return usageError{errNoSink}
@@ -125,7 +135,11 @@ func (e *eventSettings) sink(ctx context.Context) (relay.Sink, error) {
 		}
 		return s, nil
 	}
-	return relay.NewWebhook(e.URL, &relay.WebhookOptions{Secret: []byte(e.Secret)}), nil
+	s, err := relay.NewWebhook(e.URL, relay.WebhookOptions{Secret: []byte(e.Secret), Unsigned: e.Unsigned})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return s, nil
 }
 
 func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -188,7 +202,10 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err != nil:
 		return err
 	}
-	log.Info().Msg("relay stopped")
+	log.Info().Int64("delivered", r.Delivered()).Msg("relay stopped")
+	if cfg.Once {
+		fmt.Fprintf(stdout, "relay: delivered %d events; none left pending\n", r.Delivered())
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,5 +42,49 @@ func TestEventSettingsFromFile(t *testing.T) {
 	bad := eventSettings{Sink: "kafka", URL: "x"}
 	if err := bad.fill(""); err == nil || !strings.Contains(err.Error(), "want webhook, nats or rabbitmq") {
 		t.Fatalf("sink kafka: %v", err)
+	}
+}
+
+// TestWebhookWantsASecret: a webhook without a secret is a usage error
+// (exit 2) naming the file and line of the events block, or the flag,
+// unless the block says unsigned: true or --events-unsigned is given.
+func TestWebhookWantsASecret(t *testing.T) {
+	example, err := os.ReadFile("../../examples/rest-invoices.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, from, to string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if !strings.Contains(string(example), from) {
+			t.Fatalf("the example lacks %q", from)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(example), from, to, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	noSecret := write("nosecret.yaml", "  secret_file: /run/secrets/hook\n", "")
+	unsigned := write("unsigned.yaml", "  secret_file: /run/secrets/hook\n", "  unsigned: true\n")
+	var ev eventSettings
+	err = ev.fill(noSecret)
+	var usage usageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), noSecret+":10: events: a webhook without a secret") {
+		t.Fatalf("no secret in the file: %v, want a usage error at %s:10", err, noSecret)
+	}
+	if err := (&eventSettings{Secret: "from-the-flag"}).fill(noSecret); err != nil {
+		t.Fatalf("the secret from the flag: %v", err)
+	}
+	if err := (&eventSettings{}).fill(unsigned); err != nil {
+		t.Fatalf("unsigned: true: %v", err)
+	}
+	flags := eventSettings{Sink: "webhook", URL: "http://127.0.0.1:9/hook"}
+	if err := flags.fill(""); !errors.As(err, &usage) || !strings.HasPrefix(err.Error(), "--events-secret: a webhook without a secret") {
+		t.Fatalf("flags without a secret: %v", err)
+	}
+	flags.Unsigned = true
+	if err := flags.fill(""); err != nil {
+		t.Fatalf("--events-unsigned: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,9 +87,21 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 
-	slog := log.With().Str("job", s.Job).Logger() // the schedule's own lines; runs add run_id and job
+	// The schedule's own lines name its job, or a config file's jobs;
+	// runs add their run_id and job.
+	slog := log.With().Str("job", s.Job).Logger()
+	if s.ConfigFile != "" {
+		var jobs []string
+		for _, t := range s.targets {
+			jobs = append(jobs, t.job)
+		}
+		slog = log.With().Str("job", strings.Join(jobs, ",")).Logger()
+	}
 	m := metrics.New()
 	ctx, d, done, err := open(ctx, &s, false, m, log)
+	if errors.As(err, new(interruptedError)) {
+		return nil // asked to stop before it started: stopping is its clean end
+	}
 	if err != nil {
 		return err
 	}
@@ -102,6 +115,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if reconcileEvery > 0 {
 		rcfg := r.config()
 		rcfg.PageSize = s.PageSize
+		rcfg.Fetchers = s.Fetchers
 		rctx, stopReconciles := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, t := range d.targets {

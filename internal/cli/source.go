@@ -14,6 +14,7 @@ import (
 // "ERP sources").
 type erpSettings struct {
 	Kind, Map, StatusMap, Paging string
+	OData                        string // --erp-odata: auto, v2 or v4
 	Username, Password           string
 	OAuthTokenURL, OAuthClientID string
 	OAuthClientSecret            string
@@ -27,10 +28,11 @@ const (
 )
 
 func (e *erpSettings) flags(fs *flag.FlagSet) {
-	fs.StringVar(&e.Kind, "erp-kind", kindREST, "how to read the ERP: rest (the erpsync ERP API) or odata (an OData v4 entity set at --erp-url)")
+	fs.StringVar(&e.Kind, "erp-kind", kindREST, "how to read the ERP: rest (the erpsync ERP API) or odata (an OData V4 or V2 entity set at --erp-url)")
 	fs.StringVar(&e.Map, "erp-map", "", "field=Property pairs, comma-separated, for erp_id, member_id, product_code, status, starts_at, ends_at, version, updated_at (unlisted: own name; version= empty: updated_at in microseconds)")
 	fs.StringVar(&e.StatusMap, "erp-status-map", "", "sourceValue=STATUS pairs, comma-separated, like active=ACTIVE (unlisted values used as they are)")
 	fs.StringVar(&e.Paging, "erp-paging", odata.PagingKeyset, "odata: keyset ($filter after the last (updated_at, erp_id) seen) or server (follow @odata.nextLink; an offset-based server skips rows that move during the sync)")
+	fs.StringVar(&e.OData, "erp-odata", odata.VersionAuto, "odata: the OData version, auto (as the service's $metadata declares), v2 or v4")
 	e.authFlags(fs)
 }
 
@@ -63,6 +65,9 @@ func (e *erpSettings) source(cfg erp.Config) (source, error) {
 		if e.Paging != odata.PagingKeyset {
 			return nil, fmt.Errorf("--erp-paging %q: only for --erp-kind odata", e.Paging)
 		}
+		if e.OData != odata.VersionAuto {
+			return nil, fmt.Errorf("--erp-odata %q: only for --erp-kind odata", e.OData)
+		}
 		cfg.Mapping = mapping
 		c, err := erp.New(cfg)
 		if err != nil {
@@ -73,7 +78,7 @@ func (e *erpSettings) source(cfg erp.Config) (source, error) {
 		if e.Paging != odata.PagingKeyset && e.Paging != odata.PagingServer {
 			return nil, fmt.Errorf("--erp-paging %q: want %s or %s", e.Paging, odata.PagingKeyset, odata.PagingServer)
 		}
-		s, err := odata.New(odata.Config{URL: cfg.BaseURL, Mapping: mapping, Paging: e.Paging, HTTP: cfg})
+		s, err := odata.New(odata.Config{URL: cfg.BaseURL, Mapping: mapping, Paging: e.Paging, Version: e.OData, HTTP: cfg})
 		if err != nil {
 			return nil, fmt.Errorf("--erp-url: %w", err)
 		}

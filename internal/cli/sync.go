@@ -48,6 +48,16 @@ func parseTime(name, v string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// checkWindow refuses a backfill window that starts after now (a
+// mistyped year): it cannot hold a record. (One that ends before it starts
+// is syncer.Config's to refuse.)
+func checkWindow(since, now time.Time) error {
+	if since.After(now) {
+		return fmt.Errorf("--since %s is in the future (now %s): the window holds no record yet", since.Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // cmdSync is `run` and `backfill`.
 func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.Writer) error {
 	var s settings
@@ -76,6 +86,9 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 			return usageError{errors.New("backfill needs --since (RFC 3339)")}
 		}
 		if cfg.Until, err = parseTime("until", untilS); err != nil {
+			return usageError{err}
+		}
+		if err := checkWindow(cfg.Since, time.Now()); err != nil {
 			return usageError{err}
 		}
 		if shardS == "" {
@@ -107,7 +120,7 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 		}
 		tcfg := cfg
 		tcfg.Job, tcfg.Entity = t.job, t.ent.Name
-		stopProgress := progress(ctx, &tcfg, t.erp, stderr, log)
+		stopProgress := progress(ctx, &tcfg, t.erp, s.live, log)
 		sy, err := syncer.New(tcfg, t.erp, t.st, d.locks, log)
 		if err != nil {
 			return usageError{err}
@@ -127,7 +140,31 @@ func cmdSync(ctx context.Context, mode string, args []string, stdout, stderr io.
 			firstErr = runErr
 		}
 	}
+	firstErr = interrupted(ctx, firstErr, resumeLine(mode, reports))
 	return saveReports(log, s.Report, reports, firstErr)
+}
+
+// resumeLine says what the interrupted runs of a run or backfill did and
+// how to resume them.
+func resumeLine(mode string, reports []*syncer.Report) string {
+	var written int64
+	var at string
+	for _, r := range reports {
+		written += r.Handled()
+		if r.Checkpoint != nil {
+			at = r.Checkpoint.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if mode == syncer.ModeBackfill {
+		if at == "" {
+			return fmt.Sprintf("%d records done; no checkpoint yet: run the same command again to start the window over", written)
+		}
+		return fmt.Sprintf("%d records done, the window's checkpoint is at %s; run the same command again to resume from there", written, at)
+	}
+	if at == "" {
+		return fmt.Sprintf("%d records done; the next run starts from the job's last checkpoint", written)
+	}
+	return fmt.Sprintf("%d records done, the job's checkpoint is at %s; the next run continues from there", written, at)
 }
 
 // targetError names t's entity (and its job, for one source of several)

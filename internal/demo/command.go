@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -57,7 +58,8 @@ Flags:
 var noEnv = map[string]bool{"mysql-dsn": true, "redis-addr": true}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, stderr)
+	tally := new(quietTally)
+	cfg, err := parseFlags(args, stderr, tally)
 	if err != nil {
 		return err
 	}
@@ -68,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "erpsync demo: five sync instances against one ERP, one Redis and one MySQL\n\n")
 	res, err := Run(ctx, cfg, stdout)
+	tally.summarise(*cfg.Log)
 	if errors.Is(err, errNotEmpty) {
 		return cli.UsageError(err)
 	}
@@ -81,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func parseFlags(args []string, stderr io.Writer) (Config, error) {
+func parseFlags(args []string, stderr io.Writer, tally *quietTally) (Config, error) {
 	var cfg Config
 	var level string
 	fs := flag.NewFlagSet("erpsync demo", flag.ContinueOnError)
@@ -129,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if err != nil || level == "" {
 		return cfg, cli.UsageError(fmt.Errorf("--log-level %q: want debug, info, warn or error", level))
 	}
-	log := newLogger(stderr, lvl)
+	log := newLogger(stderr, lvl, tally)
 	cfg.Log = &log
 	if _, err := cfg.withDefaults(); err != nil {
 		return cfg, cli.UsageError(err)
@@ -138,18 +141,47 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 }
 
 // quiet are log messages that the demo's tables already count, one line per
-// record or run: at warn they would drown the output.
+// record or run: at warn they would drown the output. The quarantines are
+// summed up in one line at the end (quietTally).
 var quiet = map[string]bool{
-	"invalid record quarantined":                     true,
+	"invalid records quarantined":                    true,
 	"job lock held by another instance; run skipped": true,
 }
 
-func newLogger(w io.Writer, lvl zerolog.Level) zerolog.Logger {
-	l := zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}).Level(lvl).With().Timestamp().Logger()
+// quietTally counts the quarantine warnings the demo's log leaves out.
+type quietTally struct {
+	mu    sync.Mutex
+	lines int
+}
+
+func (q *quietTally) add() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lines++
+}
+
+// summarise logs, at warn, the one line that stands for the quarantine
+// warnings left out, if there were any.
+func (q *quietTally) summarise(log zerolog.Logger) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lines > 0 {
+		log.Warn().Int("warnings", q.lines).Msg("invalid records quarantined (erpmock serves some on purpose): the invalid column below counts them per instance")
+	}
+}
+
+// newLogger is the demo's console log on w: colours only on a terminal
+// without NO_COLOR; at warn and above, without the quiet messages, whose
+// quarantines tally counts.
+func newLogger(w io.Writer, lvl zerolog.Level, tally *quietTally) zerolog.Logger {
+	l := zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !cli.Colour(w)}).Level(lvl).With().Timestamp().Logger()
 	if lvl >= zerolog.WarnLevel {
 		l = l.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, msg string) {
 			if quiet[msg] {
 				e.Discard()
+				if msg == "invalid records quarantined" {
+					tally.add()
+				}
 			}
 		}))
 	}
@@ -199,7 +231,7 @@ func Print(w io.Writer, r *Result) {
 		fmt.Fprintln(w, "\nFAILED: the demo did not get to verify")
 		return
 	}
-	fmt.Fprintf(w, "\nverify: %d valid records in the feed (%d invalid items skipped), %d rows in %s.memberships\n",
+	fmt.Fprintf(w, "\nverify: %d valid records in the feed (%d records whose newest copy is invalid), %d rows in %s.memberships\n",
 		v.FeedRecords, v.FeedInvalid, v.Rows, r.Database)
 	fmt.Fprintf(w, "  matching %d, missing %d, stale %d, unknown %d, ahead %d\n",
 		v.Matching, v.Missing.Count, v.Stale.Count, v.Unknown.Count, v.Ahead.Count)

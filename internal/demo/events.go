@@ -16,6 +16,7 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/webhook"
 )
 
 // eventsTable is the demo's entity: the built-in memberships, with events,
@@ -74,7 +75,7 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ev.Posts++
-	if !relay.Verify(h.secret, body, r.Header.Get(relay.SignatureHeader)) {
+	if webhook.Verify(h.secret, r.Header, body, nil) != nil {
 		h.ev.BadSignatures++
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
@@ -149,7 +150,12 @@ func startEvents(ctx context.Context, dsn string, locks relay.Locker, log zerolo
 		return nil, err
 	}
 	h.ev.URL = srv.url + "/hook"
-	sink := relay.NewWebhook(h.ev.URL, &relay.WebhookOptions{Secret: h.secret, Timeout: time.Minute})
+	sink, err := relay.NewWebhook(h.ev.URL, relay.WebhookOptions{Secret: h.secret, Timeout: time.Minute})
+	if err != nil {
+		srv.Close()
+		st.Close()
+		return nil, err
+	}
 	ob := outbox.New(db)
 	cfg := relay.Config{BatchSize: batchSize, Poll: relayPoll, LockTTL: time.Minute}
 	e := &events{hook: h, srv: srv, st: st, ob: ob, relay: relay.New(cfg, ob, sink, locks, nil, log), log: log}

@@ -89,8 +89,9 @@ func (r *embeddedRedis) Close() {
 //     square of the records (5,000 take seconds, 20,000 minutes), hence the
 //     smaller default on the embedded servers. See analyzerWithoutIndexScans
 //     for the one planner change that keeps the scans cheap.
-//   - The DSN sets the connection collation to the erp_id column's
-//     (utf8mb4_bin): with another, each comparison converts both sides,
+//   - The DSN sets the connection collation to utf8mb4_bin, binary as the
+//     key columns' utf8mb4_0900_bin is (the driver cannot name that one):
+//     with a case-insensitive one, each comparison converted both sides,
 //     which made inserts up to five times slower.
 //   - UTC_TIMESTAMP(n) is planned without building a session (provider).
 type embeddedMySQL struct {

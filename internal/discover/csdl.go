@@ -45,8 +45,15 @@ type structured struct {
 
 // navigation is a NavigationProperty of a structured type.
 type navigation struct {
-	Name           string `xml:",attr"`
-	Type           string `xml:",attr"`
+	Name string `xml:",attr"`
+	Type string `xml:",attr"`
+	// Relationship and ToRole are V2's: the association and its end the
+	// property leads to (fromV2 sets Type from them).
+	Relationship string `xml:",attr"`
+	ToRole       string `xml:",attr"`
+	// up, in a V2 document, are the target's properties that hold the
+	// record's key (fromV2).
+	up             []string
 	Partner        string `xml:",attr"`
 	ContainsTarget bool   `xml:",attr"`
 	OnDelete       struct {
@@ -67,6 +74,10 @@ type property struct {
 	Scale       string       `xml:",attr"`
 	Nullable    string       `xml:",attr"`
 	Annotations []annotation `xml:"Annotation"`
+	// SAP's V2 annotations (sap:label, sap:display-format, sap:filterable).
+	Label         string `xml:"label,attr"`
+	DisplayFormat string `xml:"display-format,attr"`
+	Filterable    string `xml:"filterable,attr"`
 }
 
 type enumType struct {

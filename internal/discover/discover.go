@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -43,14 +44,10 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var doc document
-	if err := xml.Unmarshal(metadata, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoDocument, err)
+	doc, m, err := parse(metadata)
+	if err != nil {
+		return nil, err
 	}
-	if len(doc.Schemas) == 0 {
-		return nil, ErrNoDocument
-	}
-	m := newModel(&doc)
 	var specs []*spec
 	tables := newNames(entity.OwnTables)
 	for _, sc := range doc.Schemas {
@@ -87,6 +84,20 @@ func Config(metadata []byte, opts Options) ([]byte, error) {
 	var b bytes.Buffer
 	writeFile(&b, root, note, specs)
 	return b.Bytes(), nil
+}
+
+// parse reads metadata, a V4 or V2 CSDL document, and returns it with
+// its model.
+func parse(metadata []byte) (*document, *model, error) {
+	var doc document
+	if err := xml.Unmarshal(metadata, &doc); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrNoDocument, err)
+	}
+	if len(doc.Schemas) == 0 {
+		return nil, nil, ErrNoDocument
+	}
+	fromV2(metadata, &doc)
+	return &doc, newModel(&doc), nil
 }
 
 // spec is the entity discover writes for one entity set.
@@ -132,7 +143,9 @@ type prop struct {
 	m        mapped // for a type that is not primitive (enumeration, collection)
 	nullable bool
 	computed bool
-	etag     bool // named by the set's Core.OptimisticConcurrency
+	etag     bool   // named by the set's Core.OptimisticConcurrency
+	label    string // sap:label (V2)
+	noFilter bool   // sap:filterable="false" (V2): no cursor
 }
 
 func (p prop) from() string { return strings.Join(p.path, ".") }
@@ -185,8 +198,14 @@ func (m *model) entitySet(containerName, name, typeName string, inline []annotat
 	for _, k := range keyRefs {
 		keyProps[strings.ReplaceAll(k, "/", ".")] = true
 	}
-	s.updatedAt, s.updatedNote = guessUpdatedAt(props, keyProps)
+	s.updatedAt, s.updatedNote = guessUpdatedAt(cursors(props), keyProps)
+	if s.updatedAt == "" {
+		s.updatedNote += unfilterable(props, keyProps)
+	}
 	s.version, s.versionNote = guessVersion(props, keyProps)
+	if s.updatedAt != "" && s.version == "" {
+		s.updatedNote = join(s.updatedNote, coarseCursor(props, s.updatedAt))
+	}
 	var byFrom map[string]string
 	s.columns, byFrom, s.reason = columnsOf(props, skipped, keyProps, newNames(entity.Reserved), func(from string) bool {
 		return from == s.updatedAt || from == s.version
@@ -263,6 +282,9 @@ func columnsOf(props []prop, skipped []col, keyProps map[string]bool, cols *name
 		if p.computed {
 			c.comment = join(c.comment, "computed by the server (Core.Computed)")
 		}
+		if p.label != "" {
+			c.comment = join(p.label, c.comment)
+		}
 		c.comment = join(why, c.comment)
 		byFrom[from] = c.name
 		columns = append(columns, c)
@@ -305,6 +327,9 @@ func (m *model) child(n navigation, parentKey []col) (*child, string) {
 			for _, k := range ct.Key {
 				keyRefs = append(keyRefs, strings.ReplaceAll(k.Name, "/", "."))
 			}
+		}
+		for _, k := range n.up {
+			up[k] = true
 		}
 		for _, back := range ct.Navs {
 			if back.Name == n.Partner {
@@ -381,7 +406,8 @@ func (m *model) flatten(t *structured, prefix []string, nullable bool, depth int
 		}
 		acc.seen[strings.Join(path, ".")] = true
 		ann := append(slices.Clone(p.Annotations), m.annotations[typeName+"/"+p.Name]...)
-		q := prop{path: path, nullable: nullable || p.Nullable != "false", computed: m.hasTrue(ann, "Computed")}
+		q := prop{path: path, nullable: nullable || p.Nullable != "false", computed: m.hasTrue(ann, "Computed"),
+			label: sanitize(p.Label), noFilter: p.Filterable == "false"}
 		q.edm, q.facets = p.Type, facets{p.MaxLength, p.Precision, p.Scale}
 		if def, ok := m.typeDefs[p.Type]; ok {
 			q.edm = def.UnderlyingType
@@ -473,6 +499,23 @@ func guessUpdatedAt(props []prop, key map[string]bool) (string, string) {
 		note += "; nullable in $metadata: check that the server always sets it"
 	}
 	return p.from(), note
+}
+
+// coarseCursor warns of a change cursor from that counts less than
+// milliseconds (Precision 0 to 2) in an entity without a version: the
+// version is updated_at in microseconds, so two changes within one of its
+// steps share a version, and the version guard drops the second.
+func coarseCursor(props []prop, from string) string {
+	i := slices.IndexFunc(props, func(p prop) bool { return p.from() == from })
+	if i < 0 || props[i].facets.Precision == "" {
+		return ""
+	}
+	p, err := strconv.Atoi(props[i].facets.Precision)
+	if err != nil || p >= entity.DefaultDigits {
+		return ""
+	}
+	step := map[int]string{0: "second", 1: "tenth of a second", 2: "hundredth of a second"}[p]
+	return fmt.Sprintf("WARNING: Precision %d, a %s: with no version, two changes of a record within one %s share a version and the second is dropped by the version guard; add version: (an integer change counter) if the set has one", p, step, step)
 }
 
 // versionNames are the names of integer change counters (lower case,

@@ -336,7 +336,7 @@ func TestNoDocument(t *testing.T) {
 // FuzzConfig: any document either fails or gives a config file of the
 // expected structure; never a panic.
 func FuzzConfig(f *testing.F) {
-	for _, name := range []string{"s4-business-partner.xml", "bc-customers.xml"} {
+	for _, name := range []string{"s4-business-partner.xml", "bc-customers.xml", "s4-api-business-partner-v2.xml", "s4-api-sales-order-v2.xml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -352,4 +352,51 @@ func FuzzConfig(f *testing.F) {
 		}
 		check(t, out)
 	})
+}
+
+// TestS4V2 reads S/4HANA-style OData V2 services (EDMX 1.0 with SAP's
+// annotations): Edm.DateTime of sap:display-format "Date" a date,
+// LastChangeDateTime the cursor, sap:label the columns' comments, a
+// property sap:filterable="false" no cursor (A_Customer), and the lines
+// of associations of multiplicity * children, the parent's key left out
+// by the referential constraint (to_BusinessPartnerAddress, to_Partner)
+// or, without one, by the lines' key that holds it (to_Item).
+func TestS4V2(t *testing.T) {
+	f, out := config(t, "s4-api-business-partner-v2.xml", "https://s4.example.com/sap/opu/odata/sap/API_BUSINESS_PARTNER/")
+	golden(t, "s4-api-business-partner-v2.yaml", out)
+	if len(f.Entities) != 1 || f.Entities[0].Name != "a_business_partner" || f.Entities[0].UpdatedAt != "LastChangeDateTime" {
+		t.Fatalf("entities = %+v, want a_business_partner alone (A_Customer's LastChangeDateTime is not filterable)", f.Entities)
+	}
+	bp := f.Entities[0]
+	types := map[string]string{}
+	for _, c := range bp.Columns {
+		types[c.Name] = c.Type
+	}
+	for col, want := range map[string]string{"birth_date": "date", "business_partner_uuid": "string(36)", "business_partner_is_blocked": "bool"} {
+		if types[col] != want {
+			t.Errorf("a_business_partner.%s: type %q, want %q", col, types[col], want)
+		}
+	}
+	if len(bp.Children) != 1 || bp.Children[0].From != "to_BusinessPartnerAddress" || !slices.Equal(bp.Children[0].Key, []string{"address_id"}) {
+		t.Errorf("children %+v, want the addresses keyed by address_id", bp.Children)
+	}
+	for _, want := range []string{"# A_Customer: not synced as it is: no change timestamp", "Date of Birth"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+
+	f, out = config(t, "s4-api-sales-order-v2.xml", "https://s4.example.com/sap/opu/odata/sap/API_SALES_ORDER_SRV/")
+	golden(t, "s4-api-sales-order-v2.yaml", out)
+	if len(f.Entities) != 1 || f.Entities[0].Name != "a_sales_order" {
+		t.Fatalf("entities = %+v, want a_sales_order", f.Entities)
+	}
+	so := f.Entities[0]
+	var children []string
+	for _, c := range so.Children {
+		children = append(children, c.From+" "+strings.Join(c.Key, ","))
+	}
+	if so.UpdatedAt != "LastChangeDateTime" || strings.Join(children, "; ") != "to_Item sales_order_item; to_Partner partner_function" {
+		t.Errorf("a_sales_order: updated_at %s, children %q", so.UpdatedAt, children)
+	}
 }

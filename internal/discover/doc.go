@@ -8,7 +8,8 @@
 // Precision and Scale to decimal(P,S) (without Precision to
 // decimal(38,10), a guess to check); the integers to int32 or int64;
 // Edm.Boolean, Edm.Date and Edm.DateTimeOffset to bool, date and
-// datetime; Edm.Guid to string(36); Edm.Double and Edm.Single to json,
+// datetime (with Precision P, datetime(P); past 6, datetime(6) with a
+// comment: a seventh non-zero digit is quarantined); Edm.Guid to string(36); Edm.Double and Edm.Single to json,
 // which keeps a binary float as the server wrote it (no decimal column
 // holds every double, and OData writes INF and NaN as strings).
 // Collections become json too. A property of any other type is left out
@@ -19,7 +20,9 @@
 // SystemModifiedAt, ChangedAt, ...), version from an Edm.Int32 or
 // Edm.Int64 change counter (ChangeCounter, version, an integer named by
 // Core.OptimisticConcurrency). Each guess carries a YAML comment saying
-// what a person should check. An entity set without a change timestamp
+// what a person should check; a change cursor that counts less than
+// milliseconds in an entity without a version carries a WARNING (two
+// changes within one of its steps share a version). An entity set without a change timestamp
 // is written commented out, with the reason.
 //
 // A composition becomes a child (children:, the record's lines): a

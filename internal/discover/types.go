@@ -66,7 +66,7 @@ func column(name string, f facets, key bool) mapped {
 	case "Edm.Date":
 		return mapped{typ: entity.Type{Kind: entity.Date}, ok: true}
 	case "Edm.DateTimeOffset":
-		return mapped{typ: entity.Type{Kind: entity.DateTime}, ok: true}
+		return dateTime(f)
 	case "Edm.Guid":
 		return mapped{typ: entity.Type{Kind: entity.String, Length: 36}, ok: true}
 	case "Edm.Double", "Edm.Single":
@@ -81,6 +81,26 @@ func column(name string, f facets, key bool) mapped {
 			name + " is a binary float: no decimal column holds every value exactly, so json keeps it as the server wrote it; check: decimal(P,S) if the values have a known scale"}
 	}
 	return mapped{comment: fmt.Sprintf("type %s has no column type", name)}
+}
+
+// dateTime maps an Edm.DateTimeOffset with its Precision, the fraction
+// digits of a second: datetime(P) for 0 to 6, datetime (milliseconds)
+// without one, datetime(6) for more (SAP CAP's Timestamp and S/4HANA's
+// write Precision="7"), whose values with a non-zero seventh digit are
+// invalid: a DATETIME keeps no more than microseconds.
+func dateTime(f facets) mapped {
+	if f.Precision == "" {
+		return mapped{typ: entity.Type{Kind: entity.DateTime}, ok: true}
+	}
+	p, err := strconv.Atoi(f.Precision)
+	switch {
+	case err != nil || p < 0:
+		return mapped{comment: fmt.Sprintf("Edm.DateTimeOffset with Precision %q: not a precision", f.Precision)}
+	case p > entity.MaxDigits:
+		return mapped{entity.DateTimeOf(entity.MaxDigits), true,
+			fmt.Sprintf("Precision %d: datetime(%d) keeps microseconds, the most a DATETIME holds; a value with a non-zero digit past the sixth is quarantined, never cut", p, entity.MaxDigits)}
+	}
+	return mapped{typ: entity.DateTimeOf(p), ok: true}
 }
 
 // decimal maps an Edm.Decimal with its facets.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -84,6 +85,13 @@ func TestAWrongMapIsNoSuccess(t *testing.T) {
 	r = e.Run(ctx, "verify")
 	if r.Code != 1 || !strings.HasPrefix(r.Stdout, "INVALID: the rows match the feed's") {
 		t.Fatalf("verify over invalid items: exit %d:\n%s", r.Code, r.Out())
+	}
+	// The number is of records, each counted once however many copies of
+	// it the feed served, not of items.
+	bad := len(e.Mock.InvalidIDs())
+	if want := fmt.Sprintf("but %d records' newest copies are invalid", bad); !strings.Contains(r.Stdout, want) ||
+		!strings.Contains(r.Stdout, fmt.Sprintf("(%d records whose newest copy is invalid)", bad)) {
+		t.Fatalf("verify over %d invalid records does not count them as records (%q):\n%s", bad, want, r.Out())
 	}
 	if r := e.Run(ctx, "verify", "--ignore-invalid"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "OK") {
 		t.Fatalf("verify --ignore-invalid: exit %d:\n%s", r.Code, r.Out())

@@ -169,7 +169,7 @@ func TestScheduleReplicasRunEachTickOnce(t *testing.T) {
 	}
 }
 
-func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
+func TestSIGTERMMidRunExits143AndReleasesEveryLock(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 3000, Seed: 17, Faults: erpmock.Faults{Latency: 60 * time.Millisecond}})
 	ctx := context.Background()
@@ -178,8 +178,8 @@ func TestSIGTERMMidRunExitsZeroAndReleasesEveryLock(t *testing.T) {
 	e.WaitRows(200)
 	sent := time.Now()
 	c.Signal(syscall.SIGTERM)
-	if r := c.Wait(); r.Code != 0 {
-		t.Fatalf("run after SIGTERM: exit %d\n%s", r.Code, r.Stdout)
+	if r := c.Wait(); r.Code != 143 {
+		t.Fatalf("run after SIGTERM: exit %d, want 143\n%s", r.Code, r.Stdout)
 	}
 	if d := time.Since(sent); d > 25*time.Second {
 		t.Fatalf("took %s to stop, over the 25s grace", d)

@@ -136,7 +136,7 @@ func TestRelayKilledBetweenDeliveryAndMark(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--batch-size", "12", "--http-addr", "", "--lock-ttl", "1s"}
+	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--events-unsigned", "--batch-size", "12", "--http-addr", "", "--lock-ttl", "1s"}
 	proc = e.Start(append(args, "--once")...)
 	close(started)
 	if r := proc.Wait(); r.Code != -1 {
@@ -181,7 +181,7 @@ func TestRelayRejectionExits1(t *testing.T) {
 		http.Error(w, "no such entity", http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	r := e.Run(context.Background(), "relay", "--events-sink", "webhook", "--events-url", srv.URL, "--http-addr", "", "--log-level", "error", "--log-format", "console")
+	r := e.Run(context.Background(), "relay", "--events-sink", "webhook", "--events-url", srv.URL, "--events-unsigned", "--http-addr", "", "--log-level", "error", "--log-format", "console")
 	lines := proctest.Lines(r.Stderr)
 	var ours []string
 	for _, l := range lines {
@@ -197,6 +197,21 @@ func TestRelayRejectionExits1(t *testing.T) {
 	}
 }
 
+// TestRelayWebhookWantsASecret: a webhook without a secret is a usage
+// error, exit 2 with one line, unless --events-unsigned says so.
+func TestRelayWebhookWantsASecret(t *testing.T) {
+	e, db := relayEnv(t, []string{"K1"}, 2)
+	got, srv := recordingHook(t)
+	args := []string{"relay", "--once", "--events-sink", "webhook", "--events-url", srv.URL, "--http-addr", ""}
+	r := e.Run(context.Background(), args...)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "a webhook without a secret") || len(proctest.Lines(r.Stderr)) != 1 {
+		t.Fatalf("relay without a secret: exit %d, want 2 and one line: %s", r.Code, r.Out())
+	}
+	if r := e.Run(context.Background(), append(args, "--events-unsigned")...); r.Code != 0 || got.count() != 2 || pendingEvents(t, db) != 0 {
+		t.Fatalf("relay --events-unsigned: exit %d, %d delivered: %s", r.Code, got.count(), r.Out())
+	}
+}
+
 // TestRelayProcesses: a relay that runs until SIGTERM serves its gauges;
 // a second relay started meanwhile skips (exit 0); SIGTERM ends the first
 // with exit 0; erpsync events lists the outbox.
@@ -204,7 +219,7 @@ func TestRelayProcesses(t *testing.T) {
 	e, db := relayEnv(t, []string{"K1", "K2"}, 5)
 	got, srv := recordingHook(t)
 	addr := proctest.FreeAddr(t)
-	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--poll", "50ms"}
+	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--events-unsigned", "--poll", "50ms"}
 	first := e.Start(append(args, "--http-addr", addr)...)
 	if !proctest.Eventually(time.Minute, func() bool { return pendingEvents(t, db) == 0 }) {
 		t.Fatalf("the relay never delivered: %s", first.Wait().Out())
@@ -251,7 +266,7 @@ func TestRelayProcesses(t *testing.T) {
 func TestScheduleRunsTheRelay(t *testing.T) {
 	e, db := relayEnv(t, []string{"K1", "K2"}, 3)
 	got, srv := recordingHook(t)
-	r := e.Run(context.Background(), "schedule", "--every", "1s", "--ticks", "2", "--http-addr", "", "--events-sink", "webhook", "--events-url", srv.URL)
+	r := e.Run(context.Background(), "schedule", "--every", "1s", "--ticks", "2", "--http-addr", "", "--events-sink", "webhook", "--events-url", srv.URL, "--events-unsigned")
 	if r.Code != 0 {
 		t.Fatalf("schedule exit %d: %s", r.Code, r.Out())
 	}
@@ -275,7 +290,7 @@ func TestRelayWaitsForRedisAtStart(t *testing.T) {
 	}
 	addr := rs.Addr
 	rs.Stop() // the address now refuses connections
-	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--redis-addr", addr, "--poll", "50ms"}
+	args := []string{"relay", "--events-sink", "webhook", "--events-url", srv.URL, "--events-unsigned", "--redis-addr", addr, "--poll", "50ms"}
 	once := e.Run(context.Background(), append(args, "--once", "--http-addr", "")...)
 	if once.Code != 2 || !strings.Contains(once.Stderr, "redis unavailable") {
 		t.Fatalf("relay --once with Redis down: exit %d, want 2 naming Redis: %s", once.Code, once.Out())

@@ -82,7 +82,7 @@ func TestErrorsAPersonCanActOn(t *testing.T) {
 		{[]string{"run", "--mysql-dsn", "mysql://root@127.0.0.1:3306/erpsync"},
 			"erpsync: --mysql-dsn: parse mysql dsn: a mysql:// URL: want the go-sql-driver form user:pass@tcp(host:port)/db?parseTime=true"},
 		{[]string{"run", "--erp-url", html.URL, "--erp-count-path", "", "--erp-retries", "0"},
-			`erpsync: erp at ` + html.URL + ` answered, but not with the feed (check --erp-url and that no proxy or login page stands in front): erp: memberships: giving up after 1 attempts: erp: GET ` + html.URL + `/api/v1/memberships?limit=1: status 200, Content-Type "text/html": not JSON: "<html><head><title>Sign in</title></head> <body>proxy login</body></html>"`},
+			`erpsync: erp at ` + html.URL + ` answered, but not with the feed (check --erp-url and that no proxy or login page stands in front): erp: page request: giving up after 1 attempts: erp: GET ` + html.URL + `/api/v1/memberships?limit=1: status 200, Content-Type "text/html": not JSON: "<html><head><title>Sign in</title></head> <body>proxy login</body></html>"`},
 		{[]string{"run", "--erp-url", e.ERPURL + "/api/v1/memberships"},
 			"erpsync: erp at " + e.ERPURL + "/api/v1/memberships: GET " + e.ERPURL + "/api/v1/memberships/api/v1/memberships/count: status 404 (not found): --erp-url is the base URL, like http://host:8090, and --erp-path the path of the records"},
 	} {

@@ -103,6 +103,11 @@ func (d *decoder) entity(n *yaml.Node, f *File) *Entity {
 		if d.ok() && e.Events && f.Events == nil {
 			d.fail(v.key, "%s: events: true without the file's events: block: add events: {sink: ..., url: ...}", what)
 		}
+		if k, ok := m["key"]; ok && d.ok() && e.Events {
+			if n := EventKeyBytes(e); n > MaxEventKeyBytes {
+				d.fail(k.value, "%s: key: its change events' key text takes up to %d bytes (the key's JSON, a string(N) at up to 6 bytes a character, <, > and & escaped as \\u003c), more than the %d the outbox holds: shorten the key's strings", what, n, MaxEventKeyBytes)
+			}
+		}
 	}
 	if v, ok := m["rest"]; ok {
 		if f.ERP.Kind == KindOData {
@@ -113,6 +118,7 @@ func (d *decoder) entity(n *yaml.Node, f *File) *Entity {
 	if v, ok := m["children"]; ok {
 		e.Children = d.children(v.value, e)
 	}
+	d.checkSources(e, f)
 	return e
 }
 
@@ -161,7 +167,7 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 	}
 	var out []Source
 	for _, it := range items {
-		m := d.fields(it, "a source", "source", "set")
+		m := d.fields(it, "a source", "source", "set", "params")
 		if !d.ok() {
 			return nil
 		}
@@ -173,6 +179,9 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 		s := Source{Name: d.source(v.value, "source"), Line: it.Line}
 		if v, ok := m["set"]; ok {
 			s.Set = d.set(v.value, e)
+		}
+		if v, ok := m["params"]; ok {
+			s.Params = d.sourceParams(v.value)
 		}
 		out = append(out, s)
 	}
@@ -204,6 +213,24 @@ func (d *decoder) sources(n *yaml.Node, e *Entity) []Source {
 			return nil
 		}
 		seen[KeyText(vals)] = s.Line
+	}
+	return out
+}
+
+// sourceParams reads a source's params: REST query parameter names and
+// their values.
+func (d *decoder) sourceParams(n *yaml.Node) map[string]string {
+	pairs := d.pairs(n, "params")
+	if d.ok() && len(pairs) == 0 {
+		d.fail(n, "params: empty: want {name: value}, or leave params out")
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v := p[0], p[1]
+		if k.Value == "" || strings.ContainsFunc(k.Value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			d.fail(k, "params: %q: want a query parameter name, without spaces", k.Value)
+		}
+		out[k.Value] = v.Value
 	}
 	return out
 }

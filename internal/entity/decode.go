@@ -80,6 +80,22 @@ type field struct {
 	value *yaml.Node
 }
 
+// splitValue returns the pair before the key at i of the flow mapping n
+// when a comma seems to have cut its value there: the value opens a
+// parenthesis that the key closes, as {type: decimal(15,2)} reads.
+func splitValue(n *yaml.Node, i int) *field {
+	if n.Style&yaml.FlowStyle == 0 || i < 2 {
+		return nil
+	}
+	k, v, pk := n.Content[i], n.Content[i+1], n.Content[i-2]
+	pv := n.Content[i-1]
+	if pv.Kind != yaml.ScalarNode || v.Tag != "!!null" || !strings.Contains(k.Value, ")") ||
+		strings.Count(pv.Value, "(") <= strings.Count(pv.Value, ")") {
+		return nil
+	}
+	return &field{pk, pv}
+}
+
 // fields returns the values of the mapping n by key. A key not in allowed
 // (with the nearest allowed one, when it is close), a key given twice and
 // a key that is not a string are mistakes.
@@ -99,6 +115,12 @@ func (d *decoder) fields(n *yaml.Node, key string, allowed ...string) map[string
 			return out
 		}
 		if !slices.Contains(allowed, k.Value) {
+			if prev := splitValue(n, i); prev != nil {
+				// {type: decimal(15,2)}: the flow map's comma cut the value.
+				whole := prev.value.Value + "," + k.Value
+				d.fail(k, "%s: %s: the comma in a {...} map ends the value; quote it: %s: \"%s\"", prev.key.Value, whole, prev.key.Value, whole)
+				return out
+			}
 			if near := nearest(k.Value, allowed); near != "" {
 				d.fail(k, "unknown key %q (did you mean %q?)", k.Value, near)
 			} else {

@@ -20,7 +20,7 @@ const (
 	Decimal                  // decimal(P,S): DECIMAL(P,S), exact
 	Bool                     // bool: BOOLEAN
 	Date                     // date: DATE, YYYY-MM-DD
-	DateTime                 // datetime: DATETIME(3), UTC; the source value carries a zone
+	DateTime                 // datetime: DATETIME(3), UTC; the source value carries a zone; datetime(P): DATETIME(P)
 	JSON                     // json: the source value as JSON text
 )
 
@@ -30,6 +30,37 @@ type Type struct {
 	Length    int // string(N): N
 	Precision int // decimal(P,S): P
 	Scale     int // decimal(P,S): S
+	// frac is P+1 for datetime(P), 0 for datetime (3 digits): the zero
+	// Type{Kind: DateTime} is datetime, and datetime(3) is the same type.
+	// DateTimeOf makes one, Digits reads it.
+	frac int
+}
+
+// MaxDigits is the most fraction digits of a second a datetime(P) keeps.
+const MaxDigits = 6
+
+// DefaultDigits are the fraction digits of datetime: milliseconds.
+const DefaultDigits = 3
+
+// DateTimeOf returns the type datetime(p), p from 0 to MaxDigits:
+// DATETIME(p), p fraction digits of a second. datetime(3) is datetime.
+func DateTimeOf(p int) Type {
+	if p == DefaultDigits {
+		return Type{Kind: DateTime}
+	}
+	return Type{Kind: DateTime, frac: p + 1}
+}
+
+// Digits returns the fraction digits of a second a datetime column keeps:
+// P of datetime(P), 3 for datetime; 0 for another kind.
+func (t Type) Digits() int {
+	switch {
+	case t.Kind != DateTime:
+		return 0
+	case t.frac == 0:
+		return DefaultDigits
+	}
+	return t.frac - 1
 }
 
 // Limits of the sized types, MySQL's.
@@ -40,7 +71,7 @@ const (
 )
 
 // ParseType parses a type as the config file writes it: string(N), text,
-// int32, int64, decimal(P,S), bool, date, datetime or json.
+// int32, int64, decimal(P,S), bool, date, datetime, datetime(P) or json.
 func ParseType(s string) (Type, error) {
 	name, args, sized := strings.Cut(strings.TrimSpace(s), "(")
 	if sized {
@@ -88,11 +119,23 @@ func ParseType(s string) (Type, error) {
 			return Type{}, fmt.Errorf("type %q: want a precision of 1 to %d and a scale of 0 to %d, no more than the precision", s, MaxPrecision, MaxScale)
 		}
 		return Type{Kind: Decimal, Precision: p, Scale: sc}, nil
+	case "datetime":
+		if !sized {
+			return Type{Kind: DateTime}, nil
+		}
+		n, err := nums(1)
+		if err != nil {
+			return Type{}, err
+		}
+		if n[0] < 0 || n[0] > MaxDigits {
+			return Type{}, fmt.Errorf("type %q: want datetime(P) with P, the fraction digits of a second, from 0 to %d", s, MaxDigits)
+		}
+		return DateTimeOf(n[0]), nil
 	}
 	if k, ok := simple[name]; ok && !sized {
 		return Type{Kind: k}, nil
 	}
-	return Type{}, fmt.Errorf("unknown type %q: want string(N), text, int32, int64, decimal(P,S), bool, date, datetime or json", s)
+	return Type{}, fmt.Errorf("unknown type %q: want string(N), text, int32, int64, decimal(P,S), bool, date, datetime, datetime(P) or json", s)
 }
 
 // String returns the type as the config file writes it.
@@ -113,6 +156,9 @@ func (t Type) String() string {
 	case Date:
 		return "date"
 	case DateTime:
+		if t.frac != 0 {
+			return fmt.Sprintf("datetime(%d)", t.Digits())
+		}
 		return "datetime"
 	case JSON:
 		return "json"
@@ -152,6 +198,10 @@ type Source struct {
 	// Set holds constant column values of the records of this source:
 	// column name to value, as the column stores it.
 	Set map[string]string
+	// Params are REST query parameters sent with every request of this
+	// source (its pages, counts and the scans of verify and reconcile):
+	// what selects its own records, like company=1000. Nil: none.
+	Params map[string]string
 	// Line is the line of the config file that declares the source (0 for
 	// a built-in entity).
 	Line int
@@ -280,6 +330,11 @@ func (v Value) Text(k Kind) string {
 		}
 		return "false"
 	case k == DateTime:
+		// Milliseconds, or the microseconds of a datetime(P) value that
+		// has them (a datetime is no key column: this is for messages).
+		if v.T.Nanosecond()%1e6 != 0 {
+			return v.T.UTC().Format("2006-01-02T15:04:05.000000Z")
+		}
 		return v.T.UTC().Format("2006-01-02T15:04:05.000Z")
 	}
 	return v.S

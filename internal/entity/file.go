@@ -81,6 +81,8 @@ type ERP struct {
 	OAuth *OAuth
 	// Paging is the OData paging, keyset or server.
 	Paging string
+	// OData is the OData version, auto, v2 or v4; "" when not given.
+	OData string
 	// TLSCA is a PEM CA bundle an https ERP's certificate must chain to.
 	TLSCA string
 	// Timeout is the timeout of one request attempt; 0 when not given.
@@ -144,6 +146,8 @@ type Events struct {
 	URL string
 	// Secret (or the file SecretFile names) signs a webhook's bodies.
 	Secret, SecretFile string
+	// Unsigned lets a webhook go without a secret (unsigned: true).
+	Unsigned bool
 	// Subject is the NATS subject prefix.
 	Subject string
 	// Exchange is the RabbitMQ exchange.
@@ -242,7 +246,7 @@ func (d *decoder) file(n *yaml.Node) *File {
 // erp reads the erp block.
 func (d *decoder) erp(n *yaml.Node) ERP {
 	m := d.fields(n, "erp", "kind", "url", "username", "password", "password_file", "token", "token_file",
-		"oauth", "paging", "tls_ca", "timeout", "retries")
+		"oauth", "paging", "odata", "tls_ca", "timeout", "retries")
 	e := ERP{Line: n.Line}
 	str := func(key string) string {
 		if v, ok := m[key]; ok {
@@ -273,6 +277,12 @@ func (d *decoder) erp(n *yaml.Node) ERP {
 		e.Paging = d.oneOf(v.value, "erp.paging", "keyset", "server")
 		if d.ok() && e.Kind != KindOData {
 			d.fail(v.key, "erp.paging: only for kind: odata (a REST entity pages by its rest: block)")
+		}
+	}
+	if v, ok := m["odata"]; ok {
+		e.OData = d.oneOf(v.value, "erp.odata", "auto", "v2", "v4")
+		if d.ok() && e.Kind != KindOData {
+			d.fail(v.key, "erp.odata: only for kind: odata")
 		}
 	}
 	if !d.ok() {
@@ -342,7 +352,7 @@ func (d *decoder) url(n *yaml.Node, key string, schemes ...string) string {
 
 // events reads the events block.
 func (d *decoder) events(n *yaml.Node) *Events {
-	m := d.fields(n, "events", "sink", "url", "secret", "secret_file", "subject", "exchange")
+	m := d.fields(n, "events", "sink", "url", "secret", "secret_file", "unsigned", "subject", "exchange")
 	ev := &Events{Line: n.Line}
 	v, ok := m["sink"]
 	if !ok {
@@ -351,8 +361,8 @@ func (d *decoder) events(n *yaml.Node) *Events {
 	}
 	ev.Sink = d.oneOf(v.value, "events.sink", SinkWebhook, SinkNATS, SinkRabbitMQ)
 	schemes := map[string][]string{SinkWebhook: {"http", "https"}, SinkNATS: {"nats", "tls"}, SinkRabbitMQ: {"amqp", "amqps"}}[ev.Sink]
-	only := map[string]string{"secret": SinkWebhook, "secret_file": SinkWebhook, "subject": SinkNATS, "exchange": SinkRabbitMQ}
-	for _, key := range []string{"secret", "secret_file", "subject", "exchange"} {
+	only := map[string]string{"secret": SinkWebhook, "secret_file": SinkWebhook, "unsigned": SinkWebhook, "subject": SinkNATS, "exchange": SinkRabbitMQ}
+	for _, key := range []string{"secret", "secret_file", "unsigned", "subject", "exchange"} {
 		if v, ok := m[key]; ok && d.ok() && only[key] != ev.Sink {
 			d.fail(v.key, "events.%s: only for sink: %s", key, only[key])
 		}
@@ -374,10 +384,15 @@ func (d *decoder) events(n *yaml.Node) *Events {
 	}
 	ev.Secret, ev.SecretFile = str("secret"), str("secret_file")
 	ev.Subject, ev.Exchange = str("subject"), str("exchange")
+	if v, ok := m["unsigned"]; ok && d.ok() {
+		ev.Unsigned = d.boolean(v.value, "events.unsigned")
+	}
 	switch {
 	case !d.ok():
 	case ev.Secret != "" && ev.SecretFile != "":
 		d.fail(m["secret_file"].key, "events: secret and secret_file: want one")
+	case ev.Unsigned && (ev.Secret != "" || ev.SecretFile != ""):
+		d.fail(m["unsigned"].key, "events: unsigned: true and a secret: want one")
 	case strings.ContainsAny(ev.Subject, " \t*>") || strings.HasPrefix(ev.Subject, ".") || strings.HasSuffix(ev.Subject, ".") || strings.Contains(ev.Subject, ".."):
 		d.fail(m["subject"].value, "events.subject %q: want a NATS subject like erpsync.events, without wildcards", ev.Subject)
 	}

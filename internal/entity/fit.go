@@ -14,6 +14,49 @@ import (
 // table's UNIQUE index over the key columns.
 const MaxIndexBytes = 3072
 
+// MaxEventKeyBytes is the most bytes the key text of a change event may
+// take: the outbox's entity_key.
+const MaxEventKeyBytes = 500
+
+// EventKeyBytes is the most bytes the key text of e's change events can
+// take: the JSON object of its key columns ({"name":value,...}), each
+// value at its longest: a string(N) at 6 bytes a character (<, >, & and
+// U+2028 are escaped as \u003c, as encoding/json escapes them), an int64
+// or a decimal as a string with its sign, point and digits.
+func EventKeyBytes(e *Entity) int {
+	n := 2 + len(e.Key) - 1 // {}, commas
+	for _, i := range e.KeyIndexes() {
+		if i < 0 {
+			continue
+		}
+		c := e.Columns[i]
+		n += len(c.Name) + 3 // "name":
+		switch t := c.Type; t.Kind {
+		case String:
+			n += 2 + 6*t.Length
+		case Int32:
+			n += len("-2147483648")
+		case Int64:
+			n += len(`"-9223372036854775808"`)
+		case Decimal:
+			n += 2 + 1 + t.Precision // quotes, sign, digits
+			if t.Scale > 0 {
+				n++ // the point
+			}
+			if t.Scale == t.Precision {
+				n++ // the zero before it
+			}
+		case Bool:
+			n += len("false")
+		case Date:
+			n += len(`"2006-01-02"`)
+		default:
+			n += 40 // no key kind
+		}
+	}
+	return n
+}
+
 // IndexBytes is how many bytes a column of type t takes in an index: 4 a
 // character for string(N) (utf8mb4), MySQL's storage size for the others.
 func IndexBytes(t Type) int {
@@ -29,7 +72,7 @@ func IndexBytes(t Type) int {
 	case Bool:
 		return 1
 	case DateTime:
-		return 7
+		return 5 + (t.Digits()+1)/2 // 0 to 3 bytes for the fraction
 	case Decimal:
 		// 4 bytes for each 9 digits of the integer part and of the
 		// fraction, and 0 to 4 for the digits left over.
@@ -79,6 +122,9 @@ func Fits(t Type, s string) error {
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
 			return errors.New("want an RFC 3339 date-time with a zone, like 2024-05-01T12:00:00Z")
 		}
+		if !FractionKept(s, t.Digits()) {
+			return fmt.Errorf("more fraction digits of a second than %s keeps", t)
+		}
 	case JSON:
 		if !json.Valid([]byte(s)) {
 			return errors.New("want JSON text")
@@ -87,6 +133,21 @@ func Fits(t Type, s string) error {
 		return fmt.Errorf("no such type %v", t)
 	}
 	return nil
+}
+
+// FractionKept reports whether the RFC 3339 date-time s (its fraction after
+// the seconds, at offset 19) has no non-zero digit past the p-th: whether
+// a DATETIME(p) keeps it whole. Trailing zeros are no digits lost.
+func FractionKept[T string | []byte](s T, p int) bool {
+	if len(s) <= 20 || s[19] != '.' && s[19] != ',' {
+		return true
+	}
+	for i := 20; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if i >= 20+p && s[i] != '0' {
+			return false
+		}
+	}
+	return true
 }
 
 // fitsDecimal tells whether s is a decimal within t's precision and scale:

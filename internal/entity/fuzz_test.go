@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -25,6 +26,8 @@ func FuzzParse(f *testing.F) {
 	for _, c := range badCases(f) {
 		f.Add([]byte(c.file))
 	}
+	f.Add([]byte(strings.Replace(good, `"decimal(15,2)"`, `"datetime(6)"`, 1)))
+	f.Add([]byte(strings.Replace(strings.Replace(good, "entities:", "events: {sink: nats, url: \"nats://x:4222\"}\nentities:", 1), "    columns:", "    events: true\n    columns:", 1)))
 	s := compileSchema(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := entity.Parse("f.yaml", data)
@@ -43,6 +46,9 @@ func FuzzParse(f *testing.F) {
 			recheck(t, e.Name, e.TableName(), e.Key, e.Columns, nil, tables)
 			if len(e.Sources) == 0 || len(e.UpdatedAt) == 0 {
 				t.Fatalf("entity %s: sources %v, updated_at %v", e.Name, e.Sources, e.UpdatedAt)
+			}
+			if e.Events && entity.EventKeyBytes(e) > entity.MaxEventKeyBytes {
+				t.Fatalf("entity %s: events of keys up to %d bytes", e.Name, entity.EventKeyBytes(e))
 			}
 			for _, src := range e.Sources {
 				for k, v := range src.Set {

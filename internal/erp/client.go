@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -179,6 +180,13 @@ type Config struct {
 	// endpoints, parameter names, paging and envelope. Defaults to nil:
 	// the spec's API, read by a decoder written for it.
 	Shape *Shape
+	// Filter holds query parameters sent with every request, pages and
+	// counts alike: what selects one source's records of an endpoint that
+	// serves several (company=1000). None may be named like a parameter
+	// of the Shape. The API must apply them: a record it serves anyway
+	// whose property holds another value than the column the Schema's
+	// source sets is invalid (see Compile). Defaults to none.
+	Filter url.Values
 }
 
 // Limiter paces requests.
@@ -195,11 +203,12 @@ type Stats struct {
 
 // Client reads the ERP membership feed. It is safe for concurrent use.
 type Client struct {
-	g     *Getter
-	base  string
-	m     *Mapping
-	s     *Schema // nil: memberships
-	shape *Shape  // nil: the spec's API
+	g      *Getter
+	base   string
+	m      *Mapping
+	s      *Schema    // nil: memberships
+	shape  *Shape     // nil: the spec's API
+	filter url.Values // sent with every request
 }
 
 // Endpoint names, as Hooks.Request reports them, for the REST API and
@@ -230,6 +239,18 @@ func New(cfg Config) (*Client, error) {
 		cp := *sh
 		c.shape = &cp
 	}
+	names := DefaultParams
+	if c.shape != nil {
+		names = c.shape.Params
+	}
+	for k := range cfg.Filter {
+		for _, n := range []string{names.Since, names.Until, names.Cursor, names.Limit, names.Offset} {
+			if k == n {
+				return nil, fmt.Errorf("erp: filter parameter %q: erpsync sends it for its paging and windows: want another name", k)
+			}
+		}
+	}
+	c.filter = maps.Clone(cfg.Filter)
 	return c, nil
 }
 
@@ -303,6 +324,12 @@ func ServedAt(h http.Header) time.Time {
 // get GETs path with query.
 func (c *Client) get(ctx context.Context, endpoint, path string, query url.Values, decode func(http.Header, []byte) error) error {
 	u := c.base + path
+	if len(c.filter) > 0 {
+		q := make(url.Values, len(query)+len(c.filter))
+		maps.Copy(q, query)
+		maps.Copy(q, c.filter)
+		query = q
+	}
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}

@@ -219,6 +219,41 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}
 }
 
+// A 429 with Retry-After answered to one request holds every request of
+// the client, as the fetchers of a run share one: a request started
+// meanwhile reaches the ERP only once the wait is over.
+func TestRetryAfterHoldsEveryRequest(t *testing.T) {
+	var (
+		b       *bundle
+		once    sync.Once
+		asked   time.Time // when the ERP said to wait
+		sibling = make(chan time.Time, 1)
+	)
+	b = setup(t, erpmock.Options{Records: 10, Faults: erpmock.Faults{RateLimitRate: 1, RetryAfter: 1}},
+		erp.Config{MaxRetryAfter: 30 * time.Second, Hooks: &erp.Hooks{Retry: func(string, time.Duration) {
+			once.Do(func() {
+				asked = time.Now()
+				b.mock.SetFaults(erpmock.Faults{})
+				go func() {
+					if _, err := b.client.Count(context.Background(), time.Time{}, time.Time{}); err != nil {
+						t.Error(err)
+					}
+					sibling <- time.Now()
+				}()
+			})
+		}}})
+	if _, err := b.client.Page(context.Background(), erp.Query{}); err != nil {
+		t.Fatal(err)
+	}
+	done := <-sibling
+	if held := done.Sub(asked); held < time.Second-10*time.Millisecond {
+		t.Fatalf("a request started while the ERP's Retry-After of 1s ran went through after %s: not held", held)
+	}
+	if st := b.mock.Stats(); st.Statuses[429] != 1 {
+		t.Fatalf("%d answers 429, want the first only", st.Statuses[429])
+	}
+}
+
 func TestRetryAfterOn503(t *testing.T) {
 	var b *bundle
 	b = setup(t, erpmock.Options{Records: 10, Faults: erpmock.Faults{ErrorRate: 1, RetryAfter: 2}},

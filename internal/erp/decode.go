@@ -56,6 +56,7 @@ type decoder struct {
 	vals    []entity.Value // slab the typed records' Vals point into
 	spans   []int          // where each value's text stands in scratch
 	line    lineScratch    // the buffers of a typed item's lines
+	twice   []string       // the paths of the members a typed item gives more than once
 }
 
 func (d *decoder) fail(msg string) error {
@@ -278,6 +279,7 @@ type field struct {
 type fields struct {
 	f         [nFields]field
 	notObject bool
+	twice     uint16 // the fields whose member the item gives more than once
 }
 
 // item reads an object whose '{' is next into f, keeping the fields of a
@@ -330,7 +332,12 @@ func (d *decoder) item(f *fields) error {
 			return err
 		}
 		if k >= 0 {
-			f.f[k] = fl // a repeated member replaces the first, as in encoding/json
+			if f.f[k].kind != kMissing {
+				// encoding/json takes the last; which one the ERP
+				// meant is not for the decoder to guess.
+				f.twice |= 1 << k
+			}
+			f.f[k] = fl
 		}
 		switch d.next() {
 		case ',':
@@ -379,6 +386,11 @@ func (d *decoder) record(f *fields) (Record, string) {
 		names = &d.m.labels
 	}
 	bad := func(k int, msg string) { problems = append(problems, names[k]+": "+msg) }
+	for k := range nFields {
+		if f.twice&(1<<k) != 0 {
+			bad(k, givenTwice)
+		}
+	}
 
 	erpID := f.text(fErpID, 64, bad)
 	if f.f[fErpID].kind == kString {
@@ -401,11 +413,11 @@ func (d *decoder) record(f *fields) (Record, string) {
 	}
 
 	dates := d.m != nil // a mapped source may serve dates (Edm.Date) for starts_at and ends_at
-	startsAt, okStart := f.time(fStartsAt, dates, bad)
-	updatedAt, okUpdated := f.time(fUpdatedAt, false, bad)
+	startsAt, okStart := f.time(fStartsAt, dates, true, bad)
+	updatedAt, okUpdated := f.time(fUpdatedAt, false, false, bad)
 	var endsAt *time.Time
 	if e := f.f[fEndsAt]; e.kind != kMissing && e.kind != kNull {
-		if t, ok := f.time(fEndsAt, dates, bad); ok {
+		if t, ok := f.time(fEndsAt, dates, true, bad); ok {
 			if okStart && t.Before(startsAt) {
 				bad(fEndsAt, "before starts_at")
 			}
@@ -473,7 +485,7 @@ func (f *fields) text(k, maxChars int, bad func(int, string)) []byte {
 	case len(v.val) == 0:
 		bad(k, "empty")
 	case !utf8.Valid(v.val):
-		bad(k, "not valid UTF-8")
+		bad(k, badUTF8(v.val))
 	case len(v.val) > maxChars && utf8.RuneCount(v.val) > maxChars:
 		bad(k, fmt.Sprintf("longer than %d characters", maxChars))
 	default:
@@ -502,8 +514,9 @@ func controlChar(b []byte) (rune, bool) {
 }
 
 // time checks a required RFC 3339 date-time, or also a date
-// (YYYY-MM-DD, UTC midnight) when dates is true.
-func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool) {
+// (YYYY-MM-DD, UTC midnight) when dates is true. A column's (column true)
+// may not have more fraction digits than its DATETIME(3) keeps.
+func (f *fields) time(k int, dates, column bool, bad func(int, string)) (time.Time, bool) {
 	v := f.f[k]
 	if v.kind != kString {
 		bad(k, describe(v)+", want an RFC 3339 date-time")
@@ -517,8 +530,12 @@ func (f *fields) time(k int, dates bool, bad func(int, string)) (time.Time, bool
 		return t, ok
 	}
 	t, ok := parseTime(v.val)
-	if !ok {
+	switch {
+	case !ok:
 		bad(k, quote(v.val)+" is not an RFC 3339 date-time")
+	case column && !entity.FractionKept(v.val, entity.DefaultDigits):
+		bad(k, quote(v.val)+" has more fraction digits of a second than datetime keeps")
+		return t, false
 	}
 	return t, ok
 }
@@ -570,6 +587,9 @@ func statusOf(b []byte) string {
 	}
 	return ""
 }
+
+// givenTwice is the reason of a member an item gives more than once.
+const givenTwice = "given more than once in the item"
 
 var idChar = func() (t [256]bool) {
 	for c := range 256 {
@@ -644,7 +664,11 @@ var special = func() (t [256]bool) {
 }()
 
 // unescape reads the rest of a string from its first escape, as
-// encoding/json does: invalid surrogates become U+FFFD.
+// encoding/json does, except for a lone surrogate (a \ud800 not followed
+// by a low surrogate, or a \udc00 alone): encoding/json makes it U+FFFD,
+// so that two different strings read as one; here it is kept as the three
+// bytes that would encode it (WTF-8), which are not valid UTF-8, and every
+// check of a string refuses it with a reason (badUTF8).
 func (d *decoder) unescape(start int) ([]byte, error) {
 	out := append(make([]byte, 0, d.i-start+16), d.b[start:d.i]...)
 	for d.i < len(d.b) {
@@ -694,9 +718,11 @@ func (d *decoder) unescape(start int) ([]byte, error) {
 					}
 				}
 				d.i = save
-				r = utf8.RuneError
+				out = appendSurrogate(out, r)
+				continue
 			} else if r >= 0xDC00 && r < 0xE000 {
-				r = utf8.RuneError
+				out = appendSurrogate(out, r)
+				continue
 			}
 			out = utf8.AppendRune(out, r)
 		default:
@@ -705,6 +731,26 @@ func (d *decoder) unescape(start int) ([]byte, error) {
 		}
 	}
 	return nil, d.fail("")
+}
+
+// appendSurrogate appends the lone surrogate r as the three bytes that
+// would encode it in UTF-8 (0xED 0xA0-0xBF 0x80-0xBF): bytes no valid
+// UTF-8 holds.
+func appendSurrogate(out []byte, r rune) []byte {
+	return append(out, 0xED, 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+}
+
+// badUTF8 says what is wrong with b, which is not valid UTF-8: a lone
+// UTF-16 surrogate that a \u escape wrote (appendSurrogate), or broken
+// UTF-8.
+func badUTF8(b []byte) string {
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == 0xED && b[i+1] >= 0xA0 && b[i+1] <= 0xBF && b[i+2] >= 0x80 && b[i+2] <= 0xBF {
+			r := rune(b[i+1]&0x3F)<<6 | rune(b[i+2]&0x3F) | 0xD000
+			return fmt.Sprintf("a lone UTF-16 surrogate (\\u%04x), which is no character", r)
+		}
+	}
+	return "not valid UTF-8"
 }
 
 func (d *decoder) hex4() (rune, bool) {

@@ -45,6 +45,11 @@ type Getter struct {
 	auth     string
 	requests atomic.Int64
 	retries  atomic.Int64
+	// pause is when (Unix nanoseconds) the ERP's last 429 or Retry-After
+	// lets requests go again: every request of the getter waits for it,
+	// not only the one that was answered so (several fetchers share one
+	// getter).
+	pause atomic.Int64
 }
 
 // NewGetter returns a Getter for cfg; cfg.BaseURL and cfg.Mapping are not
@@ -136,11 +141,13 @@ type attemptError struct {
 	err        error
 	reason     string        // for Hooks.Retry; "" when not worth a retry
 	retryAfter time.Duration // from the answer; zero when none
+	slowDown   bool          // a 429, or an answer with a Retry-After: the ERP asks every request to wait
 }
 
 // Get GETs the absolute URL u until decode accepts a 2xx body, retrying
 // what is transient (see the package documentation). endpoint names the
-// request for Hooks and errors.
+// request for Hooks; errors call it by what it asks (request), whatever
+// the entity.
 func (c *Getter) Get(ctx context.Context, endpoint, u string, decode func(http.Header, []byte) error) error {
 	return c.GetWith(ctx, endpoint, u, nil, decode)
 }
@@ -148,10 +155,14 @@ func (c *Getter) Get(ctx context.Context, endpoint, u string, decode func(http.H
 // GetWith is Get with further request headers (they replace the defaults,
 // Accept: application/json for one).
 func (c *Getter) GetWith(ctx context.Context, endpoint, u string, header http.Header, decode func(http.Header, []byte) error) error {
+	what := request(endpoint)
 	for attempt := 1; ; attempt++ {
+		if wait := time.Until(time.Unix(0, c.pause.Load())); wait > 0 && ctxtime.Sleep(ctx, wait) != nil {
+			return fmt.Errorf("erp: %s: wait for the ERP's Retry-After: %w", what, ctx.Err())
+		}
 		if c.cfg.Limiter != nil {
 			if err := c.cfg.Limiter.Wait(ctx); err != nil {
-				return fmt.Errorf("erp: %s: wait for the rate limit: %w", endpoint, err)
+				return fmt.Errorf("erp: %s: wait for the rate limit: %w", what, err)
 			}
 		}
 		c.requests.Add(1)
@@ -166,17 +177,45 @@ func (c *Getter) GetWith(ctx context.Context, endpoint, u string, header http.He
 		case ae == nil:
 			return nil
 		case ctx.Err() != nil:
-			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", endpoint, ctx.Err(), attempt, err)
+			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", what, ctx.Err(), attempt, err)
 		case ae.reason == "":
 			return err
 		case attempt > c.cfg.MaxRetries:
-			return fmt.Errorf("erp: %s: giving up after %d attempts: %w", endpoint, attempt, err)
+			return fmt.Errorf("erp: %s: giving up after %d attempts: %w", what, attempt, err)
 		}
 		wait := max(c.backoff(attempt), min(ae.retryAfter, c.cfg.MaxRetryAfter))
+		if ae.slowDown {
+			c.pauseFor(wait)
+		}
 		c.retries.Add(1)
 		c.cfg.Hooks.retry(ae.reason, wait)
 		if ctxtime.Sleep(ctx, wait) != nil {
-			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", endpoint, ctx.Err(), attempt, err)
+			return fmt.Errorf("erp: %s: %w (after %d attempts, last: %v)", what, ctx.Err(), attempt, err)
+		}
+	}
+}
+
+// request is what an endpoint's request is called in errors: the
+// endpoint names (EndpointPage, EndpointCount) are the built-in entity's,
+// which a request for another entity's page is not.
+func request(endpoint string) string {
+	switch endpoint {
+	case EndpointPage:
+		return "page request"
+	case EndpointCount:
+		return "count request"
+	}
+	return endpoint
+}
+
+// pauseFor holds every request of the getter for d from now, unless an
+// earlier answer holds them longer already.
+func (c *Getter) pauseFor(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.pause.Load()
+		if cur >= until || c.pause.CompareAndSwap(cur, until) {
+			return
 		}
 	}
 }
@@ -273,10 +312,12 @@ func (c *Getter) statusError(res *http.Response) *attemptError {
 	case code == http.StatusBadRequest:
 		return &attemptError{err: fmt.Errorf("%w: %s", ErrBadRequest, body)}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		after := retryAfter(res.Header.Get("Retry-After"), time.Now())
 		return &attemptError{
 			err:        &StatusError{Code: code, Body: body},
 			reason:     "status " + strconv.Itoa(code),
-			retryAfter: retryAfter(res.Header.Get("Retry-After"), time.Now()),
+			retryAfter: after,
+			slowDown:   code == http.StatusTooManyRequests || after > 0,
 		}
 	default:
 		return &attemptError{err: &StatusError{Code: code, Body: body, URL: redactedURL(res.Request.URL)}}
@@ -386,11 +427,51 @@ func errorMessage(b []byte) string {
 			}
 		}
 	}
+	limit := 512
+	if isHTML(body) {
+		// An HTML page (a web server's or a proxy's error page): its
+		// text, briefly; the markup tells nothing.
+		body, limit = "HTML page: "+htmlText(body), 120
+	}
 	body = strings.Join(strings.Fields(body), " ")
-	if len(body) > 512 {
-		body = strings.ToValidUTF8(body[:512], "") + "..."
+	if len(body) > limit {
+		body = strings.ToValidUTF8(body[:limit], "") + "..."
 	}
 	return body
+}
+
+// isHTML reports whether body is an HTML document.
+func isHTML(body string) bool {
+	head := strings.ToLower(strings.TrimSpace(body[:min(len(body), 512)]))
+	return strings.HasPrefix(head, "<!doctype html") || strings.HasPrefix(head, "<html") || strings.Contains(head, "<body")
+}
+
+// htmlText is the text of an HTML document: without its tags, its style
+// and script elements.
+func htmlText(body string) string {
+	var b strings.Builder
+	lower := strings.ToLower(body)
+	for i := 0; i < len(body); {
+		if body[i] != '<' {
+			b.WriteByte(body[i])
+			i++
+			continue
+		}
+		for _, el := range []string{"script", "style"} {
+			if strings.HasPrefix(lower[i:], "<"+el) {
+				if end := strings.Index(lower[i:], "</"+el+">"); end >= 0 {
+					i += end
+				}
+			}
+		}
+		end := strings.IndexByte(body[i:], '>')
+		if end < 0 {
+			break
+		}
+		b.WriteByte(' ')
+		i += end + 1
+	}
+	return b.String()
 }
 
 // redact blanks the secrets of c's config out of s.

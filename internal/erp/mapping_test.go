@@ -151,6 +151,8 @@ func FuzzDecodeMapped(f *testing.F) {
 	f.Add([]byte(mapped.Replace(strings.Replace(item, `"version":3`, `"version":"3"`, 1))))
 	f.Add([]byte(`{"No":"a","No":"b c","State":"off","To":null,"Rev":1.5}`))
 	f.Add([]byte(`7`))
+	f.Add([]byte(mapped.Replace(strings.Replace(item, `"U1"`, `"U\udbff"`, 1))))
+	f.Add([]byte(mapped.Replace(strings.Replace(item, `"version":3`, `"version":3,"Other":1,"Other":2`, 1))))
 	m := mustMapping(f, fuzzMap, "on=ACTIVE,off=CANCELLED")
 	derived := mustMapping(f, strings.Replace(fuzzMap, "version=Rev", "version=", 1), "on=ACTIVE,off=CANCELLED")
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -199,6 +201,13 @@ func restEquivalent(t *testing.T, raw []byte) (Record, bool) {
 			t.Fatal(err)
 		}
 		return Record{}, len(p.Records) == 1
+	}
+	var read [][]string
+	for k := range renamed {
+		read = append(read, []string{k})
+	}
+	if len(repeatedPaths(raw, read)) > 0 {
+		return Record{}, false // a member read given twice
 	}
 	rest := map[string]json.RawMessage{}
 	for k, v := range obj {

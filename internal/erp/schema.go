@@ -76,6 +76,9 @@ type column struct {
 	key      bool
 	slot     int          // the leaf it reads; -1: a constant of the source
 	konst    entity.Value // the constant, when slot < 0
+	// check is the leaf of a constant's own property, which a record
+	// need not carry but, when it does, must hold the constant; -1: none.
+	check int
 	// values maps a source value (a string, or a number or boolean as
 	// written) to its stored value; nil: stored as it comes.
 	values map[string]entity.Value
@@ -249,6 +252,7 @@ func Compile(e *entity.Entity, src entity.Source) (*Schema, error) {
 			return fail("child %s: from %s: a property inside the collection is read as a column, updated_at, version or another child's", ch.name, root.path)
 		}
 	}
+	s.addChecks()
 	s.root.collect()
 	for _, m := range s.root.members {
 		if m.reads(leaves) {
@@ -268,7 +272,7 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 	}
 	cols = make([]column, len(decl))
 	for i, ec := range decl {
-		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, key: slices.Contains(key, ec.Name), notBefore: -1}
+		c := column{name: ec.Name, typ: ec.Type, nullable: ec.Nullable, slot: -1, check: -1, key: slices.Contains(key, ec.Name), notBefore: -1}
 		if ec.Pattern != "" {
 			re, err := regexp.Compile(ec.Pattern)
 			if err != nil {
@@ -288,15 +292,6 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 		if c.key && (c.nullable || c.typ.Kind == entity.Text || c.typ.Kind == entity.JSON) {
 			return fail("key column %s: a key column is neither nullable nor of type text or json", c.name)
 		}
-		if v, ok := src.Set[ec.Name]; ok {
-			konst, err := c.constant(v)
-			if err != nil {
-				return fail("source %s sets %s to %q: %v", src.Name, c.name, v, err)
-			}
-			c.konst = konst
-			cols[i] = c
-			continue
-		}
 		path := ec.From
 		if len(path) == 0 {
 			path = []string{ec.Name}
@@ -304,7 +299,16 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 		if slices.Contains(path, "") {
 			return fail("column %s: from %q has an empty name", c.name, strings.Join(path, "."))
 		}
-		c.slot = root.add(path, "", next)
+		v, set := src.Set[ec.Name]
+		if set {
+			konst, err := c.constant(v)
+			if err != nil {
+				return fail("source %s sets %s to %q: %v", src.Name, c.name, v, err)
+			}
+			c.konst = konst
+		} else {
+			c.slot = root.add(path, "", next)
+		}
 		if ec.Values != nil {
 			c.values = make(map[string]entity.Value, len(ec.Values))
 			var listed []string
@@ -322,10 +326,64 @@ func compileColumns(decl []entity.Column, key []string, src entity.Source, root 
 				c.listed = c.listed[:200] + "..."
 			}
 		}
-		exact = exact || c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64
+		exact = exact || !set && (c.typ.Kind == entity.Decimal || c.typ.Kind == entity.Int64)
 		cols[i] = c
 	}
 	return cols, exact, nil
+}
+
+// addChecks reads, beside the record's own leaves, the property of each
+// column the source sets (its from, or its name): a record that carries
+// it must hold the constant there (checkSet). A property inside a child's
+// collection is not read.
+func (s *Schema) addChecks() {
+	for i := range s.cols {
+		c := &s.cols[i]
+		if c.slot >= 0 {
+			continue
+		}
+		path := s.e.Columns[i].From
+		if len(path) == 0 {
+			path = []string{c.name}
+		}
+		if slices.ContainsFunc(s.children, func(ch childSchema) bool { return ch.from[0] == path[0] }) {
+			continue
+		}
+		c.check = s.root.add(path, "", &s.nslots)
+	}
+}
+
+// checkSet says what is wrong when the record carries the property of c,
+// a column its source sets, with another value than the constant: a
+// record of another company than its source's, which the API served
+// though the source's params or filter should have left it out. Missing
+// and null are no value. "" when nothing is wrong.
+func (c *column) checkSet(f []slot) string {
+	if c.check < 0 {
+		return ""
+	}
+	v := &f[c.check]
+	if v.kind == kMissing || v.kind == kNull {
+		return ""
+	}
+	var buf [64]byte
+	got, out, spanned, msg := c.decode(v, buf[:0])
+	text := got.Text(c.typ.Kind)
+	if spanned {
+		text = string(out)
+	}
+	want := c.konst.Text(c.typ.Kind)
+	if msg == "" && text == want {
+		return ""
+	}
+	held := describeSlot(*v)
+	switch v.kind {
+	case kString:
+		held = quote(v.val)
+	case kInt, kNumber, kTrue, kFalse:
+		held = string(v.raw)
+	}
+	return "the record holds " + held + ", its source sets " + strconv.Quote(want) + ": a record that is not the source's own (its params or filter did not select its records)"
 }
 
 // compileChild compiles the child ec of an entity whose leaves are read
@@ -507,6 +565,7 @@ func (d *decoder) typedItem(p *Page) error {
 	}
 	f := d.slots[:s.nslots]
 	clear(f)
+	d.twice = d.twice[:0]
 	notObject := false
 	if d.next() == '{' {
 		if err := d.typedObject(&s.root, f); err != nil {
@@ -528,12 +587,24 @@ func (d *decoder) typedItem(p *Page) error {
 }
 
 // typedObject reads an object whose '{' is next into the slots f of lv's
-// members, skipping the members lv does not name. A repeated member
-// replaces the first, as in encoding/json, nested leaves included.
+// members, skipping the members lv does not name. A member lv names that
+// the object gives more than once is added to d.twice (its path): the last
+// one is read, nested leaves included, as encoding/json does, and the item
+// is invalid for it.
 func (d *decoder) typedObject(lv *level, f []slot) error {
 	next := 0
+	var seen uint64 // the members of lv met, the first 64 of them
 	return d.object(func(key []byte) (err error) {
-		switch m := lv.find(key, &next); {
+		m := lv.find(key, &next)
+		if m != nil {
+			// find left next past m.
+			if i := next - 1; i < 64 && seen&(1<<i) != 0 || i >= 64 && m.slot >= 0 && f[m.slot].kind != kMissing {
+				d.twice = append(d.twice, m.path)
+			} else if i < 64 {
+				seen |= 1 << i
+			}
+		}
+		switch {
 		case m == nil:
 			err = d.skip()
 		case m.child == nil:
@@ -565,7 +636,9 @@ func (d *decoder) parent(m *member, f []slot) error {
 	switch c {
 	case '{':
 		sub := decoder{b: v.raw, depth: d.depth}
-		return sub.typedObject(m.child, f)
+		err := sub.typedObject(m.child, f)
+		d.twice = append(d.twice, sub.twice...)
+		return err
 	case 'n':
 		return nil // a null object: its leaves are missing
 	}
@@ -627,6 +700,7 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 	var pb [16]string
 	buf, problems, keyOK := decodeColumns(s.cols, f, vals, spans, d.scratch[:0], pb[:0])
 	d.scratch = buf
+	problems = appendTwice(problems, d.twice)
 
 	updatedAt, updOK := s.updatedAt(f)
 	if !updOK {
@@ -676,6 +750,15 @@ func (d *decoder) typedRecord(f []slot, notObject bool, raw []byte) (Record, Inv
 	return Record{ErpID: erpID, Version: version, UpdatedAt: updatedAt, Vals: vals, Children: children}, Invalid{}, true
 }
 
+// appendTwice appends a problem for each member path of twice, which an
+// object gave more than once.
+func appendTwice(problems, twice []string) []string {
+	for _, p := range twice {
+		problems = append(problems, p+": "+givenTwice)
+	}
+	return problems
+}
+
 // decodeColumns decodes the leaves f of the columns cols into vals (the
 // constants of a source as they are), appending the stored texts of the
 // values that have one to buf: spans[2*i] and spans[2*i+1] bound column
@@ -689,6 +772,12 @@ func decodeColumns(cols []column, f []slot, vals []entity.Value, spans []int, bu
 		spans[2*i] = -1
 		if c.slot < 0 {
 			vals[i] = c.konst
+			if msg := c.checkSet(f); msg != "" {
+				// Another source's record: the row of this source's
+				// key is not the record's to mark, so it has no key.
+				problems = append(problems, c.name+": "+msg)
+				keyOK = false
+			}
 			continue
 		}
 		before := len(buf)
@@ -839,7 +928,7 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 		case v.kind != kString:
 			msg = describeSlot(*v) + ", want a string"
 		case !utf8.Valid(v.val):
-			msg = "not valid UTF-8"
+			msg = badUTF8(v.val)
 		case len(v.val) > maxText:
 			msg = "longer than 65,535 bytes"
 		case c.pattern != nil && !c.pattern.Match(v.val):
@@ -870,8 +959,12 @@ func (c *column) decode(v *slot, buf []byte) (val entity.Value, out []byte, span
 		return val, append(buf, v.val...), msg == "", msg
 	case entity.DateTime:
 		t, ok := parseTime(v.val)
-		val.T = t.Truncate(time.Millisecond)
+		val.T = t
 		msg = timeProblem(v, ok, storable(val.T), "an RFC 3339 date-time")
+		if msg == "" && !entity.FractionKept(v.val, c.typ.Digits()) {
+			// Never cut: a value the column cannot keep whole is refused.
+			msg = quote(v.val) + fmt.Sprintf(" has more fraction digits of a second than %s keeps", c.typ)
+		}
 		return val, buf, false, msg
 	}
 	// entity.JSON
@@ -888,7 +981,7 @@ func checkString(v *slot, n int) string {
 	case v.kind != kString:
 		return describeSlot(*v) + ", want a string"
 	case !utf8.Valid(v.val):
-		return "not valid UTF-8"
+		return badUTF8(v.val)
 	case len(v.val) > n && utf8.RuneCount(v.val) > n:
 		return fmt.Sprintf("longer than %d characters", n)
 	}
@@ -1200,12 +1293,13 @@ func (d *decoder) lines(ch *childSchema, v *slot, problems []string) (entity.Lin
 			continue
 		}
 		clear(f)
+		sub.twice = sub.twice[:0]
 		if err := sub.typedObject(&ch.root, f); err != nil {
 			return nil, append(problems, ch.label+": "+err.Error())
 		}
 		var lp [8]string
 		var msgs []string
-		buf, msgs, _ = decodeColumns(ch.cols, f, lv, lspans, buf, lp[:0])
+		buf, msgs, _ = decodeColumns(ch.cols, f, lv, lspans, buf, appendTwice(lp[:0], sub.twice))
 		for _, m := range msgs {
 			bad = append(bad, lineProblem{n, m})
 		}
@@ -1302,7 +1396,8 @@ func (ch *childSchema) lineLabel(j int, vals []entity.Value, spans []int) string
 }
 
 // compareKeys orders two lines of ch by their keys. Strings compare as
-// the child table's key index does: bytes, trailing spaces ignored.
+// the child table's key index does: byte for byte, a trailing space
+// included (a NO PAD binary collation).
 func (ch *childSchema) compareKeys(a, b []entity.Value) int {
 	for _, k := range ch.keys {
 		x, y := &a[k], &b[k]
@@ -1312,7 +1407,7 @@ func (ch *childSchema) compareKeys(a, b []entity.Value) int {
 		if c := x.T.Compare(y.T); c != 0 {
 			return c
 		}
-		if c := strings.Compare(strings.TrimRight(x.S, " "), strings.TrimRight(y.S, " ")); c != 0 {
+		if c := strings.Compare(x.S, y.S); c != 0 {
 			return c
 		}
 	}

@@ -83,7 +83,7 @@ func genColumns(r *rand.Rand, n int) ([]entity.Column, []string) {
 		},
 		func() entity.Type { return entity.Type{Kind: entity.Bool} },
 		func() entity.Type { return entity.Type{Kind: entity.Date} },
-		func() entity.Type { return entity.Type{Kind: entity.DateTime} },
+		func() entity.Type { return entity.DateTimeOf([]int{0, 3, 3, 6}[r.IntN(4)]) },
 		func() entity.Type { return entity.Type{Kind: entity.JSON} },
 	}
 	var cols []entity.Column
@@ -121,7 +121,8 @@ func genColumns(r *rand.Rand, n int) ([]entity.Column, []string) {
 }
 
 // leaves returns the paths an item of e is read at: the columns (not
-// those the source sets), updated_at and version.
+// those the source sets), updated_at and version, then the properties of
+// the columns the source sets.
 func leaves(e *entity.Entity, src entity.Source) [][]string {
 	var out [][]string
 	for _, c := range e.Columns {
@@ -132,6 +133,13 @@ func leaves(e *entity.Entity, src entity.Source) [][]string {
 	out = append(out, e.UpdatedAt)
 	if e.Version != nil {
 		out = append(out, e.Version)
+	}
+	// Last, the property of a column the source sets: a record may carry
+	// it, with the constant or with another company's value.
+	for _, c := range e.Columns {
+		if _, set := src.Set[c.Name]; set {
+			out = append(out, pathOf(c))
+		}
 	}
 	return out
 }
@@ -411,12 +419,25 @@ func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
 	// whether an object on the way is another value.
 	lookup := func(path []string) (json.RawMessage, bool) { return lookupRaw(top, path) }
 	var rr refRecord
-	keyOK := true
+	keyOK, foreign := true, false
 	for _, c := range e.Columns {
 		var v entity.Value
 		var ok bool
 		if text, set := src.Set[c.Name]; set {
 			v, ok = refConstant(c, text)
+			// A record that carries the constant's own property holds
+			// the constant there, or it is another source's record.
+			path := pathOf(c)
+			if slices.ContainsFunc(e.Children, func(ch *entity.Child) bool { return ch.From[0] == path[0] }) {
+				continue
+			}
+			if leaf, badParent := lookup(path); badParent || leaf != nil && string(leaf) != "null" {
+				got, gotOK := refValue(c, leaf, badParent, false, &refRecord{})
+				if !gotOK || got.Text(c.Type.Kind) != v.Text(c.Type.Kind) {
+					rr.labels = append(rr.labels, c.Name)
+					foreign = true
+				}
+			}
 		} else {
 			leaf, badParent := lookup(pathOf(c))
 			v, ok = refValue(c, leaf, badParent, slices.Contains(e.Key, c.Name), &rr)
@@ -426,6 +447,13 @@ func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
 			keyOK = keyOK && !slices.Contains(e.Key, c.Name)
 		}
 		rr.vals = append(rr.vals, v)
+	}
+	read := leaves(e, src)
+	for _, ch := range e.Children {
+		read = append(read, ch.From)
+	}
+	for _, p := range repeatedPaths(raw, read) {
+		rr.labels = append(rr.labels, p+": "+givenTwice+".")
 	}
 	leaf, _ := lookup(e.UpdatedAt)
 	var s string
@@ -455,7 +483,7 @@ func reference(e *entity.Entity, src entity.Source, raw []byte) refRecord {
 			rr.labels = append(rr.labels, "version")
 		}
 	}
-	if keyOK {
+	if keyOK && !foreign {
 		var parts []string
 		for _, k := range e.KeyIndexes() {
 			parts = append(parts, rr.vals[k].Text(e.Columns[k].Type.Kind))
@@ -526,7 +554,10 @@ func refLines(ch *entity.Child, leaf json.RawMessage, badParent bool, rr *refRec
 			bad[j] = []string{fmt.Sprintf("%s[%d]: ", ch.Name, j)}
 			continue
 		}
-		var failed []string
+		var failed, twice []string
+		for _, p := range repeatedPaths(raw, columnPaths(ch.Columns)) {
+			twice = append(twice, p+": "+givenTwice+".")
+		}
 		ok := make([]bool, len(ch.Columns))
 		for i, c := range ch.Columns {
 			leaf, badParent := lookupRaw(obj, pathOf(c))
@@ -546,14 +577,14 @@ func refLines(ch *entity.Child, leaf json.RawMessage, badParent bool, rr *refRec
 				failed = append(failed, c.Name+": before "+c.NotBefore+".")
 			}
 		}
-		if len(failed) == 0 {
+		if len(failed)+len(twice) == 0 {
 			continue
 		}
 		prefix := fmt.Sprintf("%s[%d]", ch.Name, j)
 		if !slices.ContainsFunc(keys, func(k int) bool { return !ok[k] }) {
 			prefix = name(j)
 		}
-		for _, f := range failed {
+		for _, f := range append(twice, failed...) {
 			bad[j] = append(bad[j], prefix+": "+f)
 		}
 	}
@@ -565,9 +596,6 @@ func refLines(ch *entity.Child, leaf json.RawMessage, badParent bool, rr *refRec
 		var parts []string
 		for _, k := range keys {
 			t := lines[j][k].Text(ch.Columns[k].Type.Kind)
-			if ch.Columns[k].Type.Kind == entity.String {
-				t = strings.TrimRight(t, " ") // utf8mb4_bin pads with spaces
-			}
 			parts = append(parts, t)
 		}
 		key := strings.Join(parts, "\x1f")
@@ -671,6 +699,9 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 		var from string
 		switch x := v.(type) {
 		case string:
+			if loneSurrogate(leaf) {
+				return entity.Value{}, false // encoding/json made it U+FFFD
+			}
 			from = x
 		case json.Number:
 			from = string(x)
@@ -686,6 +717,10 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 		return refConstant(c, to)
 	}
 	str, isString := v.(string)
+	if isString && loneSurrogate(leaf) && (c.Type.Kind == entity.String || c.Type.Kind == entity.Text) {
+		// encoding/json made it U+FFFD; the decoder refuses it.
+		return entity.Value{}, false
+	}
 	switch c.Type.Kind {
 	case entity.String:
 		if !isString || utf8.RuneCountInString(str) > c.Type.Length || key && str == "" ||
@@ -749,8 +784,10 @@ func refValue(c entity.Column, leaf json.RawMessage, badParent, key bool, rr *re
 			return entity.Value{}, false
 		}
 		t, err := time.Parse(time.RFC3339Nano, str)
-		t = t.UTC().Truncate(time.Millisecond)
-		if err != nil || t.Year() < 1000 || t.Year() > 9999 {
+		t = t.UTC()
+		// The digits past the column's, after the point, are zeros.
+		_, frac, _ := strings.Cut(strings.TrimRight(str[:strings.IndexAny(str[19:], "Zz+-")+19], "0"), ".")
+		if err != nil || t.Year() < 1000 || t.Year() > 9999 || len(frac) > c.Type.Digits() {
 			return entity.Value{}, false
 		}
 		return entity.Value{T: t}, true
@@ -850,6 +887,10 @@ func FuzzTypedDecode(f *testing.F) {
 		`{"c0":"a","u":"2025-01-01T00:00:00Z","v":1}`, `{"n":{"c0":1},"n":null,"meta":{"u":"2025-01-01T00:00:00Z"}}`,
 		"{\"c0\":\"\xff\"}", "[1]\x00{\"a\" : [ 1, 2 ]}\x00\"\\u0000\"", "1e999999\x00\"1e-3\"\x00\"12.50e1\"",
 		"\"A\"\x00\"1\"\x001\x00true\x001.0\x002\x00false",
+		// Keys that differ by a trailing space or a lone surrogate, a
+		// member given twice.
+		"\"A \"\x00\"\\ud800\"\x00\"a\\udfff\"", `{"c0":"a","c0":"a","u":"2025-01-01T00:00:00Z","v":1}`,
+		`{"n":{"c0":1,"c0":2},"n":{"c0":3},"meta":{"u":"2025-01-01T00:00:00Z","u":"2025-01-01T00:00:00Z"}}`,
 	} {
 		f.Add(uint64(i*7919+1), []byte(data))
 	}

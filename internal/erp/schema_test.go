@@ -32,7 +32,7 @@ func customers(t testing.TB) *entity.Entity {
 			{Name: "status", From: []string{"Status"}, Type: typ("string(16)"), Values: map[string]string{"A": "ACTIVE", "B": "BLOCKED"}},
 			{Name: "city", From: []string{"Address", "City"}, Type: typ("string(40)"), Nullable: true},
 			{Name: "seats", From: []string{"Seats"}, Type: typ("int32"), Nullable: true},
-			{Name: "signed_at", From: []string{"SignedAt"}, Type: typ("datetime"), Nullable: true},
+			{Name: "signed_at", From: []string{"SignedAt"}, Type: typ("datetime(6)"), Nullable: true},
 			{Name: "notes", From: []string{"Notes"}, Type: typ("text"), Nullable: true},
 			{Name: "extra", From: []string{"Extra"}, Type: typ("json"), Nullable: true},
 		},
@@ -75,7 +75,7 @@ func TestTypedRecord(t *testing.T) {
 	}
 	want := []entity.Value{
 		{S: "1000"}, {S: "C1"}, {S: "Müller & Söhne"}, {S: "1234.50"}, {I: 0}, {S: "1999-12-31"},
-		{I: 9007199254740993}, {S: "ACTIVE"}, {S: "Köln"}, {I: -7}, {T: time.Date(2024, 5, 1, 10, 0, 0, 123e6, time.UTC)},
+		{I: 9007199254740993}, {S: "ACTIVE"}, {S: "Köln"}, {I: -7}, {T: time.Date(2024, 5, 1, 10, 0, 0, 123456e3, time.UTC)},
 		{S: "line 1\nline 2"}, {S: `{"a":[1,2.50]}`},
 	}
 	if len(rec.Vals) != len(want) {
@@ -109,10 +109,19 @@ func TestTypedRecord(t *testing.T) {
 			t.Errorf("%s -> %s: no NULL value", c.from, c.to)
 		}
 	}
-	// A repeated member replaces the first, nested leaves included.
-	raw := strings.Replace(customerItem, `"Unknown"`, `"Address":{"Zip":"1"},"Unknown"`, 1)
-	if rec, _, ok, _ := s.DecodeItem([]byte(raw)); !ok || !rec.Vals[8].Null {
-		t.Errorf("repeated Address: %v %+v", ok, rec.Vals[8])
+	// A member the decoder reads, given twice, makes the item invalid,
+	// nested ones included; one it does not read is no matter.
+	for _, c := range []struct{ from, to, reason string }{
+		{`"Unknown"`, `"Address":{"Zip":"1"},"Unknown"`, "Address: given more than once in the item"},
+		{`"City":"Köln"`, `"City":"Köln","City":"Bonn"`, "Address.City: given more than once in the item"},
+	} {
+		raw := strings.Replace(customerItem, c.from, c.to, 1)
+		if _, inv, ok, err := s.DecodeItem([]byte(raw)); err != nil || ok || inv.Reason != c.reason {
+			t.Errorf("%s: %v %v %q, want %q", raw, err, ok, inv.Reason, c.reason)
+		}
+	}
+	if _, inv, ok, _ := s.DecodeItem([]byte(strings.Replace(customerItem, `"Unknown"`, `"Unread":1,"Unread":2,"Unknown"`, 1))); !ok {
+		t.Errorf("an unread member given twice: %s", inv.Reason)
 	}
 
 	// Invalid items name every column that failed, and carry what could
@@ -234,11 +243,19 @@ func TestTypedValues(t *testing.T) {
 		{"date", `"2024-2-29"`, "!is not a date"},
 		{"date", `"2024-02-29T00:00:00Z"`, "!is not a date"},
 		{"date", `"0999-01-01"`, "!outside the years 1000-9999"},
-		{"datetime", `"2024-02-29T23:59:59.9999+01:00"`, "2024-02-29T22:59:59.999Z"},
+		{"datetime", `"2024-02-29T23:59:59.9990+01:00"`, "2024-02-29T22:59:59.999Z"},
+		{"datetime", `"2024-02-29T23:59:59.9999+01:00"`, "!has more fraction digits of a second than datetime keeps"},
+		{"datetime", `"2025-01-01T00:00:00.1239999Z"`, "!has more fraction digits of a second than datetime keeps"},
+		{"datetime(6)", `"2025-01-01T00:00:00.123456Z"`, "2025-01-01T00:00:00.123456Z"},
+		{"datetime(6)", `"2025-01-01T00:00:00.1234560000Z"`, "2025-01-01T00:00:00.123456Z"},
+		{"datetime(6)", `"2025-01-01T00:00:00.1239999Z"`, "!has more fraction digits of a second than datetime(6) keeps"},
+		{"datetime(6)", `"2025-01-01T00:00:00.1234560001Z"`, "!has more fraction digits of a second than datetime(6) keeps"},
+		{"datetime(0)", `"2025-01-01T00:00:01.000Z"`, "2025-01-01T00:00:01.000Z"},
+		{"datetime(0)", `"2025-01-01T00:00:01.5Z"`, "!has more fraction digits of a second than datetime(0) keeps"},
 		{"datetime", `"2024-02-29T23:59:59"`, "!is not an RFC 3339 date-time"},
 		{"datetime", `"2024-02-29"`, "!is not an RFC 3339 date-time"},
 		{"datetime", `"1000-01-01T00:30:00+01:00"`, "!outside the years 1000-9999"},
-		{"datetime", `"9999-12-31T23:59:59.9999Z"`, "9999-12-31T23:59:59.999Z"},
+		{"datetime", `"9999-12-31T23:59:59.999Z"`, "9999-12-31T23:59:59.999Z"},
 		{"datetime", `1704067200`, "!a number, want an RFC 3339 date-time"},
 		{"json", ` { "a" : [ 1 , "x y" , {"b":null} ] , "c":1.50e3 } `, `{"a":[1,"x y",{"b":null}],"c":1.50e3}`},
 		{"json", `"a\"b"`, `"a\"b"`},

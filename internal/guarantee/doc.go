@@ -45,7 +45,12 @@
 // $metadata read answers 503, or each execution gets, at a given request,
 // an empty page that carries an @odata.nextLink while rows remain. The
 // in-process executions of such a feed share one source, as the runs of
-// one `erpsync schedule` process do.
+// one `erpsync schedule` process do. A third of the OData feeds are
+// served as OData V2, as SAP Gateway serves them (odata_v2_face_test.go):
+// EDMX 1.0 $metadata, from which erpsync learns the version, {"d":
+// {"results":[...],"__next":...}} with __metadata, /Date(ms)/ date-times,
+// the version an Edm.Int64 string, and V2 literals in $filter (a V4
+// literal is a 400).
 //
 // Each feed takes its locks from one Redis, from Redlock over three
 // independent masters, or from a Redis Cluster of three masters (about one
@@ -91,11 +96,64 @@
 // must be per key the changes the row went through, one for one, as
 // triggers on the table logged them in the writing transactions; each a
 // version the ERP made; the last the row as it ends; the outbox all
-// delivered; duplicates only after a relay fault. In most of
+// delivered and every event marked delivered received; duplicates only
+// after a relay fault. In most feeds the sink also fails for a while the
+// way real ones do: a webhook that redirects POSTs, RabbitMQ exchanges
+// that route the relays' messages to no queue or bind a wrong key, a NATS
+// stream whose max_msg_size refuses an event of a key and takes a later
+// one of the same batch (sinkfaults_test.go). In most of
 // TestEventsGuarantee's feeds, after the waves, records leave the ERP and
 // come back unchanged twice (the same delete and restore again), and
 // records recreated at a lower version climb back to the version they were
-// deleted at (an update at a version of their previous life).
+// deleted at (an update at a version of their previous life). In most of
+// them a writer of the test replays rows of the table through the store's
+// upsert while the feed runs (as they are, one version lower, at their
+// version with other data, one version higher under an older fencing
+// token): writes that must change nothing and record no event, which the
+// syncer's own reads under its locks keep from the database almost
+// always. In two feeds of three the ERP changes records at their version
+// after the waves (a field, neither version nor updated_at), which the
+// settling's reconcile must repair, with an update event at that version
+// each. A consumer that applies each key's events as received, by seq,
+// skipping any at or below the last it applied, must end holding every
+// row as the table does, live or soft-deleted.
+//
+// In two feeds of three of TestDocumentsGuarantee the documents record
+// change events (testdata/orders-events.yaml), and after the waves the ERP
+// changes the lines of some documents at their version (lines_test.go:
+// erpmock.OrderLinesAt's next revision, neither version nor updated_at
+// moving), which the settling's reconcile must repair: the table must hold
+// the new lines, the outbox one update event of each since the change,
+// carrying them, and nothing else, and a consumer applying the outbox's
+// events per key by seq must end holding every document and its lines as
+// the table does.
+//
+// TestSourcesGuarantee (sources_test.go) reads erpmock's contracts as an
+// entity of two to four REST sources of one path, one per tenant, each
+// setting a tenant and a plant, key columns, to values with "/" and "%"
+// that often join into one text ({a/b, c} and {a, b/c}), and selecting its
+// tenant's records with params the mock applies or, in a quarter of the
+// feeds, ignores. bin/erpsync runs and backfills, several at once and in
+// half the feeds only runs without an overlap, while records change and
+// the mock errs, duplicates and replays; after a final run every valid
+// record must be one row under its own tenant and plant at its latest
+// version, no row another's, and where the params are ignored the other
+// tenants' records quarantined.
+//
+// TestExactKeysGuarantee runs waves of overlapping `erpsync run` processes
+// over an entity whose keys differ in case, by spaces or past ASCII ("A",
+// "a", "A ", " A", "Ä"), with items the decoder must refuse (keys with a
+// lone UTF-16 surrogate, a member given twice, a date-time with more
+// digits than its column keeps): the table must hold one row per key,
+// byte for byte, at its latest version and fields (a datetime(6) with its
+// microseconds), the outbox one insert per key under its exact JSON, and
+// the refused items must be quarantined with no row.
+//
+// TestPartsGuarantee runs the same feeds with every execution reading
+// its window in parts (--fetchers 2 to 8, syncer.Plan cutting it on the
+// ERP's count, so that boundaries fall on ties), some parts stalled while
+// the others are paged, in-process runs stopped with parts in flight and
+// run again, processes killed with parts in flight.
 //
 // Run `go test -run TestGuaranteeSweep ./internal/guarantee/` for the
 // bounded sweep and `go test -run '^$' -fuzz FuzzGuarantee

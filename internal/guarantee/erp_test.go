@@ -32,6 +32,10 @@ type record struct {
 	Ends                        *time.Time
 	Version                     int64
 	Updated                     time.Time
+	// Lines is how many times the ERP changed the lines of the record's
+	// document at its version (erpmock.OrderLinesAt): 0 but in feeds that
+	// change them (lines_test.go).
+	Lines int
 }
 
 func (r record) json() []byte {
@@ -68,6 +72,15 @@ func (a item) cmp(b item) int {
 	return strings.Compare(a.id, b.id)
 }
 
+// linesRev is the revision of the lines of the document of it at its
+// version: that of the copy of the record it is.
+func (it item) linesRev(string, int64) int {
+	if it.rec == nil {
+		return 0
+	}
+	return it.rec.Lines
+}
+
 func recordItem(r record) item { return item{id: r.ID, at: r.Updated, raw: r.json(), rec: &r} }
 
 // adversary is how hostile the ERP is, in percent per page request.
@@ -83,6 +96,7 @@ type adversary struct {
 	Recreate int // a deleted record comes back before the page, mostly at a higher version
 	Spoil    int // a record's current copy turns invalid before the page, one version higher
 	Mend     int // a record whose current copy is invalid turns valid again before the page, one version higher
+	Stall    int // a part of a window (a first page with an updated_until) is held back while the others are paged (parts_test.go)
 }
 
 // execLog is what the ERP served one execution.
@@ -810,6 +824,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	inWindow := func(it item) bool {
 		return !it.at.Before(since) && (until.IsZero() || it.at.Before(until))
 	}
+	e.stall(x, rest, q, since, until)
 
 	e.mu.Lock()
 	now := e.now()
@@ -818,9 +833,10 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The typed face serves every item as a contract (erpmock.ContractOf;
 	// the documents face as an order with its lines, erpmock.OrderOf),
 	// and logs what it served under the execution's id with typedLog.
-	render := erpmock.ContractOf
+	render := func(it item) ([]byte, error) { return erpmock.ContractOf(it.raw) }
 	if strings.HasPrefix("/"+rest, erpmock.OrdersPath) { // the documents face
-		render, rest = erpmock.OrderOf, strings.Replace("/"+rest, erpmock.OrdersPath, erpmock.ContractsPath, 1)[1:]
+		render = func(it item) ([]byte, error) { return erpmock.OrderOfAt(it.raw, it.linesRev) }
+		rest = strings.Replace("/"+rest, erpmock.OrdersPath, erpmock.ContractsPath, 1)[1:]
 	}
 	typed := strings.HasPrefix("/"+rest, erpmock.ContractsPath)
 	if typed {
@@ -891,7 +907,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			body.Write(it.raw)
 			continue
 		}
-		c, err := render(it.raw)
+		c, err := render(it)
 		if err != nil {
 			c = it.raw // not an object: no contract either
 		}

@@ -3,7 +3,6 @@ package guarantee
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +29,7 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/webhook"
 )
 
 var flagEventsFeeds = flag.Int("guarantee.events-feeds", 8, "feeds TestEventsGuarantee generates")
@@ -50,6 +50,15 @@ type eventsSpec struct {
 	// with SIGKILL, and another one started; 0: none is.
 	KillAt int
 	Batch  int // --batch-size
+	// Faults are the sink's own (sinkfaults_test.go).
+	Faults sinkFaults
+	// Replays: a writer of the test replays rows through the store's
+	// upsert while the feed runs, writes that must record nothing;
+	// InPlace: how many records the ERP changes at their version after
+	// the waves, which a reconcile repairs with an event each
+	// (events_writes_test.go).
+	Replays bool
+	InPlace int
 }
 
 func (ev *eventsSpec) String() string {
@@ -61,7 +70,13 @@ func (ev *eventsSpec) String() string {
 		}
 		s += fmt.Sprintf(", the delivering relay SIGKILLed at %s %d", unit, ev.KillAt)
 	}
-	return s
+	if ev.Replays {
+		s += ", rows replayed through the upsert (writes that change nothing, stale and fenced ones)"
+	}
+	if ev.InPlace > 0 {
+		s += fmt.Sprintf(", %d records changed at their version after the waves", ev.InPlace)
+	}
+	return s + ev.Faults.String()
 }
 
 // genEvents is the events of seed's feed: a webhook in half the feeds,
@@ -89,6 +104,7 @@ func genEventsTo(seed uint64, sink string) *eventsSpec {
 			ev.KillAt = 1 + r.IntN(15)
 		}
 	}
+	genSinkFaults(seed, ev)
 	return ev
 }
 
@@ -101,6 +117,7 @@ func TestEventsGuarantee(t *testing.T) {
 		sc := typedFeed(seed, &typedSpec{}, opts{MaxRecords: 24, MaxWaves: 2, MaxExecs: 4})
 		sc.Typed.Events = genEvents(seed)
 		genLives(seed, sc)
+		genEventWrites(seed, sc)
 		return sc
 	})
 }
@@ -163,8 +180,13 @@ type sink struct {
 	stopping bool
 	posts    int
 	killed   bool
-	faults   []string // relay faults: kills and pauses
-	refused  []string // what the webhook refused, and broker messages unlike an event's
+	faults   []string   // relay faults: kills and pauses
+	faulty   faultState // the sink's own faults
+	refused  []string   // what the webhook refused, and broker messages unlike an event's
+
+	replaying sync.WaitGroup
+	replayed  [4]int          // replayWrites' writes, by kind
+	inPlace   map[string]bool // records the ERP changed at their version
 }
 
 // delivery is one event as the sink received it, from relay: its body
@@ -183,7 +205,7 @@ func (f *feed) startSink() *sink {
 		return nil
 	}
 	s := &sink{f: f, ev: f.sc.Typed.Events, secret: []byte(testenv.RandomName("secret-")),
-		relays: map[string]*proctest.Proc{}, ended: map[string]proctest.Result{}}
+		relays: map[string]*proctest.Proc{}, ended: map[string]proctest.Result{}, inPlace: map[string]bool{}}
 	db := f.w.st.DB()
 	for _, q := range append([]string{
 		"CREATE TABLE IF NOT EXISTS guarantee_row_changes (seq BIGINT AUTO_INCREMENT PRIMARY KEY, erp_id VARCHAR(100) NOT NULL, op VARCHAR(8) NOT NULL, erp_version BIGINT NOT NULL, data LONGTEXT NOT NULL)",
@@ -205,12 +227,17 @@ func (f *feed) startSink() *sink {
 	case sinkRabbitMQ:
 		s.consumeRabbitMQ()
 	}
+	s.startFaults()
 	for range s.ev.Relays {
 		s.startRelay()
 	}
 	s.gated = make(chan struct{})
 	s.gating.Add(1)
 	go s.gateCommits()
+	if s.ev.Replays {
+		s.replaying.Add(1)
+		go s.replayWrites(s.gated)
+	}
 	return s
 }
 
@@ -335,7 +362,9 @@ func (s *sink) startRelay() {
 		s.ended[id] = res
 		stopping := s.stopping
 		s.mu.Unlock()
-		if !stopping && res.Code > 0 && strings.Contains(res.Stdout, "lock: redis unavailable") {
+		if !stopping && faultExit(res) {
+			s.startRelay() // a redirect stopped it
+		} else if !stopping && res.Code > 0 && strings.Contains(res.Stdout, "lock: redis unavailable") {
 			// A relay stops when its lock service fails (a Redlock node
 			// that timed out on a loaded machine): another one takes over.
 			s.fault("relay " + id + " stopped by its lock service")
@@ -413,15 +442,16 @@ func (f *feed) stallWriters(stop <-chan struct{}) {
 // KillAt-th POST before answering it.
 func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/hook/")
+	if s.redirected(w, r, id) {
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(body)
-	if want := "sha256=" + hex.EncodeToString(mac.Sum(nil)); !hmac.Equal([]byte(r.Header.Get("X-Erpsync-Signature")), []byte(want)) {
-		s.refuse(w, fmt.Sprintf("relay %s: a POST signed %q, want %s", id, r.Header.Get("X-Erpsync-Signature"), want))
+	if err := webhook.Verify(s.secret, r.Header, body, nil); err != nil {
+		s.refuse(w, fmt.Sprintf("relay %s: a POST signed %q at %q: %v", id, r.Header.Get(webhook.SignatureHeader), r.Header.Get(webhook.TimestampHeader), err))
 		return
 	}
 	var evs []json.RawMessage
@@ -517,9 +547,10 @@ func (s *sink) once(when string) {
 		return
 	}
 	id := s.f.newExec() + "-once"
-	if res := s.f.env(id).Run(context.Background(), s.relayArgs(id, true)...); res.Code != 0 {
+	if res := s.f.env(id).Run(context.Background(), s.relayArgs(id, true)...); res.Code != 0 && !faultExit(res) {
 		s.f.t.Errorf("%s: relay --once exit %d: %s", when, res.Code, res.Out())
 	}
+	s.settled(when)
 }
 
 // finish stops the relays with SIGTERM, drains the outbox with `relay
@@ -530,8 +561,10 @@ func (s *sink) finish() {
 	}
 	f := s.f
 	defer s.close()
+	s.endFaults()
 	close(s.gated)
 	s.gating.Wait()
+	s.replaying.Wait()
 	s.mu.Lock()
 	s.stopping = true
 	for _, p := range s.relays {
@@ -544,7 +577,7 @@ func (s *sink) finish() {
 	for _, id := range sortedKeys(s.ended) {
 		res := s.ended[id]
 		outs = append(outs, res.Stdout)
-		if res.Code != 0 && res.Code != -1 && !strings.Contains(res.Stdout, "lock: redis unavailable") {
+		if res.Code != 0 && res.Code != -1 && !strings.Contains(res.Stdout, "lock: redis unavailable") && !faultExit(res) {
 			f.t.Errorf("relay %s exit %d: %s", id, res.Code, res.Stdout)
 		}
 	}
@@ -566,6 +599,7 @@ func (s *sink) finish() {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	s.logFaulted(outs)
 	switch s.ev.Sink {
 	case sinkNATS:
 		s.readAll()
@@ -663,7 +697,7 @@ func (s *sink) relayExchange(id string) string {
 	defer s.amqpMu.Unlock()
 	err := s.amqpCh.ExchangeDeclare(x, amqp.ExchangeTopic, true, false, false, false, nil)
 	if err == nil {
-		err = s.amqpCh.ExchangeBind(s.exchange, "#", x, false, nil)
+		err = s.bindRelay(x)
 	}
 	if err != nil {
 		s.f.t.Errorf("rabbitmq exchange %s of relay %s: %v", x, id, err)
@@ -831,6 +865,9 @@ func (s *sink) check(outs []string) {
 		}
 	}
 	f.t.Logf("events: %d received, %d distinct (%v), %d duplicates; relay faults: %s", len(got), len(raws), ops, dups, tally(faults))
+	if s.ev.Replays {
+		f.t.Logf("events: %s", s.replays())
+	}
 	s.checkOutbox(raws, add)
 	history, err := rowHistory(f.w)
 	if err != nil {
@@ -867,13 +904,15 @@ func (s *sink) check(outs []string) {
 			add("%s: a row (%s) and no event", erpID, r)
 		}
 	}
+	s.consumeBySeq(got, rows, add)
 	if len(bad) > 0 {
 		f.t.Errorf("the change events the %s received are not the rows' changes: %s", s.ev.Sink, strings.Join(bad, "; "))
 	}
 }
 
 // checkOrder checks the events of one key: an insert first and never
-// again, an update above the version before it, a delete at the version
+// again, an update above the version before it (or at it, with other
+// data, for a record the ERP changed at its version), a delete at the version
 // it deletes, a restore after a delete (below it only for a record the ERP
 // recreated at a lower version), each a version the ERP made of the record
 // with the data it carries.
@@ -885,7 +924,7 @@ func (s *sink) checkOrder(erpID string, evs []change, add func(string, ...any)) 
 		case outbox.OpInsert:
 			wrong = i > 0
 		case outbox.OpUpdate:
-			wrong = i == 0 || prev.op == outbox.OpDelete || e.version <= prev.version
+			wrong = i == 0 || prev.op == outbox.OpDelete || e.version <= prev.version && !s.sameVersionUpdate(erpID, e, prev)
 		case outbox.OpDelete:
 			wrong = i == 0 || prev.op == outbox.OpDelete || e.version != prev.version
 		case outbox.OpRestore:

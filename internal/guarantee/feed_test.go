@@ -215,6 +215,8 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 		}
 	}
 	f.lives()
+	f.inPlace()
+	f.linesInPlace()
 	if sc.Sigterm {
 		f.sigterm()
 		f.settle("after the SIGTERM scenario")
@@ -348,6 +350,10 @@ func (f *feed) executeOn(x execSpec, tab *table) {
 		f.process(x, tab)
 		return
 	}
+	if x.StopAt > 0 {
+		f.stopThenRun(x, tab)
+		return
+	}
 	id := f.newExec()
 	if x.Mode == "reconcile" {
 		f.reconcile(context.Background(), id, x, tab)
@@ -366,7 +372,7 @@ func (f *feed) syncerConfig(x execSpec, ttl time.Duration) syncer.Config {
 	}
 	return syncer.Config{
 		Job: f.job, Mode: mode, Since: x.Since, Until: x.Until, Shard: x.Shard, Shards: x.Shards,
-		Workers: x.Workers, PageSize: x.PageSize, ChunkSize: x.ChunkSize, LockTTL: ttl,
+		Workers: x.Workers, Fetchers: x.Fetchers, PageSize: x.PageSize, ChunkSize: x.ChunkSize, LockTTL: ttl,
 		Overlap: x.Overlap, CheckpointEvery: 20 * time.Millisecond, MaxAttempts: 20,
 	}
 }
@@ -428,7 +434,7 @@ func (f *feed) limit(s string) *reconcile.Limit {
 // must keep the deletions of the feed's reconciles without Force within
 // its MaxDeleteTotal.
 func (f *feed) reconcile(ctx context.Context, id string, x execSpec, tab *table) (*reconcile.Report, error) {
-	cfg := reconcile.Config{PageSize: x.PageSize, Force: x.Force}
+	cfg := reconcile.Config{PageSize: x.PageSize, Fetchers: x.Fetchers, Force: x.Force}
 	if x.MaxDelete != "" {
 		cfg.MaxDelete = f.limit(x.MaxDelete)
 	}
@@ -494,6 +500,9 @@ func processArgs(x execSpec, report string) []string {
 	args := []string{x.Mode, "--page-size", strconv.Itoa(x.PageSize), "--chunk-size", strconv.Itoa(x.ChunkSize),
 		"--workers", strconv.Itoa(x.Workers), "--lock-ttl", "1s", "--max-attempts", "20", "--report", report,
 		"--max-invalid", "100%"} // the model serves invalid items freely
+	if x.Fetchers > 0 {
+		args = append(args, "--fetchers", strconv.Itoa(x.Fetchers))
+	}
 	switch x.Mode {
 	case "run":
 		return append(args, "--overlap", x.Overlap.String())
@@ -902,9 +911,13 @@ func scanRows(ctx context.Context, w *world, query string, scan func(*sql.Rows) 
 func sameRecord(a, b record) bool {
 	return a.ID == b.ID && a.Member == b.Member && a.Product == b.Product && a.Status == b.Status &&
 		a.Starts.Equal(b.Starts) && a.Version == b.Version && a.Updated.Equal(b.Updated) &&
-		(a.Ends == nil) == (b.Ends == nil) && (a.Ends == nil || a.Ends.Equal(*b.Ends))
+		(a.Ends == nil) == (b.Ends == nil) && (a.Ends == nil || a.Ends.Equal(*b.Ends)) && a.Lines == b.Lines
 }
 
 func (r record) String() string {
-	return fmt.Sprintf("v%d (%s %s %s updated %s)", r.Version, r.Status, r.Member, r.Product, r.Updated.Format(tsLayout))
+	s := fmt.Sprintf("v%d (%s %s %s updated %s)", r.Version, r.Status, r.Member, r.Product, r.Updated.Format(tsLayout))
+	if r.Lines > 0 {
+		s += fmt.Sprintf(" lines r%d", r.Lines)
+	}
+	return s
 }

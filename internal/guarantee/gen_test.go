@@ -58,9 +58,11 @@ type execSpec struct {
 	PageSize      int
 	ChunkSize     int
 	Workers       int
+	Fetchers      int // parts of the window read at once (0: the syncer's default, 1; a process's, 4)
 	Overlap       time.Duration
 	Proc          bool   // a bin/erpsync process instead of the syncer in this process
 	KillAt        int    // a process is killed with SIGKILL before its KillAt-th page (0: never), then run again
+	StopAt        int    // in this process, the run's context ends before its StopAt-th page (0: never), then it runs again (parts_test.go)
 	MaxDelete     string // a reconcile's --max-delete ("": the default, 5%)
 	Force         bool   // a reconcile's --force
 	// Race, for a reconcile: the ERP deletes two records as it starts; between its comparison and its writes, the ERP recreates every
@@ -80,6 +82,9 @@ type execSpec struct {
 
 func (x execSpec) String() string {
 	s := fmt.Sprintf("%s page=%d chunk=%d workers=%d", x.Mode, x.PageSize, x.ChunkSize, x.Workers)
+	if x.Fetchers > 0 {
+		s += fmt.Sprintf(" fetchers=%d", x.Fetchers)
+	}
 	switch x.Mode {
 	case "reconcile":
 		if x.MaxDelete != "" {
@@ -107,6 +112,9 @@ func (x execSpec) String() string {
 		}
 	default:
 		s += " overlap=" + x.Overlap.String()
+	}
+	if x.StopAt > 0 {
+		s += fmt.Sprintf(" stopped@page%d", x.StopAt)
 	}
 	if x.Proc {
 		s += " process"
@@ -369,9 +377,14 @@ func genExec(s *source, o opts, sc *scenario) execSpec {
 		return x
 	case s.pct(45):
 		x.Mode = "backfill"
+		// A --since in the future is bad usage (exit 2, the e2e test
+		// TestBackfillSinceInTheFutureIsBadUsage): the model's windows
+		// start at a record's time that has come.
 		times := []time.Time{minStorable}
 		for _, r := range sc.Records {
-			times = append(times, r.Updated)
+			if !r.Updated.After(time.Now()) {
+				times = append(times, r.Updated)
+			}
 		}
 		x.Since = times[s.intn(len(times))]
 		if s.pct(50) {

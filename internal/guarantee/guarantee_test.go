@@ -158,6 +158,7 @@ func (f *feed) sigterm() {
 	if err != nil {
 		f.t.Fatalf("first run exit %d: %v\n%s", res.Code, err, res.Stdout)
 	}
+	checkInterruptExit(f.t, res, rep)
 	finished, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rep["finished_at"]))
 	if r2.rep == nil {
 		f.t.Fatalf("second run: %v", r2.err)

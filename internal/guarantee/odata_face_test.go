@@ -31,6 +31,8 @@ type odataSpec struct {
 	// EmptyAt: each execution's EmptyAt-th page request is answered with
 	// an empty page and an @odata.nextLink while rows remain (0: never).
 	EmptyAt int
+	// V2: the face is an OData V2 service (odata_v2_face_test.go).
+	V2 bool
 }
 
 func (o *odataSpec) String() string {
@@ -49,6 +51,9 @@ func (o *odataSpec) String() string {
 	}
 	if o.EmptyAt > 0 {
 		s += fmt.Sprintf(", request %d of each execution: an empty page with a nextLink", o.EmptyAt)
+	}
+	if o.V2 {
+		s += ", served as OData V2"
 	}
 	return s
 }
@@ -117,6 +122,9 @@ func genSources(s *source, sc *scenario) {
 	if !*flagFaults {
 		o.MetadataOutage, o.EmptyAt = false, 0
 	}
+	if o.V2 = s.pct(33); o.V2 {
+		o.MetadataOutage = false // a V2 feed reads $metadata first, to learn its version
+	}
 	sc.OData = o
 	for i := range sc.Records {
 		o.fit(&sc.Records[i])
@@ -166,7 +174,7 @@ func (o *odataSpec) fit(r *record) {
 // microseconds are no version.
 func (o *odataSpec) invalidItem(it item) (item, bool) {
 	var w map[string]any
-	if json.Unmarshal(it.raw, &w) != nil {
+	if json.Unmarshal(it.raw, &w) != nil || o.V2 && !v2Serves(w) {
 		return item{}, false
 	}
 	id, _ := w["erp_id"].(string)
@@ -201,6 +209,9 @@ func (o *odataSpec) invalidItem(it item) (item, bool) {
 
 // entity is record r as the face serves it.
 func (o *odataSpec) entity(r record) []byte {
+	if o.V2 {
+		return o.v2Entity(r)
+	}
 	e := map[string]any{
 		pKey: r.ID, "BusinessPartner": r.Member, "Product": r.Product, "LifecycleStatus": strings.ToLower(r.Status),
 		"ValidFrom": r.Starts.Format(tsLayout), "ValidTo": nil, pModified: r.Updated.Format(tsLayout),
@@ -283,6 +294,12 @@ type query struct {
 
 func (f *face) parseFilter(filter string) (query, error) {
 	var q query
+	if f.V2 {
+		var err error
+		if filter, err = f.v2Filter(filter); err != nil {
+			return q, err
+		}
+	}
 	if m := reKeyset.FindStringSubmatchIndex(filter); m != nil {
 		t, err1 := time.Parse(time.RFC3339Nano, filter[m[4]:m[5]])
 		t2, err2 := time.Parse(time.RFC3339Nano, filter[m[6]:m[7]])
@@ -515,7 +532,8 @@ func (e *erpSim) odataPage(x, rawQuery string, q query, p pageQuery) ([]byte, fu
 	e.mu.Unlock()
 
 	var b strings.Builder
-	b.WriteString(`{"@odata.context":"$metadata#Memberships","value":[`)
+	open, nextName, end := e.face.envelope()
+	b.WriteString(open)
 	for i, it := range page {
 		if i > 0 {
 			b.WriteByte(',')
@@ -530,10 +548,10 @@ func (e *erpSim) odataPage(x, rawQuery string, q query, p pageQuery) ([]byte, fu
 	if more {
 		query := reSkiptoken.ReplaceAllString(rawQuery, "")
 		link, _ := json.Marshal("Memberships?" + query + "&$skiptoken=" + skiptoken(from))
-		b.WriteString(`,"@odata.nextLink":`)
+		b.WriteString(`,"` + nextName + `":`)
 		b.Write(link)
 	}
-	b.WriteString("}")
+	b.WriteString(end)
 	return []byte(b.String()), hook, n
 }
 
@@ -550,16 +568,25 @@ func (l *execLog) logPage(page []item, more bool) func(int) {
 	return l.onPage
 }
 
-// metadata is the service's CSDL document.
-func (f *face) metadata() []byte {
-	key := `<Property Name="` + pKey + `" Type="Edm.String" MaxLength="64" Nullable="false"/>`
+// keyAndVersion are the Property elements of the key and the version
+// ("" with version=).
+func (f *face) keyAndVersion() (key, version string) {
+	key = `<Property Name="` + pKey + `" Type="Edm.String" MaxLength="64" Nullable="false"/>`
 	if f.GUID {
 		key = `<Property Name="` + pKey + `" Type="Edm.Guid" Nullable="false"/>`
 	}
-	version := `<Property Name="` + pVersion + `" Type="Edm.Int64"/>`
-	if f.Derived {
-		version = ""
+	if !f.Derived {
+		version = `<Property Name="` + pVersion + `" Type="Edm.Int64"/>`
 	}
+	return key, version
+}
+
+// metadata is the service's CSDL document.
+func (f *face) metadata() []byte {
+	if f.V2 {
+		return f.metadataV2()
+	}
+	key, version := f.keyAndVersion()
 	return []byte(`<?xml version="1.0" encoding="utf-8"?>
 <edmx:Edmx Version="4.0" xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx">
 <edmx:DataServices>
@@ -591,7 +618,7 @@ func (f *feed) erpURL(id string) string {
 func (f *feed) procFlags(tab *table) []string {
 	flags := f.lockFlags()
 	if o := f.sc.OData; o != nil {
-		flags = append(flags, "--erp-kind", "odata", "--erp-map", o.erpMap(), "--erp-status-map", odataStatusMap)
+		flags = append(flags, "--erp-kind", "odata", "--erp-odata", o.version(), "--erp-map", o.erpMap(), "--erp-status-map", odataStatusMap)
 	}
 	if ty := f.sc.Typed; ty != nil {
 		flags = append(flags, "--config", ty.config(), "--entity", tab.entity)
@@ -630,7 +657,7 @@ func (f *feed) newODataSource() *odata.Source {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
-	s, err := odata.New(odata.Config{URL: f.erpURL("shared"), Mapping: m, HTTP: erp.Config{
+	s, err := odata.New(odata.Config{URL: f.erpURL("shared"), Mapping: m, Version: o.version(), HTTP: erp.Config{
 		Timeout: time.Minute, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		HTTPClient: &http.Client{Transport: route{t}},
 	}})

@@ -53,6 +53,10 @@ type typedSpec struct {
 	// lines from erpmock's documents face into contract_lines, which must
 	// hold, for every row, exactly the lines of the version it holds.
 	Docs bool
+	// DocEvents, with Docs, declares the documents with `events: true`
+	// (orders-events.yaml) and changes lines at their version after the
+	// waves (lines_test.go).
+	DocEvents *docEventsSpec
 }
 
 func (ty *typedSpec) config() string {
@@ -62,6 +66,8 @@ func (ty *typedSpec) config() string {
 		name = "both.yaml"
 	case ty.Events != nil:
 		name = "events.yaml"
+	case ty.Docs && ty.DocEvents != nil:
+		name = "orders-events.yaml"
 	case ty.Docs:
 		name = "orders.yaml"
 	}
@@ -79,6 +85,9 @@ func (ty *typedSpec) String() string {
 	}
 	if ty.Both {
 		s = "entities: contracts (the typed face) and memberships (examples/memberships.yaml) of testdata/both.yaml, processes of both at once"
+	}
+	if ty.DocEvents != nil {
+		s = "entity: contracts of testdata/orders-events.yaml (documents with events: true), every execution a process; " + ty.DocEvents.String()
 	}
 	if ty.LockLoss {
 		s += "; Redis loses the record locks while the waves run"
@@ -187,14 +196,15 @@ func readContracts(ctx context.Context, w *world) ([]row, error) {
 
 // readOrders reads the contracts as readContracts does, and each row's
 // lines: a row whose lines in contract_lines are not exactly
-// erpmock.OrderLines of its erp_id at the version it holds, each line at
-// that version, has a flaw naming the difference.
+// erpmock.OrderLinesAt of its erp_id at the version it holds, in the
+// revision its first line names (record.Lines, which compare checks), each
+// line at that version, has a flaw naming the difference.
 func readOrders(ctx context.Context, w *world) ([]row, error) {
 	rows, err := readContracts(ctx, w)
 	if err != nil {
 		return nil, err
 	}
-	lines := map[string][]string{}
+	lines, lineMaterials := map[string][]string{}, map[string][]string{}
 	rs, err := w.st.DB().WithContext(ctx).Raw("SELECT region, `no`, pos, material, CAST(qty AS CHAR), erp_version FROM contract_lines ORDER BY region, `no`, pos").Rows()
 	if err != nil {
 		return nil, err
@@ -209,14 +219,20 @@ func readOrders(ctx context.Context, w *world) ([]row, error) {
 		}
 		id := erpmock.ContractID(region, no)
 		lines[id] = append(lines[id], orderLine(erpmock.OrderLine{Pos: pos, Material: material, Qty: qty}, v))
+		lineMaterials[id] = append(lineMaterials[id], material)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, err
 	}
 	for i := range rows {
 		r := &rows[i]
+		// The revision of the lines the row holds, which compare checks
+		// against the ERP's: the one its first line's material names.
+		if got := lineMaterials[r.rec.ID]; len(got) > 0 {
+			r.rec.Lines = erpmock.LinesRev(got[0])
+		}
 		var want []string
-		for _, l := range erpmock.OrderLines(r.rec.ID, r.rec.Version) {
+		for _, l := range erpmock.OrderLinesAt(r.rec.ID, r.rec.Version, r.rec.Lines) {
 			want = append(want, orderLine(l, r.rec.Version))
 		}
 		if got := lines[r.rec.ID]; !slices.Equal(got, want) {
@@ -360,7 +376,9 @@ func TestTwoEntitiesGuarantee(t *testing.T) {
 // late by a paused process or replayed, never leaves its lines behind.
 func TestDocumentsGuarantee(t *testing.T) {
 	sweep(t, newTypedPool(t, parallelism()), *flagDocFeeds, func(seed uint64) *scenario {
-		return typedFeed(seed, &typedSpec{Docs: true}, opts{MaxRecords: 16, MaxWaves: 2, MaxExecs: 3})
+		sc := typedFeed(seed, &typedSpec{Docs: true}, opts{MaxRecords: 16, MaxWaves: 2, MaxExecs: 3})
+		genDocEvents(seed, sc)
+		return sc
 	})
 }
 

@@ -7,13 +7,14 @@ import (
 )
 
 // Outbox holds the change-event relay's collectors: the outbox's pending
-// events, the age of the oldest, the relays that skipped, and the lock
-// service's failures.
+// events, the age of the oldest, the relays that skipped, the lock
+// service's failures and the failed deliveries.
 type Outbox struct {
 	pending       prometheus.Gauge
 	oldestPending prometheus.Gauge
 	skipped       prometheus.Counter
 	lockFailed    prometheus.Counter
+	failed        prometheus.Counter
 }
 
 // NewOutbox creates the relay's collectors in m's registry.
@@ -27,8 +28,10 @@ func NewOutbox(m *Metrics) *Outbox {
 			Help: "Times a relay found the relay lock held by another and did not deliver."}),
 		lockFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "erpsync_relay_lock_failures_total",
 			Help: "Times a running relay could not reach the lock service (Redis) and waited to try again."}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "erpsync_relay_delivery_failures_total",
+			Help: "Deliveries the sink did not take (a 5xx, a network error, a message a broker refused or returned unroutable) that a running relay retries."}),
 	}
-	m.reg.MustRegister(o.pending, o.oldestPending, o.skipped, o.lockFailed)
+	m.reg.MustRegister(o.pending, o.oldestPending, o.skipped, o.lockFailed, o.failed)
 	return o
 }
 
@@ -44,3 +47,7 @@ func (o *Outbox) ObserveRelaySkipped() { o.skipped.Inc() }
 // ObserveRelayLockFailed counts a failure of the lock service that a
 // running relay waits out.
 func (o *Outbox) ObserveRelayLockFailed() { o.lockFailed.Inc() }
+
+// ObserveDeliveryFailed counts a delivery the sink did not take that a
+// running relay retries.
+func (o *Outbox) ObserveDeliveryFailed() { o.failed.Inc() }

@@ -1,5 +1,5 @@
 // Package odata reads memberships, or the records of any declared entity,
-// from an OData v4 entity set (SAP S/4HANA, SAP CAP, Microsoft Dynamics
+// from an OData v4 (or V2, below) entity set (SAP S/4HANA, SAP CAP, Microsoft Dynamics
 // 365 and Business Central, any server that implements $filter, $orderby,
 // $select, $top and /$count).
 // A Source provides what the syncer, verify and the command line need of
@@ -70,6 +70,21 @@
 // CSDL) is not kept: the page that needed the literal fails with an error
 // naming $metadata, and the next page reads it again. No literal is
 // guessed, since the server answers a wrong one with 400.
+//
+// OData V2 (SAP Gateway, S/4HANA's published APIs) is read too, in v2.go:
+// Config.Version chooses V4 (the default), V2, or VersionAuto, which reads
+// $metadata once (EDMX Version="1.0" with a DataServiceVersion of 1.0 to
+// 3.0 is V2; a service with no $metadata is V4). Under V2 the source keeps
+// the Edm types $metadata declares for the entity set and its children and
+// asks with V2's literals (datetimeoffset'...', datetime'...' for an
+// Edm.DateTime, guid'...', 12L, 1.5M), $select of Nav/Property with
+// $expand=Nav, $format=json and no Prefer; it reads {"d":{"results":[...],
+// "__next":...}}, follows an expansion's nested __next to its end, drops
+// __metadata and {"__deferred":...}, and rewrites /Date(ms)/ (UTC; a date
+// when the column or sap:display-format says so), ISO date-times without
+// a zone (UTC) and Edm.Time (PT12H30M15S as 12:30:15) as V4 writes them
+// before the decoders read an item. The query of the entity set URL
+// (sap-client=100) goes with every request, under either version.
 //
 // What it does NOT do: it reads nothing else of $metadata, and it sees no
 // deletions (OData v4 delta links are not used; reconcile finds records

@@ -2,7 +2,6 @@ package odata
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"net/http"
@@ -73,38 +72,15 @@ type edmx struct {
 // path served a document or the document does not tell.
 func (s *Source) propertyType(ctx context.Context, prop string) (string, error) {
 	set := s.url[strings.LastIndexByte(s.url, '/')+1:]
-	path := s.url
-	var failed error // the nearest read that failed, a 404 only when all did
-	for range 6 {
-		i := strings.LastIndexByte(path, '/')
-		if i <= len("https://") {
-			break
-		}
-		path = path[:i]
-		var doc edmx
-		err := s.g.GetWith(ctx, "metadata", path+"/$metadata", http.Header{"Accept": {"application/xml"}}, func(_ http.Header, b []byte) error {
-			return xml.Unmarshal(b, &doc)
-		})
-		if err == nil && len(doc.Schemas) == 0 {
-			// A 200 that is no CSDL document: a proxy's error page, say.
-			err = errors.New("the answer is no CSDL document (no edmx:DataServices/Schema)")
-		}
-		if err != nil {
-			err = fmt.Errorf("%s/$metadata: %w", path, err)
-			if ctx.Err() != nil {
-				return "", s.untyped(prop, err)
-			}
-			if failed == nil || notFound(failed) && !notFound(err) {
-				failed = err
-			}
-			continue
-		}
-		if t := doc.propertyType(set, prop); t != "" {
-			return t, nil
-		}
-		return "", s.untyped(prop, fmt.Errorf("%s/$metadata declares no type of %s for %s: %w", path, prop, set, errNoProperty))
+	var doc edmx
+	path, err := s.readMetadata(ctx, &doc)
+	if err != nil {
+		return "", s.untyped(prop, err)
 	}
-	return "", s.untyped(prop, failed)
+	if t := doc.propertyType(set, prop); t != "" {
+		return t, nil
+	}
+	return "", s.untyped(prop, fmt.Errorf("%s/$metadata declares no type of %s for %s: %w", path, prop, set, errNoProperty))
 }
 
 func notFound(err error) bool {

@@ -42,11 +42,27 @@ type Config struct {
 	Schema *erp.Schema
 	// Paging is PagingKeyset or PagingServer. Defaults to PagingKeyset.
 	Paging string
+	// Version is the OData version: Version4, Version2 or VersionAuto (read
+	// $metadata once to choose). Defaults to Version4.
+	Version string
 	// HTTP configures the requests: authentication, timeouts, retries,
 	// body cap, shared rate and hooks (its BaseURL and Mapping are
 	// ignored). Defaults to erp.Config's defaults.
 	HTTP erp.Config
+	// Shared tells that another source of the entity reads the same
+	// entity set: the constants the Schema's source sets must then be
+	// filtered on, each property $metadata declares, or every page and
+	// count fails with ErrUnfilterable. Without $metadata the filter is
+	// sent as it is, for the service to apply or refuse. Defaults to
+	// false: a constant the entity set has no property for filters
+	// nothing (its own entity set tells the source's records apart).
+	Shared bool
 }
+
+// ErrUnfilterable is the error of a Shared source whose constant has no
+// property in the entity set's $metadata: it would read the records of
+// the entity set's other sources.
+var ErrUnfilterable = errors.New("odata: the source's constant cannot be filtered on")
 
 // Source reads memberships from an OData v4 entity set. It is safe for
 // concurrent use.
@@ -56,30 +72,42 @@ type Source struct {
 	m        *erp.Mapping // nil when schema is set
 	schema   *erp.Schema
 	paging   string
-	keys     []keyProp // the key, in order: erp_id's property for memberships
-	keyNames string    // the key properties, for errors
-	modified string    // the property (path) of updated_at
-	selected string    // the $select value
-	expand   string    // the $expand value; "" for an entity without children
-	navs     []nav     // the navigation properties of the children, in order
-	accept   string    // the Accept header of a page; "" the default
+	keys     []keyProp   // the key, in order: erp_id's property for memberships
+	keyNames string      // the key properties, for errors
+	modified string      // the property (path) of updated_at
+	selected string      // the $select value
+	expand   string      // the $expand value; "" for an entity without children
+	navs     []nav       // the navigation properties of the children, in order
+	accept   string      // the Accept header of a page; "" the default
+	query    [][2]string // the URL's own query parameters (sap-client=100), sent with every request
+
+	// version is Config.Version; kinds and childKinds are the column
+	// kinds of the values the V2 reader converts (kindsOf).
+	version    string
+	kinds      map[string]entity.Kind
+	childKinds map[string]map[string]entity.Kind
 
 	// sets are the source's constant columns (entity.Source.Set) whose
 	// property the entity set may serve: once $metadata says it does, the
 	// source filters on it (setTerms), so that one entity set read as one
 	// source per company yields each company's records to its own source.
-	sets []setProp
+	sets   []setProp
+	shared bool // Config.Shared
 
 	mu       sync.Mutex
 	keyTypes map[string]string // the Edm type of a key property, once a $metadata document declared it
 	setTerms []string          // the $filter terms of sets, once resolved
 	setsDone bool
+
+	meta       *v2Meta // V2's view of $metadata, once detect chose V2
+	detectedV4 bool    // detect chose V4
 }
 
 // setProp is one constant of the source: the property that would hold it.
 type setProp struct {
-	key   keyProp
-	value string
+	key    keyProp
+	column string
+	value  string
 }
 
 // nav is the navigation property of one child: its collection is
@@ -97,9 +125,21 @@ type keyProp struct {
 
 // New returns a Source for cfg.
 func New(cfg Config) (*Source, error) {
-	u, err := erp.ParseURL("entity set URL", cfg.URL)
+	raw, rawQuery, _ := strings.Cut(cfg.URL, "?")
+	u, err := erp.ParseURL("entity set URL", raw)
 	if err != nil {
 		return nil, err
+	}
+	query, err := urlQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("erp: entity set URL %q: %w", cfg.URL, err)
+	}
+	switch cfg.Version {
+	case "":
+		cfg.Version = Version4
+	case Version2, Version4, VersionAuto:
+	default:
+		return nil, fmt.Errorf("odata: version %q: want %s, %s or %s", cfg.Version, Version2, Version4, VersionAuto)
 	}
 	switch cfg.Paging {
 	case "":
@@ -108,7 +148,7 @@ func New(cfg Config) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("odata: paging %q: want %s or %s", cfg.Paging, PagingKeyset, PagingServer)
 	}
-	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}}
+	src := &Source{url: strings.TrimRight(u.String(), "/"), paging: cfg.Paging, keyTypes: map[string]string{}, shared: cfg.Shared, query: query, version: cfg.Version}
 	switch {
 	case cfg.Schema != nil && cfg.Mapping != nil:
 		return nil, errors.New("odata: a Mapping or a Schema, not both")
@@ -131,6 +171,7 @@ func New(cfg Config) (*Source, error) {
 		}
 	}
 	src.keyNames = strings.Join(names, ",")
+	src.kinds, src.childKinds = kindsOf(src.schema, src.m)
 	if src.g, err = erp.NewGetter(cfg.HTTP); err != nil {
 		return nil, err
 	}
@@ -184,7 +225,7 @@ func (s *Source) typed(sc *erp.Schema) error {
 		if len(from) == 0 {
 			from = []string{c.Name}
 		}
-		s.sets = append(s.sets, setProp{key: keyProp{prop: strings.Join(from, "/"), kind: c.Type.Kind}, value: v})
+		s.sets = append(s.sets, setProp{key: keyProp{prop: strings.Join(from, "/"), kind: c.Type.Kind}, column: c.Name, value: v})
 	}
 	return nil
 }
@@ -204,6 +245,13 @@ func (s *Source) setFilter(ctx context.Context) ([]string, error) {
 	for _, sp := range s.sets {
 		t, err := s.propertyType(ctx, sp.key.prop)
 		switch {
+		case errors.Is(err, errNoProperty) && s.shared:
+			set := s.url[strings.LastIndexByte(s.url, '/')+1:]
+			return nil, fmt.Errorf("%w: source %s sets %s to %q and shares the entity set with other sources, but $metadata declares no property %s on %s to filter it: it would read their records too",
+				ErrUnfilterable, set, sp.column, sp.value, sp.key.prop, set)
+		case notFound(err) && s.shared:
+			// No $metadata to tell: the filter goes as a string, for the
+			// service to apply or to refuse.
 		case errors.Is(err, errNoProperty) || notFound(err):
 			continue // the entity set has no such property, or the service no $metadata to tell
 		case err != nil:
@@ -279,6 +327,10 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 			return nil, err
 		}
 	}
+	v2, err := s.detect(ctx)
+	if err != nil {
+		return nil, err
+	}
 	u := after.Next
 	var header http.Header
 	if u == "" {
@@ -288,17 +340,21 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 			return nil, err
 		}
 		filter = append(filter, sets...)
-		params := [][2]string{{"$select", s.selected}}
-		if s.expand != "" {
-			params = append(params, [2]string{"$expand", s.expand})
+		sel, expand := s.selected, s.expand
+		if v2 {
+			sel, expand = s.queryV2()
+		}
+		params := [][2]string{{"$select", sel}}
+		if expand != "" {
+			params = append(params, [2]string{"$expand", expand})
 		}
 		if s.paging == PagingKeyset && !after.T.IsZero() {
 			k, err := s.after(ctx, after.K)
 			if err != nil {
 				return nil, err
 			}
-			filter = append(filter, "("+s.modified+" gt "+timeLiteral(after.T)+" or ("+
-				s.modified+" eq "+timeLiteral(after.T)+" and "+k+"))")
+			filter = append(filter, "("+s.modified+" gt "+s.timeLit(after.T)+" or ("+
+				s.modified+" eq "+s.timeLit(after.T)+" and "+k+"))")
 		}
 		if len(filter) > 0 {
 			params = append(params, [2]string{"$filter", strings.Join(filter, " and ")})
@@ -306,14 +362,19 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 		params = append(params, [2]string{"$orderby", s.modified + "," + s.keyNames})
 		if s.paging == PagingKeyset {
 			params = append(params, [2]string{"$top", strconv.Itoa(limit)})
-		} else {
+		} else if !v2 {
 			// $top would bound the whole result: ask the server for its
-			// page size instead.
+			// page size instead (V2 has no such preference).
 			header = http.Header{"Prefer": {"odata.maxpagesize=" + strconv.Itoa(limit)}}
 		}
-		u = s.url + "?" + encodeQuery(params)
+		if v2 {
+			params = append(params, [2]string{"$format", "json"})
+		}
+		u = s.url + "?" + encodeQuery(append(params, s.query...))
 	}
-	if s.accept != "" {
+	if v2 {
+		header = http.Header{"Accept": {"application/json"}}
+	} else if s.accept != "" {
 		if header == nil {
 			header = http.Header{}
 		}
@@ -321,10 +382,14 @@ func (s *Source) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
 	}
 	var env envelope
 	var served time.Time
-	err := s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
-		served = erp.ServedAt(h)
-		return env.decode(body)
-	})
+	if v2 {
+		env.Value, env.NextLink, served, err = s.getV2(ctx, u, header)
+	} else {
+		err = s.g.GetWith(ctx, erp.EndpointPage, u, header, func(h http.Header, body []byte) error {
+			served = erp.ServedAt(h)
+			return env.decode(body)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -562,6 +627,9 @@ func (s *Source) after(ctx context.Context, k string) (string, error) {
 // numbers, booleans, dates and date-times, else as keyLiteral writes a
 // string.
 func (s *Source) literal(ctx context.Context, key keyProp, v string) (string, error) {
+	if s.v2() {
+		return s.literalV2(key.prop, key.kind, v), nil
+	}
 	if key.kind == entity.String {
 		return s.keyLiteral(ctx, key.prop, v)
 	}
@@ -572,12 +640,19 @@ func (s *Source) literal(ctx context.Context, key keyProp, v string) (string, er
 // (zero times leave a bound open), from <url>/$count.
 func (s *Source) Count(ctx context.Context, since, until time.Time) (int64, error) {
 	u := s.url + "/$count"
+	if _, err := s.detect(ctx); err != nil {
+		return 0, err
+	}
 	sets, err := s.setFilter(ctx)
 	if err != nil {
 		return 0, err
 	}
+	var params [][2]string
 	if filter := append(s.window(since, until), sets...); len(filter) > 0 {
-		u += "?" + encodeQuery([][2]string{{"$filter", strings.Join(filter, " and ")}})
+		params = [][2]string{{"$filter", strings.Join(filter, " and ")}}
+	}
+	if params = append(params, s.query...); len(params) > 0 {
+		u += "?" + encodeQuery(params)
 	}
 	var n int64
 	err = s.g.GetWith(ctx, erp.EndpointCount, u, http.Header{"Accept": {"text/plain"}}, func(_ http.Header, body []byte) error {
@@ -595,10 +670,10 @@ func (s *Source) Count(ctx context.Context, since, until time.Time) (int64, erro
 func (s *Source) window(since, until time.Time) []string {
 	var terms []string
 	if !since.IsZero() {
-		terms = append(terms, s.modified+" ge "+timeLiteral(since))
+		terms = append(terms, s.modified+" ge "+s.timeLit(since))
 	}
 	if !until.IsZero() {
-		terms = append(terms, s.modified+" lt "+timeLiteral(until))
+		terms = append(terms, s.modified+" lt "+s.timeLit(until))
 	}
 	return terms
 }
@@ -624,6 +699,29 @@ func encodeQuery(params [][2]string) string {
 		b.WriteString(strings.ReplaceAll(url.QueryEscape(p[1]), "+", "%20"))
 	}
 	return b.String()
+}
+
+// urlQuery reads the query of an entity set URL (SAP's sap-client=100)
+// into parameters sent with every request, in order; OData's own system
+// query options ($...) are refused: the source writes them.
+func urlQuery(raw string) ([][2]string, error) {
+	var out [][2]string
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		key, err1 := url.QueryUnescape(k)
+		val, err2 := url.QueryUnescape(v)
+		switch {
+		case err1 != nil || err2 != nil:
+			return nil, fmt.Errorf("query %q is not URL-encoded", part)
+		case strings.HasPrefix(key, "$"):
+			return nil, fmt.Errorf("query option %s: the source writes OData's options itself; only a service's own parameters (sap-client=100) go in the URL", key)
+		}
+		out = append(out, [2]string{key, val})
+	}
+	return out, nil
 }
 
 // resolve makes a next link absolute against the request URL it came in.

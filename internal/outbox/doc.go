@@ -10,6 +10,14 @@
 // run; the body a consumer receives is written from them when it is read
 // (Stored.Body), so the sync's transaction writes no byte twice.
 //
+// A body carries seq, the row's id: writers record a key's events after
+// the statement that changed its row, in that transaction, so the row
+// lock makes a key's ids, and seqs, increase with every event of the key,
+// whatever its op. A consumer that keeps the last seq it applied per key
+// skips any event at or below it (a redelivery) and applies the rest.
+// Every byte of an event's JSON is written by this package's encoder
+// (encode.go), whichever writer recorded it.
+//
 // An event's id is computed from its identity (entity, key, version, op,
 // life), so a replay of one change computes the id it had; together with
 // the UNIQUE index on that identity, one change is recorded once, however

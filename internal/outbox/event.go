@@ -6,7 +6,6 @@ import (
 	"crypto/sha1"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,12 +51,14 @@ type Event struct {
 	// included; a document: with its lines) to its JSON value: decimal
 	// and int64 values as JSON strings, a date as YYYY-MM-DD, a datetime
 	// as RFC 3339 in UTC with milliseconds (FormatTime). Values are
-	// encoded with encoding/json; a json.RawMessage goes in as it is.
+	// nil, strings, bools, integers, json.Number, json.RawMessage (a json
+	// column's text), and maps and slices of them, written as
+	// encoding/json writes them.
 	Data map[string]any
 	// KeyJSON and DataJSON, when DataJSON is set, are Key and Data as
-	// encoding/json writes them (object members sorted by name): a writer
-	// that encodes its events itself (the store's compiled tables) sets
-	// them instead of Key and Data, and Record takes them as they are.
+	// this package's encoder writes them (encode.go): the store's
+	// compiled tables write them with its functions instead of filling
+	// Key and Data, and Record takes them as they are.
 	KeyJSON, DataJSON []byte
 }
 
@@ -69,13 +70,17 @@ type Body struct {
 	Op      string         `json:"op"`
 	Key     map[string]any `json:"key"`
 	Version int64          `json:"version"`
-	RunID   string         `json:"run_id"`
-	Data    map[string]any `json:"data"`
+	// Seq is the outbox's id of the event: the order of recording,
+	// which increases with every event of a key, whatever its op (see
+	// Stored.Seq).
+	Seq   int64          `json:"seq"`
+	RunID string         `json:"run_id"`
+	Data  map[string]any `json:"data"`
 }
 
 // FormatTime is a datetime value of an event: RFC 3339 in UTC with
 // milliseconds.
-func FormatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+func FormatTime(t time.Time) string { return string(AppendTime(make([]byte, 0, 24), t)) }
 
 // FormatDate is a date value of an event: YYYY-MM-DD.
 func FormatDate(t time.Time) string { return t.Format(time.DateOnly) }
@@ -83,7 +88,7 @@ func FormatDate(t time.Time) string { return t.Format(time.DateOnly) }
 // KeyText is the text of a key that the outbox stores and that an event's
 // id is computed from: its JSON, keys sorted.
 func KeyText(key map[string]any) (string, error) {
-	b, err := json.Marshal(key)
+	b, err := appendAny(make([]byte, 0, 64), key)
 	if err != nil {
 		return "", fmt.Errorf("encode event key: %w", err)
 	}
@@ -196,7 +201,7 @@ func encodeRows(evs []Event) ([]row, error) {
 			if kt, err = KeyText(ev.Key); err != nil {
 				return nil, err
 			}
-			if payload, err = json.Marshal(ev.Data); err != nil {
+			if payload, err = appendAny(make([]byte, 0, 256), ev.Data); err != nil {
 				return nil, fmt.Errorf("encode event of %s %s: %w", ev.Entity, kt, err)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,7 +157,7 @@ func TestMarkDeliveredIsFenced(t *testing.T) {
 
 // TestPendingDeliversBodiesAsRecorded: an event recorded with its whole
 // body, before the outbox stored payload, is read with that body byte for
-// byte, between events recorded since, whose bodies are built from their
+// byte but for its seq, between events recorded since, whose bodies are built from their
 // columns and payload. The body recorded differs on purpose from the one
 // its columns would make.
 func TestPendingDeliversBodiesAsRecorded(t *testing.T) {
@@ -172,12 +174,14 @@ VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000",
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 3 || string(ps[1].Body) != old {
-		t.Fatalf("pending %+v, want the second event's body as recorded: %s", ps, old)
+	// The body as recorded, with its seq after its version.
+	withSeq := strings.Replace(old, `"version":3,`, `"version":3,"seq":`+strconv.FormatInt(ps[1].Seq, 10)+`,`, 1)
+	if len(ps) != 3 || string(ps[1].Body) != withSeq {
+		t.Fatalf("pending %+v, want the second event's body as recorded, with its seq: %s", ps, withSeq)
 	}
 	for _, i := range []int{0, 2} {
 		e := ev([]string{"C1", "", "C2"}[i], 1, outbox.OpInsert)
-		want, err := json.Marshal(outbox.Body{ID: ps[i].ID, Entity: e.Entity, Op: e.Op, Key: e.Key, Version: e.Version, RunID: e.RunID, Data: e.Data})
+		want, err := json.Marshal(outbox.Body{ID: ps[i].ID, Entity: e.Entity, Op: e.Op, Key: e.Key, Version: e.Version, Seq: ps[i].Seq, RunID: e.RunID, Data: e.Data})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,11 +23,21 @@ type Pending struct {
 
 // StoredColumns are the columns of an outbox row that Stored reads, in
 // the order of Stored.Dest.
-const StoredColumns = "event_id, entity, op, entity_key, version, life, run_id, body, payload"
+const StoredColumns = "id, event_id, entity, op, entity_key, version, life, run_id, body, payload"
 
 // Stored is an outbox row as read back: the event's identity, its run
 // and what its body is made of.
 type Stored struct {
+	// Seq is the row's id, the order of recording: the body's seq. A
+	// writer records a key's event after the statement that changed the
+	// key's row, in its transaction, so the row lock orders two writers
+	// of one key and the second takes its id after the first committed:
+	// a key's events have increasing ids, whatever their ops and
+	// whichever process, statement (INSERT or load) or entity wrote
+	// them. AUTO_INCREMENT never gives an id twice: MySQL 8 and MariaDB
+	// 10.2.4 and later keep the counter over a restart, also when every
+	// event was pruned.
+	Seq                 int64
 	ID, Entity, Op, Key string
 	Version, Life       int64
 	RunID               string
@@ -38,16 +48,17 @@ type Stored struct {
 
 // Dest are the scan destinations of StoredColumns.
 func (s *Stored) Dest() []any {
-	return []any{&s.ID, &s.Entity, &s.Op, &s.Key, &s.Version, &s.Life, &s.RunID, &s.body, &s.payload}
+	return []any{&s.Seq, &s.ID, &s.Entity, &s.Op, &s.Key, &s.Version, &s.Life, &s.RunID, &s.body, &s.payload}
 }
 
-// Body is the event's JSON, the Body a consumer receives: the body it was
-// recorded with, or the one its columns and payload make.
+// Body is the event's JSON, the Body a consumer receives: the one its
+// columns and payload make, or, for an event recorded whole before the
+// outbox stored payload, the body it was recorded with and its seq.
 func (s *Stored) Body() []byte {
 	if s.body != nil {
-		return s.body
+		return withSeq(s.body, s.Seq)
 	}
-	return appendBody(make([]byte, 0, 128+len(s.Entity)+len(s.Key)+len(s.RunID)+len(s.payload)), s.ID, s.Entity, s.Op, s.Key, s.Version, s.RunID, s.payload)
+	return appendBody(make([]byte, 0, 144+len(s.Entity)+len(s.Key)+len(s.RunID)+len(s.payload)), s.ID, s.Entity, s.Op, s.Key, s.Version, s.Seq, s.RunID, s.payload)
 }
 
 // Outbox is the outbox table of one database.
@@ -63,19 +74,18 @@ func New(db *sql.DB) *Outbox { return &Outbox{db: db} }
 // what is undelivered, not what lies past an id: an event whose
 // transaction committed after later ones is read at its turn.
 func (o *Outbox) Pending(ctx context.Context, limit int) ([]Pending, error) {
-	rows, err := o.db.QueryContext(ctx, "SELECT id, "+StoredColumns+" FROM erpsync_events WHERE delivered_at IS NULL ORDER BY id LIMIT ?", limit)
+	rows, err := o.db.QueryContext(ctx, "SELECT "+StoredColumns+" FROM erpsync_events WHERE delivered_at IS NULL ORDER BY id LIMIT ?", limit)
 	if err != nil {
 		return nil, fmt.Errorf("read pending events: %w", err)
 	}
 	defer rows.Close()
 	var out []Pending
 	for rows.Next() {
-		var seq int64
 		var s Stored
-		if err := rows.Scan(append([]any{&seq}, s.Dest()...)...); err != nil {
+		if err := rows.Scan(s.Dest()...); err != nil {
 			return nil, fmt.Errorf("read pending events: %w", err)
 		}
-		out = append(out, Pending{Seq: seq, ID: s.ID, Entity: s.Entity, Key: s.Key, Op: s.Op, Version: s.Version, Body: s.Body()})
+		out = append(out, Pending{Seq: s.Seq, ID: s.ID, Entity: s.Entity, Key: s.Key, Op: s.Op, Version: s.Version, Body: s.Body()})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read pending events: %w", err)

@@ -10,7 +10,13 @@
 //     the comparison read and a token no newer than the lock's, so a run
 //     that writes the record back at the same moment wins;
 //   - writes the feed's records whose row is absent, soft-deleted (a
-//     restore) or stale through the syncer's write path (locks, guards).
+//     restore) or at an older version through the syncer's write path
+//     (locks, guards);
+//   - repairs the rows that hold the feed's version and whose fields or
+//     lines differ from the record's (a change the ERP made without a new
+//     version, which no run takes), under the record's lock and fencing
+//     token, as a change of the row that records an update event
+//     (syncer.Syncer.Repair, store.Store.Repair).
 //
 // Before it deletes anything, a guard compares the scan with the table: an
 // empty scan while the table has rows, or more deletions than MaxDelete

@@ -46,6 +46,9 @@ const DefaultWindow = 7 * 24 * time.Hour
 type Config struct {
 	// PageSize is the page size of the scan. Defaults to 1000.
 	PageSize int
+	// Fetchers is how many parts of the feed the scans page at once
+	// (verify.ScanParts). Defaults to 1: one pass.
+	Fetchers int
 	// MaxDelete bounds the rows one reconcile may delete. Defaults to
 	// DefaultLimit (5% of the live rows).
 	MaxDelete *Limit
@@ -121,6 +124,9 @@ type Reconciler struct {
 // New returns a Reconciler that writes through sy (its job, locks, lock
 // TTL, workers and chunks) and reads the feed from src.
 func New(cfg Config, sy *syncer.Syncer, src syncer.Source, st *store.Store, log zerolog.Logger) (*Reconciler, error) {
+	if cfg.Fetchers == 0 {
+		cfg.Fetchers = 1
+	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = 1000
 	}
@@ -225,7 +231,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	feed, err := verify.Scan(ctx, rc.src, rc.cfg.PageSize, true)
+	feed, err := verify.ScanParts(ctx, rc.src, rc.cfg.PageSize, rc.cfg.Fetchers, true)
 	if err != nil {
 		return err
 	}
@@ -236,7 +242,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	rep.Fetched = res.FeedRecords + res.FeedInvalid
+	rep.Fetched = res.Fetched()
 	windowDeleted, err := rc.store.ReconcileDeletedSince(ctx, rc.sy.Config().Job, Mode, scanStart.Add(-rc.cfg.Window))
 	if err != nil {
 		return err
@@ -255,7 +261,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	for _, r := range diff.Restore {
 		plan.Restore.Add(r.ErpID)
 	}
-	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale, diff.Lines} {
+	for _, recs := range [][]erp.Record{diff.Missing, diff.Stale, diff.Repair} {
 		for _, r := range recs {
 			plan.Repair.Add(r.ErpID)
 		}
@@ -288,8 +294,8 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(diff.Lines) > 0 {
-		l, err := rc.sy.RepairLines(ctx, diff.Lines, log)
+	if len(diff.Repair) > 0 {
+		l, err := rc.sy.Repair(ctx, diff.Repair, rep.RunID, log)
 		rep.Updated += l.Updated
 		rep.Repaired += l.Updated
 		rep.Unchanged += l.Unchanged
@@ -319,7 +325,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if rc.beforeConfirm != nil {
 		rc.beforeConfirm()
 	}
-	again, err := verify.Scan(ctx, rc.src, rc.cfg.PageSize, false)
+	again, err := verify.ScanParts(ctx, rc.src, rc.cfg.PageSize, rc.cfg.Fetchers, false)
 	if err != nil {
 		return fmt.Errorf("confirm the deletions: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,27 @@ func jetStream(t *testing.T) jetstream.JetStream {
 	return js
 }
 
+// natsStream creates a memory stream with cfg's settings under a name
+// and over subjects of the test's own (set in cfg), and a sink that
+// publishes into it; both go at the end of the test.
+func natsStream(t *testing.T, js jetstream.JetStream, cfg *jetstream.StreamConfig) (*relay.NATS, jetstream.Stream) {
+	t.Helper()
+	ctx := context.Background()
+	subject := testenv.RandomName("erpsync_t_")
+	cfg.Name, cfg.Subjects, cfg.Storage = subject+"_stream", []string{subject + ".>"}, jetstream.MemoryStorage
+	s, err := js.CreateStream(ctx, *cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	sink, err := relay.NewNATS(ctx, testenv.NATSURL(), subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return sink, s
+}
+
 // TestNATSDeduplicatesARedelivery: a batch delivered again (its mark lost)
 // goes out with the same Nats-Msg-Id, and JetStream keeps one message per
 // event.
@@ -37,20 +59,10 @@ func TestNATSDeduplicatesARedelivery(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	js := jetStream(t)
-	subject := testenv.RandomName("erpsync_t_")
-	stream := subject + "_stream"
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
-
-	sink, err := relay.NewNATS(ctx, testenv.NATSURL(), subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	if sink.Stream != stream {
-		t.Fatalf("publishing into %s, want the stream that covers the subject, %s", sink.Stream, stream)
+	cfg := jetstream.StreamConfig{}
+	sink, s := natsStream(t, js, &cfg)
+	if sink.Stream != cfg.Name {
+		t.Fatalf("publishing into %s, want the stream that covers the subject, %s", sink.Stream, cfg.Name)
 	}
 	b.recordMany(t, []string{"K1", "K2"}, 10)
 	r := b.relay(relay.Config{Once: true, BatchSize: 6}, sink)
@@ -65,38 +77,46 @@ func TestNATSDeduplicatesARedelivery(t *testing.T) {
 	if err := r.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 20 {
-		t.Fatalf("the stream holds %d messages, want 20 (one per event)", info.State.Msgs)
+	msgs := readStream(t, s)
+	if len(msgs) != 20 {
+		t.Fatalf("the stream holds %d messages, want 20 (one per event)", len(msgs))
 	}
 	// Each message is one event on <subject>.<entity>, its id in the header.
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &received{}
-	for range 20 {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+	var got []outbox.Body
+	for _, m := range msgs {
 		var e outbox.Body
 		if err := json.Unmarshal(m.Data(), &e); err != nil {
 			t.Fatal(err)
 		}
-		if m.Subject() != subject+".customers" || m.Headers().Get(jetstream.MsgIDHeader) != e.ID {
+		if m.Subject() != strings.TrimSuffix(cfg.Subjects[0], ">")+"customers" || m.Headers().Get(jetstream.MsgIDHeader) != e.ID {
 			t.Fatalf("message on %s with id %q, event %s", m.Subject(), m.Headers().Get(jetstream.MsgIDHeader), e.ID)
 		}
-		rec.add(e)
+		got = append(got, e)
 	}
-	checkOrder(t, rec.all(), 20)
+	checkOrder(t, got, 20)
+}
+
+// readStream reads every message of s, in order.
+func readStream(t *testing.T, s jetstream.Stream) []jetstream.Msg {
+	t.Helper()
+	ctx := context.Background()
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for range info.State.Msgs {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // TestNATSCreatesTheStream: with no stream covering the subject, the sink
@@ -130,22 +150,7 @@ func TestNATSCreatesTheStream(t *testing.T) {
 func TestRabbitMQConfirms(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	exchange := testenv.RandomName("erpsync_t_")
-	sink, err := relay.NewRabbitMQ(testenv.AMQPURL(), exchange)
-	if err != nil {
-		t.Fatalf("%v (is rabbitmq-server running?)", err)
-	}
-	defer sink.Close()
-	conn, err := amqp.Dial(testenv.AMQPURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	sink, exchange, ch := rabbitSink(t)
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,20 @@
 // a job lock of its own whose fencing token guards the mark.
 //
 // A pass reads the undelivered events in id order, hands a batch to the
-// sink, and marks the prefix of the batch that the sink acknowledged. A
-// sink that fails stops the batch at the failing event, so an event of a
-// key is never delivered while an earlier one of that key waits: the next
-// attempt starts again at the oldest undelivered event. Transient failures
-// (a 5xx, 408 or 429, a network error, a broker that does not confirm) are
-// retried with exponential backoff, honouring a Retry-After; a rejection
-// (any other 4xx) stops the relay with the events left undelivered.
+// sink, and marks the prefix of the batch that the sink took: a 2xx to the
+// webhook's POST of the whole batch, a JetStream acknowledgement, a
+// RabbitMQ confirm of a message published mandatory and not returned
+// unroutable. The next attempt starts again at the oldest undelivered
+// event. The brokers get one message per event through one delivery loop
+// (deliverEach): pipelined across keys, but an event is never published
+// while an earlier event of its key is unanswered, and nothing more once
+// an answer is a failure, so a broker that refused v2 of a key was never
+// given v3. Transient failures (a 5xx, 408 or 429, a network error, a
+// broker that does not take a message) are retried with exponential
+// backoff, honouring a Retry-After; a rejection (any other 4xx, or a
+// redirect, which is never followed) stops the relay with the events left
+// undelivered. Webhook POSTs are signed with a time-stamp (package
+// webhook).
 //
 // What it does not promise: delivery is at least once. A relay killed
 // between a delivery and its mark delivers that batch again with the same

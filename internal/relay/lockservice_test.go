@@ -75,6 +75,7 @@ type lockFailures struct {
 
 func (*lockFailures) ObserveOutbox(outbox.Stats) {}
 func (*lockFailures) ObserveRelaySkipped()       {}
+func (*lockFailures) ObserveDeliveryFailed()     {}
 func (o *lockFailures) ObserveRelayLockFailed() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -100,7 +101,7 @@ func TestRelayOutlivesRedis(t *testing.T) {
 	obs := &lockFailures{}
 	r := relay.New(relay.Config{BatchSize: 7, Poll: 20 * time.Millisecond, LockTTL: time.Second,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
-		b.ob, relay.NewWebhook(hk.URL, nil), b.locks, obs, zerolog.New(log))
+		b.ob, webhookSink(t, hk.URL, nil), b.locks, obs, zerolog.New(log))
 
 	srv.Kill()
 	b.recordMany(t, []string{"K1", "K2", "K3"}, 10)
@@ -212,7 +213,7 @@ func TestRelayLockServiceDown(t *testing.T) {
 	t.Run("once", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		err := b.relay(relay.Config{Once: true}, relay.NewWebhook(hk.URL, nil)).Run(ctx)
+		err := b.relay(relay.Config{Once: true}, webhookSink(t, hk.URL, nil)).Run(ctx)
 		if err == nil || errors.Is(err, relay.ErrSkipped) || !errors.Is(err, lock.ErrUnavailable) {
 			t.Fatalf("run: %v, want the lock service's error", err)
 		}
@@ -224,7 +225,7 @@ func TestRelayLockServiceDown(t *testing.T) {
 	t.Run("stop while retrying", func(t *testing.T) {
 		log := &logLines{}
 		r := relay.New(relay.Config{MinBackoff: time.Minute, MaxBackoff: time.Minute},
-			b.ob, relay.NewWebhook(hk.URL, nil), b.locks, nil, zerolog.New(log))
+			b.ob, webhookSink(t, hk.URL, nil), b.locks, nil, zerolog.New(log))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)

@@ -58,32 +58,31 @@ func NewNATS(ctx context.Context, url, subject string) (*NATS, error) {
 	return s, nil
 }
 
-// Deliver publishes evs and returns how many, from the first, JetStream
-// acknowledged (a duplicate it dropped by its Nats-Msg-Id included).
+// Deliver publishes evs (see deliverEach) and returns how many, from the
+// first, JetStream acknowledged (a duplicate it dropped by its
+// Nats-Msg-Id included).
 func (s *NATS) Deliver(ctx context.Context, evs []outbox.Pending) (int, error) {
-	futs := make([]jetstream.PubAckFuture, 0, len(evs))
-	var perr error
-	for _, e := range evs {
-		m := nats.NewMsg(s.subject + "." + e.Entity)
-		m.Header.Set(jetstream.MsgIDHeader, e.ID)
-		m.Data = e.Body
-		f, err := s.js.PublishMsgAsync(m)
-		if err != nil {
-			perr = fmt.Errorf("nats publish %s: %w", e.ID, err)
-			break
-		}
-		futs = append(futs, f)
+	return deliverEach(ctx, s, evs)
+}
+
+func (s *NATS) publish(ctx context.Context, e outbox.Pending) (func(context.Context) error, error) {
+	m := nats.NewMsg(s.subject + "." + e.Entity)
+	m.Header.Set(jetstream.MsgIDHeader, e.ID)
+	m.Data = e.Body
+	f, err := s.js.PublishMsgAsync(m)
+	if err != nil {
+		return nil, fmt.Errorf("nats publish %s to %s (%d bytes): %w", e.ID, m.Subject, len(e.Body), err)
 	}
-	for i, f := range futs {
+	return func(ctx context.Context) error {
 		select {
 		case <-f.Ok():
+			return nil
 		case err := <-f.Err():
-			return i, fmt.Errorf("nats publish %s: %w", evs[i].ID, err)
+			return fmt.Errorf("nats: stream %s did not take event %s on %s (%d bytes): %w", s.Stream, e.ID, m.Subject, len(e.Body), err)
 		case <-ctx.Done():
-			return i, fmt.Errorf("nats publish %s: %w", evs[i].ID, ctx.Err())
+			return fmt.Errorf("nats publish %s: %w", e.ID, ctx.Err())
 		}
-	}
-	return len(futs), perr
+	}, nil
 }
 
 // Close closes the connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -54,6 +55,9 @@ type Observer interface {
 	// ObserveRelayLockFailed counts a failure of the lock service (Redis
 	// down or unreachable) that the relay waits out.
 	ObserveRelayLockFailed()
+	// ObserveDeliveryFailed counts a delivery the sink did not take that
+	// the relay retries.
+	ObserveDeliveryFailed()
 }
 
 // Config are a relay's settings.
@@ -120,7 +124,12 @@ type Relay struct {
 	locks Locker
 	obs   Observer
 	log   zerolog.Logger
+	// delivered counts the events the sink took and the outbox marked.
+	delivered atomic.Int64
 }
+
+// Delivered returns how many events r delivered (and marked delivered).
+func (r *Relay) Delivered() int64 { return r.delivered.Load() }
 
 // New returns a relay; obs may be nil.
 func New(cfg Config, ob *outbox.Outbox, sink Sink, locks Locker, obs Observer, log zerolog.Logger) *Relay {
@@ -234,6 +243,9 @@ func (r *Relay) hold(ctx, work context.Context) error {
 			}
 			backoff = r.next(backoff, err)
 			r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("delivery failed")
+			if r.obs != nil {
+				r.obs.ObserveDeliveryFailed()
+			}
 			if !sleep(ctx, backoff) {
 				return nil
 			}
@@ -272,6 +284,7 @@ func (r *Relay) pass(ctx context.Context, fence int64) (int, error) {
 		if err := r.ob.MarkDelivered(mctx, fence, seqs); err != nil {
 			return len(evs), err
 		}
+		r.delivered.Add(int64(acked))
 		r.log.Debug().Int("events", acked).Str("first", evs[0].ID).Str("last", evs[acked-1].ID).Msg("delivered")
 	}
 	return len(evs), derr

@@ -20,6 +20,7 @@ import (
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/lock"
+	"github.com/erpsync/erpsync/webhook"
 )
 
 // bundle is what a relay test works with: the outbox's database, the
@@ -159,10 +160,12 @@ func hook(t *testing.T, secret []byte, rec *received, answer func(n int, w http.
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if secret != nil && !relay.Verify(secret, body, r.Header.Get(relay.SignatureHeader)) {
-			t.Errorf("bad signature %q", r.Header.Get(relay.SignatureHeader))
-			w.WriteHeader(http.StatusUnauthorized)
-			return
+		if secret != nil {
+			if err := webhook.Verify(secret, r.Header, body, nil); err != nil {
+				t.Errorf("signature %q at %q: %v", r.Header.Get(webhook.SignatureHeader), r.Header.Get(webhook.TimestampHeader), err)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
 		}
 		if answer != nil && !answer(int(n.Add(1)), w) {
 			return
@@ -180,6 +183,17 @@ func hook(t *testing.T, secret []byte, rec *received, answer func(n int, w http.
 	return srv
 }
 
+// webhookSink is the sink of the webhook at url, signed under secret, or
+// unsigned when secret is nil.
+func webhookSink(t *testing.T, url string, secret []byte) *relay.Webhook {
+	t.Helper()
+	s, err := relay.NewWebhook(url, relay.WebhookOptions{Secret: secret, Unsigned: secret == nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestLateCommitIsDelivered is the outbox trap: an event whose transaction
 // commits after later events were delivered has a lower id than they do,
 // and must be delivered all the same.
@@ -188,7 +202,7 @@ func TestLateCommitIsDelivered(t *testing.T) {
 	ctx := context.Background()
 	rec := &received{}
 	srv := hook(t, nil, rec, nil)
-	r := b.relay(relay.Config{Once: true}, relay.NewWebhook(srv.URL, nil))
+	r := b.relay(relay.Config{Once: true}, webhookSink(t, srv.URL, nil))
 
 	late := b.begin(t, ev("A", 1)) // takes its id now, commits last
 	b.record(t, ev("B", 1), ev("C", 1))
@@ -278,7 +292,7 @@ func TestWebhookDownThenUp(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- b.relay(relay.Config{BatchSize: 7}, relay.NewWebhook(srv.URL, &relay.WebhookOptions{Secret: secret})).Run(ctx)
+		done <- b.relay(relay.Config{BatchSize: 7}, webhookSink(t, srv.URL, secret)).Run(ctx)
 	}()
 	waitFor(t, func() bool { return len(rec.all()) >= 60 })
 	b.recordMany(t, []string{"K4"}, 3) // while it runs
@@ -313,7 +327,7 @@ func TestRejectionStops(t *testing.T) {
 		return false
 	})
 	b.recordMany(t, []string{"K1"}, 3)
-	err := b.relay(relay.Config{}, relay.NewWebhook(srv.URL, nil)).Run(context.Background())
+	err := b.relay(relay.Config{}, webhookSink(t, srv.URL, nil)).Run(context.Background())
 	var rej *relay.RejectedError
 	if !errors.As(err, &rej) {
 		t.Fatalf("run: %v, want a rejection", err)
@@ -344,7 +358,7 @@ func TestTwoRelays(t *testing.T) {
 	for i := range errs {
 		wg.Go(func() {
 			<-start
-			errs[i] = b.relay(relay.Config{Once: true, BatchSize: 5}, relay.NewWebhook(srv.URL, nil)).Run(context.Background())
+			errs[i] = b.relay(relay.Config{Once: true, BatchSize: 5}, webhookSink(t, srv.URL, nil)).Run(context.Background())
 		})
 	}
 	close(start)
@@ -378,7 +392,7 @@ func TestGraceFinishesTheBatch(t *testing.T) {
 		return true
 	})
 	b.recordMany(t, []string{"K1"}, 10)
-	if err := b.relay(relay.Config{BatchSize: 4, Grace: 5 * time.Second}, relay.NewWebhook(srv.URL, nil)).Run(ctx); err != nil {
+	if err := b.relay(relay.Config{BatchSize: 4, Grace: 5 * time.Second}, webhookSink(t, srv.URL, nil)).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(rec.all()); got != 4 {
@@ -407,7 +421,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- b.relay(relay.Config{MaxBackoff: 5 * time.Second}, relay.NewWebhook(srv.URL, nil)).Run(ctx)
+		done <- b.relay(relay.Config{MaxBackoff: 5 * time.Second}, webhookSink(t, srv.URL, nil)).Run(ctx)
 	}()
 	waitFor(t, func() bool { return b.pending(t) == 0 })
 	cancel()
@@ -428,7 +442,7 @@ func TestStaleRelayCannotMark(t *testing.T) {
 	if _, err := b.db.Exec("INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES ('relay', ?, UTC_TIMESTAMP(3))", int64(1)<<60); err != nil {
 		t.Fatal(err)
 	}
-	err := b.relay(relay.Config{Once: true}, relay.NewWebhook(srv.URL, nil)).Run(context.Background())
+	err := b.relay(relay.Config{Once: true}, webhookSink(t, srv.URL, nil)).Run(context.Background())
 	if !errors.Is(err, outbox.ErrFenced) {
 		t.Fatalf("run: %v, want ErrFenced", err)
 	}

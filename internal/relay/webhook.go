@@ -3,9 +3,9 @@ package relay
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,55 +14,59 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/outbox"
+	"github.com/erpsync/erpsync/webhook"
 )
-
-// SignatureHeader is the header of a webhook body's signature:
-// "sha256=" and the hex HMAC-SHA256 of the body under the secret.
-const SignatureHeader = "X-Erpsync-Signature"
-
-// Sign is the value of SignatureHeader for body under secret.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify reports whether sig (a SignatureHeader value) signs body under
-// secret, in constant time.
-func Verify(secret, body []byte, sig string) bool {
-	return hmac.Equal([]byte(sig), []byte(Sign(secret, body)))
-}
 
 // WebhookOptions are a webhook sink's settings.
 type WebhookOptions struct {
-	// Secret signs each body; empty: no signature header.
+	// Secret signs each body (see package webhook): headers
+	// X-Erpsync-Timestamp and X-Erpsync-Signature.
 	Secret []byte
+	// Unsigned sends the POSTs without a signature; without it an empty
+	// Secret is an error.
+	Unsigned bool
 	// Timeout bounds one POST. Defaults to 30s.
 	Timeout time.Duration
-	// Client sends the POSTs. Defaults to a client with Timeout.
+	// Client sends the POSTs; it is used with redirects not followed.
+	// Defaults to a client with Timeout.
 	Client *http.Client
+	// Now is the clock of the time-stamps. Defaults to time.Now.
+	Now func() time.Time
 }
+
+// ErrUnsigned is NewWebhook's error for a webhook without a secret that
+// is not declared unsigned.
+var ErrUnsigned = errors.New("relay: a webhook without a secret (want a secret, or unsigned)")
 
 // Webhook POSTs each batch as a JSON array of events.
 type Webhook struct {
 	url    string
 	secret []byte
 	client *http.Client
+	now    func() time.Time
 }
 
-// NewWebhook returns the sink of the webhook at url; opt may be nil.
-func NewWebhook(url string, opt *WebhookOptions) *Webhook {
-	var o WebhookOptions
-	if opt != nil {
-		o = *opt
+// NewWebhook returns the sink of the webhook at url. It never follows a
+// redirect: a 3xx is a rejection.
+func NewWebhook(url string, opt WebhookOptions) (*Webhook, error) {
+	if len(opt.Secret) == 0 && !opt.Unsigned {
+		return nil, ErrUnsigned
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
+	if opt.Timeout <= 0 {
+		opt.Timeout = 30 * time.Second
 	}
-	if o.Client == nil {
-		o.Client = &http.Client{Timeout: o.Timeout}
+	c := &http.Client{Timeout: opt.Timeout}
+	if opt.Client != nil {
+		cc := *opt.Client
+		c = &cc
 	}
-	return &Webhook{url: url, secret: o.Secret, client: o.Client}
+	// A followed 301, 302 or 303 turns the POST into a GET without the
+	// body, and its 2xx would acknowledge events nobody received.
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Webhook{url: url, secret: opt.Secret, client: c, now: opt.Now}, nil
 }
 
 // Body is the JSON array of evs that a POST carries.
@@ -92,7 +96,7 @@ func IdempotencyKey(evs []outbox.Pending) string {
 
 // Deliver POSTs evs in one body. A 2xx acknowledges all of them; 408, 429
 // and 5xx are retried (a *RetryAfterError when the answer says when); any
-// other status is a *RejectedError.
+// other status, a redirect included, is a *RejectedError.
 func (w *Webhook) Deliver(ctx context.Context, evs []outbox.Pending) (int, error) {
 	body := Body(evs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
@@ -102,7 +106,7 @@ func (w *Webhook) Deliver(ctx context.Context, evs []outbox.Pending) (int, error
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", IdempotencyKey(evs))
 	if len(w.secret) > 0 {
-		req.Header.Set(SignatureHeader, Sign(w.secret, body))
+		webhook.SetHeaders(req.Header, w.secret, w.now(), body)
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
@@ -123,6 +127,11 @@ func (w *Webhook) Deliver(ctx context.Context, evs []outbox.Pending) (int, error
 		return 0, err
 	}
 	msg := fmt.Sprintf("webhook %s rejected %d events (%s .. %s): %s", w.url, len(evs), evs[0].ID, evs[len(evs)-1].ID, resp.Status)
+	if code >= 300 && code < 400 {
+		msg = fmt.Sprintf("webhook %s answered %s, Location %q: a redirect is not followed (fix --events-url); %d events (%s .. %s) not delivered",
+			w.url, resp.Status, resp.Header.Get("Location"), len(evs), evs[0].ID, evs[len(evs)-1].ID)
+		snippet = nil
+	}
 	if s := strings.Join(strings.Fields(string(snippet)), " "); s != "" {
 		msg += ": " + s
 	}

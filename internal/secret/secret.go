@@ -13,6 +13,17 @@
 // sees: a secret split across two Write calls, or transformed (hashed,
 // base64-encoded), passes through, and secrets shorter than MinLen are not
 // masked at all (masking "ab" would garble every line).
+//
+// A secret can be a word the program itself writes: the password "erpsync"
+// is the program's name. Masking it in the program's fixed text ("erpsync:
+// table customers does not exist; run erpsync migrate") would garble every
+// line and, worse, tell the reader the secret: that text reads the same
+// whatever the secret, so an occurrence there is no leak, while "***:" in
+// its place is one. Keep declares those texts, and the keys of a JSON log
+// line are kept too (a value's quotes are escaped, so an unescaped
+// {"key": or ,"key": in a line that starts with { is always a key). Every
+// other occurrence is masked: in URLs, DSNs, headers, field values and the
+// errors of dependencies alike.
 package secret
 
 import (
@@ -55,8 +66,32 @@ const Mask = "***"
 // Redactor replaces known secrets with Mask. Its zero value knows no secret;
 // it is safe for concurrent use.
 type Redactor struct {
-	mu  sync.RWMutex
-	old [][]byte // longest first, so that a secret inside another goes second
+	mu   sync.RWMutex
+	old  [][]byte // longest first, so that a secret inside another goes second
+	keep []phrase
+}
+
+// phrase is a fixed text of the program, at the start of a line only when
+// lineStart.
+type phrase struct {
+	text      []byte
+	lineStart bool
+}
+
+// Keep declares fixed texts of the program, in which a secret is left as
+// it is (see the package documentation). A phrase that starts with "^"
+// counts only at the start of a line (without the "^"). A phrase keeps only
+// the occurrences of a secret that lie wholly inside it, and only of a
+// secret that is a word (letters and digits).
+func (r *Redactor) Keep(phrases ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range phrases {
+		ph := phrase{text: []byte(strings.TrimPrefix(p, "^")), lineStart: strings.HasPrefix(p, "^")}
+		if len(ph.text) > 0 {
+			r.keep = append(r.keep, ph)
+		}
+	}
 }
 
 // Add makes r mask each secret of at least MinLen bytes, together with its
@@ -83,16 +118,113 @@ func (r *Redactor) Add(secrets ...string) {
 	sort.Slice(r.old, func(i, j int) bool { return len(r.old[i]) > len(r.old[j]) })
 }
 
-// Bytes returns b with every known secret masked; b itself when none occurs.
+// Bytes returns b with every known secret masked, except inside the kept
+// texts; b itself when no secret occurs.
 func (r *Redactor) Bytes(b []byte) []byte {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	found := false
 	for _, o := range r.old {
 		if bytes.Contains(b, o) {
-			b = bytes.ReplaceAll(b, o, []byte(Mask))
+			found = true
+			break
 		}
 	}
-	return b
+	if !found {
+		return b
+	}
+	kept := r.keptSpans(b)
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		n := r.secretAt(b[i:], i, kept)
+		if n == 0 {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		out = append(out, Mask...)
+		i += n
+	}
+	return out
+}
+
+// secretAt returns the length of the longest secret that starts b (at
+// offset off of the whole) and is not wholly inside a kept span; 0 if none.
+func (r *Redactor) secretAt(b []byte, off int, kept [][2]int) int {
+	for _, o := range r.old {
+		if !bytes.HasPrefix(b, o) {
+			continue
+		}
+		inside := false
+		for _, k := range kept {
+			if k[0] <= off && off+len(o) <= k[1] && isWord(o) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			return len(o)
+		}
+	}
+	return 0
+}
+
+// isWord reports whether a secret is a word: letters and digits only.
+// Only such a secret is left in the program's texts; one with other
+// characters ("erpsync_", "erpsync:") could be a value that happens to
+// look like part of a text, and is masked everywhere.
+func isWord(b []byte) bool {
+	for _, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// keptSpans returns the [start, end) spans of b that are the program's
+// fixed text: the phrases of Keep and, in a line that starts with "{",
+// each key of a secret's name written as {"key": or ,"key":.
+func (r *Redactor) keptSpans(b []byte) [][2]int {
+	var spans [][2]int
+	for _, p := range r.keep {
+		for i := 0; ; {
+			j := bytes.Index(b[i:], p.text)
+			if j < 0 {
+				break
+			}
+			at := i + j
+			if !p.lineStart || at == 0 || b[at-1] == '\n' {
+				spans = append(spans, [2]int{at, at + len(p.text)})
+			}
+			i = at + 1
+		}
+	}
+	for start := 0; start < len(b); {
+		end := bytes.IndexByte(b[start:], '\n')
+		if end < 0 {
+			end = len(b)
+		} else {
+			end += start
+		}
+		if b[start] == '{' {
+			for _, o := range r.old {
+				for _, lead := range []byte{'{', ','} {
+					key := append(append([]byte{lead, '"'}, o...), '"', ':')
+					for i := start; i < end; {
+						j := bytes.Index(b[i:end], key)
+						if j < 0 {
+							break
+						}
+						spans = append(spans, [2]int{i + j, i + j + len(key)})
+						i += j + 1
+					}
+				}
+			}
+		}
+		start = end + 1
+	}
+	return spans
 }
 
 // String returns s with every known secret masked.

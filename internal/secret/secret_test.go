@@ -73,3 +73,48 @@ func ExampleRedactor() {
 	fmt.Println(r.String("dial redis: WRONGPASS for hunter22"))
 	// Output: dial redis: WRONGPASS for ***
 }
+
+// A secret that is one of the program's words stays masked in every value
+// (a URL, a DSN, a header, a field's value, a JSON value) but not in the
+// program's fixed texts (Keep) nor in the keys of a JSON log line.
+func TestRedactorKeepsTheProgramsWordsAndMasksValues(t *testing.T) {
+	var r secret.Redactor
+	r.Add("erpsync")
+	r.Keep("^erpsync: ", "erpsync migrate")
+	for in, want := range map[string]string{
+		"erpsync: typo1.yaml:16: unknown key \"colums\"\n":             "erpsync: typo1.yaml:16: unknown key \"colums\"\n",
+		"erpsync: table customers does not exist; run erpsync migrate": "erpsync: table customers does not exist; run erpsync migrate",
+		"erpsync: GET http://u:erpsync@erp/x: refused":                 "erpsync: GET http://u:***@erp/x: refused",
+		"dsn root:erpsync@tcp(db:3306)/erpsync":                        "dsn root:***@tcp(db:3306)/***",
+		"Authorization: Basic erpsync":                                 "Authorization: Basic ***",
+		"password=erpsync token=xerpsyncx":                             "password=*** token=x***x",
+		"not at a line start, erpsync: x":                              "not at a line start, ***: x",
+		"erpsync: erpsync: x":                                          "erpsync: ***: x",
+		"erpsync migrated":                                             "erpsync migrated", // inside the kept phrase
+		"erpsync migrate\nerpsync: a\n x erpsync: b":                   "erpsync migrate\nerpsync: a\n x ***: b",
+		`{"level":"error","erpsync":"erpsync","message":"erpsync"}`:    `{"level":"error","erpsync":"***","message":"***"}`,
+		`{"error":"body {\"erpsync\":1}"}`:                             `{"error":"body {\"***\":1}"}`,
+		`not json {"erpsync":1}`:                                       `not json {"***":1}`,
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("%q:\n got %q\nwant %q", in, got, want)
+		}
+	}
+}
+
+// A secret that is not a word is masked even inside the program's texts:
+// "erpsync_" or "erpsync:" could be a value that looks like one of them.
+func TestRedactorKeepsOnlyWords(t *testing.T) {
+	var r secret.Redactor
+	r.Add("erpsync_", "erpsync:")
+	r.Keep("^erpsync: ", "erpsync_")
+	for in, want := range map[string]string{
+		"erpsync: x":              "*** x",
+		"table erpsync_events":    "table ***events",
+		"dsn u:erpsync_@tcp(h)/d": "dsn u:***@tcp(h)/d",
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("%q:\n got %q\nwant %q", in, got, want)
+		}
+	}
+}

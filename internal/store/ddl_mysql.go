@@ -22,14 +22,61 @@ func quoteIdent(name string) string {
 }
 
 // The character sets and collations of text columns. A key string compares
-// exactly (binary), as memberships.erp_id does: a key that differs only in
-// case or accents is another record. Other text sorts like the table
-// default.
+// byte for byte: a key that differs in case, accents or by a trailing space
+// is another record. utf8mb4_bin does not do that: it is a PAD SPACE
+// collation, 'A' = 'A ' under its UNIQUE index. The NO PAD binary
+// collations do (noPadCollations: MariaDB 10.2+ has utf8mb4_nopad_bin,
+// MySQL 8 and go-mysql-server utf8mb4_0900_bin); a server with neither
+// gets binCollation, and a write that its index would merge into another
+// key's row is refused (Store.KeyTaken). Other text sorts like the table
+// default; a json column compares as binary, which nothing reads.
 const (
 	textCharset    = "utf8mb4"
-	keyCollation   = "utf8mb4_bin"
+	binCollation   = "utf8mb4_bin"
 	tableCollation = "utf8mb4_unicode_ci"
+	// migrationKeyCollation is the key collation the numbered migrations
+	// write; dialectSQL puts the server's in its place.
+	migrationKeyCollation = "utf8mb4_nopad_bin"
 )
+
+// noPadCollations are the utf8mb4 collations that compare byte for byte,
+// trailing spaces included, in the order a key column takes the first the
+// server has.
+var noPadCollations = []string{"utf8mb4_nopad_bin", "utf8mb4_0900_bin"}
+
+// keyCollationOf returns the collation the key columns take on the server
+// q is connected to: the first of noPadCollations it has, else
+// binCollation.
+func keyCollationOf(ctx context.Context, q querier) (string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT COLLATION_NAME FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN ('"+strings.Join(noPadCollations, "', '")+"')")
+	if err != nil {
+		return "", fmt.Errorf("read collations: %w", err)
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return "", fmt.Errorf("read collations: %w", err)
+		}
+		have[strings.ToLower(name)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read collations: %w", err)
+	}
+	for _, c := range noPadCollations {
+		if have[c] {
+			return c, nil
+		}
+	}
+	return binCollation, nil
+}
+
+// dialectSQL is a numbered migration's statement for a server whose key
+// columns take keyColl.
+func dialectSQL(stmt, keyColl string) string {
+	return strings.ReplaceAll(stmt, migrationKeyCollation, keyColl)
+}
 
 // columnType is the MySQL type of a column.
 //
@@ -45,7 +92,7 @@ func columnType(c tableColumn) string {
 	case entity.String:
 		coll := tableCollation
 		if c.key {
-			coll = keyCollation
+			coll = c.collation
 		}
 		return fmt.Sprintf("VARCHAR(%d) CHARACTER SET %s COLLATE %s", t.Length, textCharset, coll)
 	case entity.Text:
@@ -61,9 +108,9 @@ func columnType(c tableColumn) string {
 	case entity.Date:
 		return "DATE"
 	case entity.DateTime:
-		return "DATETIME(3)"
+		return fmt.Sprintf("DATETIME(%d)", t.Digits())
 	case entity.JSON:
-		return "LONGTEXT CHARACTER SET " + textCharset + " COLLATE " + keyCollation
+		return "LONGTEXT CHARACTER SET " + textCharset + " COLLATE " + binCollation
 	}
 	return fmt.Sprintf("/* unknown kind %d */", t.Kind)
 }
@@ -202,7 +249,8 @@ FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 			continue
 		}
 		c := liveColumn{name: column, ordinal: int(ord), nullable: nullable == "YES", raw: colType}
-		c.typ, c.exact = liveType(dataType, colType, int(length), int(prec), int(scale), int(dtPrec), charset, collation)
+		c.typ = liveType(dataType, colType, int(length), int(prec), int(scale), int(dtPrec), charset)
+		c.collation = strings.ToLower(collation)
 		if charset != "" && charset != textCharset {
 			c.raw += " character set " + charset
 		}
@@ -222,32 +270,31 @@ FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 
 // liveType is the entity type a column of the database has, tolerant of
 // how MySQL 8 and MariaDB each report it (int(11) or int, bigint(20) or
-// bigint, tinyint(1) for BOOLEAN, longtext for MariaDB's JSON), and
-// whether a string compares exactly (binary collation). Kind 0: a type no
-// entity declares (unsigned, another precision, another character set).
-func liveType(dataType, colType string, length, prec, scale, dtPrec int, charset, collation string) (entity.Type, bool) {
+// bigint, tinyint(1) for BOOLEAN, longtext for MariaDB's JSON). Kind 0: a
+// type no entity declares (unsigned, another precision, another character
+// set).
+func liveType(dataType, colType string, length, prec, scale, dtPrec int, charset string) entity.Type {
 	unsigned := strings.Contains(colType, "unsigned")
 	text := charset == textCharset
-	exact := collation == keyCollation
 	switch {
 	case dataType == "varchar" && text:
-		return entity.Type{Kind: entity.String, Length: length}, exact
+		return entity.Type{Kind: entity.String, Length: length}
 	case dataType == "text" && text:
-		return entity.Type{Kind: entity.Text}, exact
+		return entity.Type{Kind: entity.Text}
 	case dataType == "longtext" && text, dataType == "json":
-		return entity.Type{Kind: entity.JSON}, exact
+		return entity.Type{Kind: entity.JSON}
 	case dataType == "int" && !unsigned:
-		return entity.Type{Kind: entity.Int32}, false
+		return entity.Type{Kind: entity.Int32}
 	case dataType == "bigint" && !unsigned:
-		return entity.Type{Kind: entity.Int64}, false
+		return entity.Type{Kind: entity.Int64}
 	case dataType == "decimal" && !unsigned:
-		return entity.Type{Kind: entity.Decimal, Precision: prec, Scale: scale}, false
+		return entity.Type{Kind: entity.Decimal, Precision: prec, Scale: scale}
 	case dataType == "tinyint" && colType == "tinyint(1)":
-		return entity.Type{Kind: entity.Bool}, false
+		return entity.Type{Kind: entity.Bool}
 	case dataType == "date":
-		return entity.Type{Kind: entity.Date}, false
-	case dataType == "datetime" && dtPrec == 3:
-		return entity.Type{Kind: entity.DateTime}, false
+		return entity.Type{Kind: entity.Date}
+	case dataType == "datetime" && dtPrec >= 0 && dtPrec <= entity.MaxDigits:
+		return entity.DateTimeOf(dtPrec)
 	}
-	return entity.Type{}, false
+	return entity.Type{}
 }

@@ -33,6 +33,12 @@
 // Lines are written only with their parent: a parent row removed by hand
 // leaves its lines, which an insert of the same key later does not clear.
 //
+// The one write that lands at the version a row holds is Repair:
+// reconcile's repair of a live row whose fields or lines differ from the
+// source's copy at that version, under the copy's fencing token, compared
+// under a row lock first. It is a change of the row like any other: a new
+// life of its key and, with events, an update event.
+//
 // The store works with MariaDB 10.5+ and MySQL 8: it avoids the row alias
 // (MySQL only) and RETURNING (MariaDB only) and uses VALUES() in ON DUPLICATE
 // KEY UPDATE, which both accept.

@@ -36,9 +36,9 @@ func TestChildTablesAdditiveChanges(t *testing.T) {
 	e := orders(t)
 	p := migrateEntities(t, s, e)
 	want := []string{
-		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, `restore_count` BIGINT NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
-		"CREATE TABLE IF NOT EXISTS `order_items` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `line_no` INT NOT NULL, `material` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `quantity` DECIMAL(13,3) NOT NULL, `note` TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_items_company_order_no_line_no` (`company`, `order_no`, `line_no`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
-		"CREATE TABLE IF NOT EXISTS `order_texts` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `lang` VARCHAR(2) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `kind` INT NOT NULL, `body` VARCHAR(80) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_texts_company_order_no_lang_kind` (`company`, `order_no`, `lang`, `kind`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, `restore_count` BIGINT NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+		"CREATE TABLE IF NOT EXISTS `order_items` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `line_no` INT NOT NULL, `material` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `quantity` DECIMAL(13,3) NOT NULL, `note` TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_items_company_order_no_line_no` (`company`, `order_no`, `line_no`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+		"CREATE TABLE IF NOT EXISTS `order_texts` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `lang` VARCHAR(2) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `kind` INT NOT NULL, `body` VARCHAR(80) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_texts_company_order_no_lang_kind` (`company`, `order_no`, `lang`, `kind`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 	}
 	if !slices.Equal(p.Statements, want) {
 		t.Fatalf("create:\n%s\nwant:\n%s", strings.Join(p.Statements, "\n"), strings.Join(want, "\n"))
@@ -52,13 +52,13 @@ func TestChildTablesAdditiveChanges(t *testing.T) {
 			e.Children[0].Columns[2].Type = typ(t, "decimal(15,4)")
 		}, []string{"ALTER TABLE `order_items` MODIFY COLUMN `material` VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, MODIFY COLUMN `quantity` DECIMAL(15,4) NOT NULL"}},
 		{"longer parent key string: in every table", func(e *entity.Entity) { e.Columns[0].Type = typ(t, "string(6)") }, []string{
-			"ALTER TABLE `orders` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL",
-			"ALTER TABLE `order_items` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL",
-			"ALTER TABLE `order_texts` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL",
+			"ALTER TABLE `orders` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL",
+			"ALTER TABLE `order_items` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL",
+			"ALTER TABLE `order_texts` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL",
 		}},
 		{"a new child", func(e *entity.Entity) {
 			e.Children = append(e.Children, &entity.Child{Name: "notes", Key: []string{"seq"}, Columns: []entity.Column{{Name: "seq", Type: typ(t, "int32")}}})
-		}, []string{"CREATE TABLE IF NOT EXISTS `notes` (`company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, `order_no` BIGINT NOT NULL, `seq` INT NOT NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_notes_company_order_no_seq` (`company`, `order_no`, `seq`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"}},
+		}, []string{"CREATE TABLE IF NOT EXISTS `notes` (`company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `seq` INT NOT NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_notes_company_order_no_seq` (`company`, `order_no`, `seq`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"}},
 	})
 	var def string
 	s.DB().Raw("SELECT definition FROM erpsync_entities WHERE name = 'orders'").Scan(&def)

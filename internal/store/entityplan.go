@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -64,8 +63,9 @@ type EntityPlan struct {
 	// Entities are the entities planned for.
 	Entities []*entity.Entity
 	// Pending are the numbered migrations (migrations/) the database still
-	// lacks: Migrate applies them before the entities' statements, and the
-	// plan assumes the tables they make.
+	// lacks, as Migrate runs them for these entities (numberedSteps): it
+	// applies them before the entities' statements, and the plan assumes
+	// the tables they make.
 	Pending []Migration
 	// Statements are the DDL to run, in order; none when every table
 	// matches its entity.
@@ -168,15 +168,22 @@ func (s *Store) underMigrationLock(ctx context.Context, fn func(conn *sql.Conn) 
 
 func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, error) {
 	p := &EntityPlan{Entities: ents}
-	pending, err := pendingMigrations(ctx, q)
+	keyColl, err := keyCollationOf(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	defs, tables, err := entityTables(ents, keyColl)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := pendingMigrations(ctx, q, wantsBuiltin(tables))
+	if err != nil {
+		return nil, err
+	}
+	for i := range pending {
+		pending[i].SQL = dialectSQL(pending[i].SQL, keyColl)
 	}
 	p.Pending = pending
-	defs, tables, err := entityTables(ents)
-	if err != nil {
-		return nil, err
-	}
 	live, err := readTables(ctx, q, tables)
 	if err != nil {
 		return nil, err
@@ -191,7 +198,7 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 			if len(pending) > 0 && d.name == MembershipsTable {
 				// The pending migrations bring memberships to the table the
 				// built-in entity declares.
-				builtin, err := tableDefs(entity.Memberships())
+				builtin, err := tableDefs(entity.Memberships(), keyColl)
 				if err != nil {
 					return nil, err
 				}
@@ -214,12 +221,12 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 	return p, nil
 }
 
-// entityTables are the tables of each of ents (tableDefs) and all their
-// names.
-func entityTables(ents []*entity.Entity) (defs [][]tableDef, names []string, err error) {
+// entityTables are the tables of each of ents (tableDefs, their key
+// strings of collation keyColl) and all their names.
+func entityTables(ents []*entity.Entity, keyColl string) (defs [][]tableDef, names []string, err error) {
 	defs = make([][]tableDef, len(ents))
 	for i, e := range ents {
-		if defs[i], err = tableDefs(e); err != nil {
+		if defs[i], err = tableDefs(e, keyColl); err != nil {
 			return nil, nil, err
 		}
 		for _, d := range defs[i] {
@@ -259,6 +266,21 @@ func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists 
 			}
 			clauses = append(clauses, addColumnClause(ch.column))
 		case modifyColumn:
+			if c := ch.column; c.key && c.Type.Kind == entity.Decimal && ch.live.Scale != c.Type.Scale {
+				// A key's text is its stored digits: "1.50" would be
+				// "1.500", another lock key and event key of one
+				// record, also between the processes of a rolling
+				// deploy. Only a table without rows may change it.
+				rows, err := hasRows(ctx, q, table, exists)
+				if err != nil {
+					return nil, err
+				}
+				if rows {
+					ch.loss = fmt.Sprintf("the key's text would change (a key %s of %s is written with %d decimal places, its lock and event keys with it)", c.Name, ch.live, c.Type.Scale)
+					ch.fix = fmt.Sprintf("keep the scale of %s (a wider precision is fine), or sync the new key into a table of another name (table:)", ch.live)
+					return nil, ch.lossy(table)
+				}
+			}
 			clauses = append(clauses, modifyColumnClause(ch.column))
 		case addIndex:
 			clauses = append(clauses, addIndexClause(table))
@@ -289,17 +311,23 @@ func hasRows(ctx context.Context, q querier, table string, exists bool) (bool, e
 	return rows, nil
 }
 
-// pendingMigrations are the embedded migrations schema_migrations does not
-// list (all of them when it does not exist).
-func pendingMigrations(ctx context.Context, q querier) ([]Migration, error) {
+// pendingMigrations are the steps of the embedded migrations that Migrate
+// would run (numberedSteps), for entities that have the built-in table
+// (wantBuiltin) or not: those schema_migrations does not list (all of them
+// when it does not exist).
+func pendingMigrations(ctx context.Context, q querier, wantBuiltin bool) ([]Migration, error) {
 	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	exists, err := hasTable(ctx, q, MembershipsTable)
 	if err != nil {
 		return nil, err
 	}
 	done := map[int]bool{}
 	rows, err := q.QueryContext(ctx, "SELECT version FROM schema_migrations")
 	if isNoTable(err) {
-		return ms, nil
+		return numberedSteps(ms, done, wantBuiltin, exists), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", err)
@@ -315,7 +343,7 @@ func pendingMigrations(ctx context.Context, q querier) ([]Migration, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", err)
 	}
-	return slices.DeleteFunc(ms, func(m Migration) bool { return done[m.Version] }), nil
+	return numberedSteps(ms, done, wantBuiltin, exists), nil
 }
 
 // readRecorded reads erpsync_entities by entity name (empty when the table
@@ -408,7 +436,11 @@ func execStrict(ctx context.Context, conn *sql.Conn, stmts []string) error {
 // table matches the config file: what every command that writes runs
 // before it starts. It reads every table in one query.
 func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error {
-	defs, tables, err := entityTables(ents)
+	keyColl, err := keyCollationOf(ctx, s.sql)
+	if err != nil {
+		return err
+	}
+	defs, tables, err := entityTables(ents, keyColl)
 	if err != nil {
 		return err
 	}

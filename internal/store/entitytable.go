@@ -35,6 +35,9 @@ type tableColumn struct {
 	// late: one of erpsync's own columns that tables made before it lack:
 	// migrate adds it (nullable) to a table that has the others.
 	late bool
+	// collation is a key string's: the server's that compares byte for
+	// byte (keyCollationOf).
+	collation string
 }
 
 // lateOwn are the own columns added after entity tables existed
@@ -58,8 +61,9 @@ type tableDef struct {
 	marks bool
 }
 
-// tableDefs are the tables of e: its own, then one per child, in order.
-func tableDefs(e *entity.Entity) ([]tableDef, error) {
+// tableDefs are the tables of e: its own, then one per child, in order,
+// their key strings of collation keyColl.
+func tableDefs(e *entity.Entity, keyColl string) ([]tableDef, error) {
 	cols, err := tableColumns(e)
 	if err != nil {
 		return nil, err
@@ -71,6 +75,13 @@ func tableDefs(e *entity.Entity) ([]tableDef, error) {
 			return nil, err
 		}
 		defs = append(defs, d)
+	}
+	for _, d := range defs {
+		for i := range d.cols {
+			if c := &d.cols[i]; c.key && c.Type.Kind == entity.String {
+				c.collation = keyColl
+			}
+		}
 	}
 	return defs, nil
 }
@@ -172,7 +183,8 @@ type liveColumn struct {
 	typ      entity.Type // Kind 0: a type no entity declares
 	raw      string      // the type as the database writes it
 	nullable bool
-	exact    bool // a string that compares exactly (binary collation)
+	// collation is a text column's collation, lower case; "" for others.
+	collation string
 }
 
 func (t *liveTable) addIndexColumn(index, column string, seq int, unique bool) {
@@ -228,7 +240,7 @@ func (t *liveTable) indexedFirst(column string) bool {
 func shippedTable(d tableDef) *liveTable {
 	t := &liveTable{name: d.name}
 	for i, c := range d.cols {
-		t.columns = append(t.columns, liveColumn{name: c.Name, ordinal: i + 1, typ: c.Type, raw: c.Type.String(), nullable: c.Nullable, exact: c.key})
+		t.columns = append(t.columns, liveColumn{name: c.Name, ordinal: i + 1, typ: c.Type, raw: c.Type.String(), nullable: c.Nullable, collation: c.collation})
 	}
 	for i, k := range d.key {
 		t.addIndexColumn("uq", k, i+1, true)
@@ -252,6 +264,7 @@ const (
 type change struct {
 	kind   changeKind
 	column tableColumn // addColumn, modifyColumn: the column as the file wants it
+	live   entity.Type // modifyColumn: the column's type in the database
 	// subject, file and db say what differs and how, for messages:
 	// "column credit_limit", "decimal(15,2)", "decimal(12,2)".
 	subject, file, db string
@@ -306,23 +319,25 @@ func compareColumn(table string, c tableColumn, lc *liveColumn) (change, bool) {
 		}
 		return ch, true
 	}
-	// A key string must compare exactly; any other column's collation is
-	// its own affair.
-	looseKey := c.key && c.Type.Kind == entity.String && !lc.exact
-	sameType := lc.typ == c.Type && !looseKey
-	if sameType && lc.nullable == c.Nullable {
+	// A key string must compare byte for byte; any other column's
+	// collation is its own affair. Making a key's collation exact only
+	// tells apart keys the old one held equal: it merges none, and the
+	// UNIQUE index rebuilt under it cannot refuse a row.
+	looseKey := c.key && c.Type.Kind == entity.String && lc.collation != c.collation && !slices.Contains(noPadCollations, lc.collation)
+	sameType := lc.typ == c.Type
+	if sameType && !looseKey && lc.nullable == c.Nullable {
 		return change{}, false
 	}
 	showNull := lc.nullable != c.Nullable
-	ch := change{kind: modifyColumn, column: c, subject: subject,
+	ch := change{kind: modifyColumn, column: c, live: lc.typ, subject: subject,
 		file: describe(c.Type, "", c.Nullable, showNull), db: describe(lc.typ, lc.raw, lc.nullable, showNull)}
+	if looseKey {
+		ch.file += " (collation " + c.collation + ")"
+		ch.db += " (collation " + lc.collation + ")"
+	}
 	switch {
 	case c.own:
 		ch.kind, ch.loss, ch.fix = refuse, "erpsync keeps its bookkeeping there", ownFix(table)
-	case looseKey:
-		ch.db += " (collation not " + keyCollation + ")"
-		ch.kind, ch.loss = refuse, "keys that differ only in case or accents are one row in the table and two records in the ERP"
-		ch.fix = "change the column to " + keyCollation + " by hand once no two keys collide, then run erpsync migrate again"
 	case lc.nullable && !c.Nullable:
 		ch.kind, ch.loss = refuse, "rows that hold NULL there would have no value"
 		ch.fix = "keep it nullable: true, or fill the NULLs and change the column by hand, then run erpsync migrate again"
@@ -340,10 +355,12 @@ func ownFix(table string) string {
 }
 
 // widens reports whether a column of type from may become type to without
-// losing a value: a longer string, or a decimal with no fewer integer
-// digits and no smaller scale.
+// losing a value: a longer string, a decimal with no fewer integer digits
+// and no smaller scale, or a datetime with no fewer fraction digits.
 func widens(from, to entity.Type) bool {
 	switch {
+	case from.Kind == entity.DateTime && to.Kind == entity.DateTime:
+		return to.Digits() >= from.Digits()
 	case from.Kind == entity.String && to.Kind == entity.String:
 		return to.Length >= from.Length
 	case from.Kind == entity.Decimal && to.Kind == entity.Decimal:
@@ -361,6 +378,8 @@ func narrowLoss(from, to entity.Type) string {
 		return fmt.Sprintf("digits past %d decimal places would be rounded away", to.Scale)
 	case from.Kind == entity.Decimal && to.Kind == entity.Decimal:
 		return fmt.Sprintf("values of more than %d integer digits would not fit", to.Precision-to.Scale)
+	case from.Kind == entity.DateTime && to.Kind == entity.DateTime:
+		return fmt.Sprintf("fraction digits of a second past %d would be cut", to.Digits())
 	}
 	return "values would be converted, and those that do not convert lost"
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,26 +100,87 @@ func TestEventJSONIsWhatEncodingJSONWrites(t *testing.T) {
 			}
 			r.Children = append(r.Children, lines)
 		}
-		fast := tab.event(r, outbox.OpUpdate)
-		if fast.DataJSON == nil {
-			t.Fatalf("row %d: the compiled encoder fell back", i)
+		fast, err := tab.event(r, outbox.OpUpdate)
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
 		}
-		slow := tab.eventMaps(r, outbox.OpUpdate)
-		key, err := outbox.KeyText(slow.Key)
+		keyMap, dataMap := tab.eventMaps(r)
+		key, err := json.Marshal(keyMap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := json.Marshal(slow.Data)
+		data, err := json.Marshal(dataMap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(fast.KeyJSON) != key || !bytes.Equal(fast.DataJSON, data) {
+		if string(fast.KeyJSON) != string(key) || !bytes.Equal(fast.DataJSON, data) {
 			t.Fatalf("row %d:\nkey  %s\nwant %s\ndata %s\nwant %s", i, fast.KeyJSON, key, fast.DataJSON, data)
+		}
+		// An event given as maps is recorded with the same key text, so
+		// with the same id.
+		if kt, err := outbox.KeyText(keyMap); err != nil || kt != string(key) {
+			t.Fatalf("row %d: the outbox's key text of the maps %s (%v), want %s", i, kt, err, key)
 		}
 		if !utf8.Valid(fast.DataJSON) || !json.Valid(fast.DataJSON) {
 			t.Fatalf("row %d: data is not valid JSON: %q", i, fast.DataJSON)
 		}
 	}
+	// A json column whose text is not JSON is an error, naming it.
+	r := Row{Key: "k", Vals: make([]entity.Value, len(tab.kinds))}
+	for j := range r.Vals {
+		r.Vals[j] = entity.Value{Null: true}
+	}
+	r.Vals[8] = entity.Value{S: "{not json"}
+	r.Children = []entity.Lines{nil, nil}
+	if _, err := tab.event(r, outbox.OpInsert); err == nil || !strings.Contains(err.Error(), "extra") {
+		t.Fatalf("an event of a json column that is not JSON: %v, want an error naming extra", err)
+	}
+}
+
+// jsonValue is a value of kind k as an event carries it, for
+// encoding/json: the reference the compiled encoder is held to.
+func jsonValue(k entity.Kind, v entity.Value) any {
+	if v.Null {
+		return nil
+	}
+	switch k {
+	case entity.Int32:
+		return v.I
+	case entity.Int64:
+		return strconv.FormatInt(v.I, 10)
+	case entity.Bool:
+		return v.I != 0
+	case entity.DateTime:
+		return v.T.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	case entity.JSON:
+		return json.RawMessage(v.S)
+	}
+	return v.S
+}
+
+// eventMaps is the key and data of r's event as maps of jsonValue.
+func (t *Table) eventMaps(r Row) (key, data map[string]any) {
+	key = make(map[string]any, len(t.keys))
+	data = make(map[string]any, len(t.kinds)+len(t.lines))
+	for i, c := range t.ent.Columns {
+		v := jsonValue(t.kinds[i], r.Vals[i])
+		data[c.Name] = v
+		if t.isKey[i] {
+			key[c.Name] = v
+		}
+	}
+	for c, lt := range t.lines {
+		objs := []map[string]any{}
+		for _, line := range r.Children[c] {
+			obj := make(map[string]any, len(line))
+			for j, col := range lt.child.Columns {
+				obj[col.Name] = jsonValue(lt.kinds[j], line[j])
+			}
+			objs = append(objs, obj)
+		}
+		data[lt.child.Name] = objs
+	}
+	return key, data
 }
 
 // TestAppendStringIsEncodingJSONs checks AppendString against

@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/outbox"
@@ -13,79 +11,31 @@ import (
 
 // The writes of an entity with events (entity.Entity.Events) record the
 // change event of every row they change in the outbox, in the transaction
-// that changes it: an insert, an update to a higher version, a restore, a
-// soft delete. A write that changes nothing (a replay, a stale version, a
-// lost fence) records nothing, and the outbox's UNIQUE index over (entity,
-// key, version, op, life) drops a change recorded twice; life is the row's
-// restore_count after the write, which a restore raises. Each write reads the
-// rows' guards under a lock first (SELECT ... FOR UPDATE), so that what it
-// calls a change is what it changed.
+// that changes it, after the statement that changed it (so that the row
+// lock orders a key's events: their outbox ids, the events' seq, increase
+// with every event of the key): an insert, an update to a higher version,
+// a restore, a soft delete, a repair at the row's version (repair.go). A
+// write that changes nothing (a replay, a stale version, a lost fence)
+// records nothing, and the outbox's UNIQUE index over (entity, key,
+// version, op, life) drops a change recorded twice; life is the row's
+// restore_count after the write, which a restore and a repair raise. Each
+// write reads the rows' guards under a lock first (SELECT ... FOR UPDATE),
+// so that what it calls a change is what it changed.
 
 // events reports whether the table's writes record change events.
 func (t *Table) events() bool { return t.ent.Events }
 
-// jsonValue is a value of kind k as an event carries it: decimal and
-// int64 as JSON strings, a date YYYY-MM-DD, a datetime RFC 3339 in UTC
-// with milliseconds, a json column as its JSON.
-func jsonValue(k entity.Kind, v entity.Value) any {
-	if v.Null {
-		return nil
-	}
-	switch k {
-	case entity.Int32:
-		return v.I
-	case entity.Int64:
-		return strconv.FormatInt(v.I, 10)
-	case entity.Bool:
-		return v.I != 0
-	case entity.DateTime:
-		return outbox.FormatTime(v.T)
-	case entity.JSON:
-		return json.RawMessage(v.S)
-	}
-	return v.S // string, text, decimal, date
-}
-
 // event returns the change event of r written with op: its columns, and
 // under each child's name the child's lines, in order, each an object of
 // the child's columns, encoded by the table's compiled encoder
-// (eventJSON); a value it cannot encode leaves the event to encoding/json
-// (eventMaps), which says what is wrong with it.
-func (t *Table) event(r Row, op string) outbox.Event {
+// (eventJSON). A value that does not encode (a json column whose text is
+// not JSON) is an error: the write fails, nothing is recorded half.
+func (t *Table) event(r Row, op string) (outbox.Event, error) {
 	ev := outbox.Event{Entity: t.ent.Name, Op: op, Version: r.Version, RunID: r.RunID}
-	if t.evJSON.encode(t, &r, &ev) {
-		return ev
+	if err := t.evJSON.encode(t, &r, &ev); err != nil {
+		return ev, fmt.Errorf("change event of %s key %q: %w", t.ent.Name, r.Key, err)
 	}
-	return t.eventMaps(r, op)
-}
-
-// eventMaps is event with its key and data as maps.
-func (t *Table) eventMaps(r Row, op string) outbox.Event {
-	key := make(map[string]any, len(t.keys))
-	data := make(map[string]any, len(t.kinds)+len(t.lines))
-	for i, c := range t.ent.Columns {
-		v := jsonValue(t.kinds[i], r.Vals[i])
-		data[c.Name] = v
-		if t.isKey[i] {
-			key[c.Name] = v
-		}
-	}
-	for c, lt := range t.lines {
-		var lines entity.Lines
-		if c < len(r.Children) {
-			lines = r.Children[c]
-		}
-		objs := make([]map[string]any, len(lines))
-		for n, line := range lines {
-			obj := make(map[string]any, len(line))
-			for j, col := range lt.child.Columns {
-				obj[col.Name] = jsonValue(lt.kinds[j], line[j])
-			}
-			objs[n] = obj
-		}
-		data[lt.child.Name] = objs
-	}
-	return outbox.Event{Entity: t.ent.Name, Key: key, Op: op, Version: r.Version, RunID: r.RunID, Data: data}
+	return ev, nil
 }
 
 // inTx runs write in a transaction and records the events it returns
@@ -200,7 +150,10 @@ func (s *Store) written(ctx context.Context, tx *sql.Tx, rows []Row, landed, cle
 		if landed == nil || landed[i] {
 			p, had := prior[r.Key]
 			op, life := landedChange(p, had)
-			ev := s.t.event(r, op)
+			ev, err := s.t.event(r, op)
+			if err != nil {
+				return nil, err
+			}
 			ev.Life = life
 			evs = append(evs, ev)
 		}
@@ -264,7 +217,10 @@ func (s *Store) deleteChanges(ctx context.Context, ts []Tombstone) *changes {
 			r.Vals = append([]entity.Value(nil), st.Vals...)
 			r.RunID = runs[r.Key]
 			r.Children = lines[r.Key]
-			ev := s.t.event(r, outbox.OpDelete)
+			ev, err := s.t.event(r, outbox.OpDelete)
+			if err != nil {
+				return err
+			}
 			ev.Life = st.RestoreCount
 			evs = append(evs, ev)
 			return nil

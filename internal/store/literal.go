@@ -119,6 +119,24 @@ func appendDigits(b []byte, v, n int) []byte {
 	return b
 }
 
+// exactTime writes t, a column's value, with its microseconds when it has
+// digits past the millisecond: a datetime(P) column's value has no more
+// than its P (the decoder refuses one with more), which the column keeps
+// whole on MariaDB and MySQL 8 alike.
+func (l *literal) exactTime(t time.Time) error {
+	us := t.Nanosecond() / 1e3 % 1e3
+	if us == 0 {
+		return l.time(t)
+	}
+	if err := l.time(t.Truncate(time.Second)); err != nil {
+		return err
+	}
+	l.b = append(l.b[:len(l.b)-1], '.')
+	l.b = appendDigits(l.b, t.Nanosecond()/1e3, 6)
+	l.b = append(l.b, '\'')
+	return nil
+}
+
 func (l *literal) timeOrNull(t *time.Time) error {
 	if t == nil {
 		l.sql("NULL")

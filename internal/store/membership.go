@@ -106,6 +106,25 @@ func (s *Store) Versions(ctx context.Context, keys []string) (map[string]Current
 	return s.t.readVersions(ctx, s.sql, keys)
 }
 
+// KeyTaken reports whether the row the table's UNIQUE index finds for key
+// holds another key, other: one the index's collation holds equal to key
+// though its bytes differ (a trailing space, or case under a collation a
+// user chose). Such a record cannot have a row of its own in the table,
+// and a write of it would change the other's. False when the row is key's
+// own or there is none.
+func (s *Store) KeyTaken(ctx context.Context, key string) (other string, taken bool, err error) {
+	cur, err := s.t.readVersions(ctx, s.sql, []string{key})
+	if err != nil {
+		return "", false, err
+	}
+	for k := range cur {
+		if k != key {
+			return k, true, nil
+		}
+	}
+	return "", false, nil
+}
+
 // Insert writes memberships that were absent: InsertRows.
 func (s *Store) Insert(ctx context.Context, ms []Membership) error {
 	return s.InsertRows(ctx, membershipRows(ms))

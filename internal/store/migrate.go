@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/migrations"
 )
 
@@ -90,15 +91,18 @@ type MigrateResult struct {
 }
 
 // Migrate creates the database named in dsn when it is missing and applies
-// the embedded migrations not yet recorded in schema_migrations. Several
-// instances may call it at once: they serialise on a MySQL named lock
-// (GET_LOCK), and every statement is idempotent.
+// the embedded migrations not yet recorded in schema_migrations, for the
+// built-in entity. Several instances may call it at once: they serialise
+// on a MySQL named lock (GET_LOCK), and every statement is idempotent.
 func Migrate(ctx context.Context, dsn string) (*MigrateResult, error) {
-	return MigrateWith(ctx, dsn, nil)
+	return MigrateWith(ctx, dsn, nil, []*entity.Entity{entity.Memberships()})
 }
 
-// MigrateWith is Migrate with options; of them it uses TLS.
-func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult, error) {
+// MigrateWith is Migrate with options, of which it uses TLS, for the
+// entities ents: the migrations' statements on the built-in entity's
+// table run only when one of ents has that table or the database has it
+// already (numberedSteps).
+func MigrateWith(ctx context.Context, dsn string, opt *Options, ents []*entity.Entity) (*MigrateResult, error) {
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -122,7 +126,7 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 		return nil, fmt.Errorf("look up database: %w", err)
 	}
 	if n == 0 {
-		err := as.db.WithContext(ctx).Exec("CREATE DATABASE IF NOT EXISTS `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci").Error
+		err := as.db.WithContext(ctx).Exec(CreateDatabaseSQL(cfg.DBName)).Error
 		if err != nil {
 			as.Close()
 			return nil, fmt.Errorf("create database %s: %w", cfg.DBName, err)
@@ -154,6 +158,10 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`).Error; err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
+		keyColl, err := keyCollationOf(ctx, conn.Statement.ConnPool)
+		if err != nil {
+			return err
+		}
 		var done []int
 		if err := conn.Raw("SELECT version FROM schema_migrations").Scan(&done).Error; err != nil {
 			return fmt.Errorf("read schema_migrations: %w", err)
@@ -165,14 +173,22 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options) (*MigrateResult,
 				res.Current = v
 			}
 		}
-		for _, m := range ms {
-			if applied[m.Version] {
-				continue
-			}
-			for _, stmt := range statements(m.SQL) {
+		_, tables, err := entityTables(ents, keyColl)
+		if err != nil {
+			return err
+		}
+		exists, err := hasTable(ctx, conn.Statement.ConnPool, MembershipsTable)
+		if err != nil {
+			return err
+		}
+		for _, m := range numberedSteps(ms, applied, wantsBuiltin(tables), exists) {
+			for _, stmt := range statements(dialectSQL(m.SQL, keyColl)) {
 				if err := conn.Exec(stmt).Error; err != nil && !alreadyApplied(err) {
 					return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
 				}
+			}
+			if applied[m.Version] {
+				continue
 			}
 			if err := conn.Exec("INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))", m.Version, m.Name).Error; err != nil {
 				return fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)

@@ -135,7 +135,7 @@ func (l *literal) value(k entity.Kind, v entity.Value) error {
 	case k == entity.Int32 || k == entity.Int64 || k == entity.Bool:
 		l.int(v.I)
 	case k == entity.DateTime:
-		return l.time(v.T)
+		return l.exactTime(v.T)
 	default:
 		l.str(v.S)
 	}
@@ -313,23 +313,8 @@ func (t *Table) insert(ctx context.Context, db querier, verb string, rows []Row,
 // re-created record) passes; the quarantine mark and restore_count are
 // written before deleted_at, which their tests read.
 func (t *Table) updateRow(l *literal, r Row) error {
-	if len(r.Vals) != len(t.kinds) {
-		return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
-	}
-	l.sql("UPDATE " + quoteIdent(t.name) + " SET ")
-	for j, v := range r.Vals {
-		if t.isKey[j] {
-			continue
-		}
-		l.sql(quoteIdent(t.ent.Columns[j].Name) + " = ")
-		if err := l.value(t.kinds[j], v); err != nil {
-			return fmt.Errorf("key %q: %s: %w", r.Key, t.ent.Columns[j].Name, err)
-		}
-		l.sql(", ")
-	}
-	l.sql("erp_updated_at = ")
-	if err := l.time(r.UpdatedAt); err != nil {
-		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
+	if err := t.updateData(l, r); err != nil {
+		return err
 	}
 	l.sql(", updated_at = UTC_TIMESTAMP(3), fence_token = ")
 	l.int(r.Fence)
@@ -354,6 +339,30 @@ func (t *Table) updateRow(l *literal, r Row) error {
 		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
 	}
 	l.sql(")))")
+	return nil
+}
+
+// updateData writes the start of an UPDATE of r's row: "UPDATE t SET"
+// each column outside the key and erp_updated_at from r.
+func (t *Table) updateData(l *literal, r Row) error {
+	if len(r.Vals) != len(t.kinds) {
+		return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
+	}
+	l.sql("UPDATE " + quoteIdent(t.name) + " SET ")
+	for j, v := range r.Vals {
+		if t.isKey[j] {
+			continue
+		}
+		l.sql(quoteIdent(t.ent.Columns[j].Name) + " = ")
+		if err := l.value(t.kinds[j], v); err != nil {
+			return fmt.Errorf("key %q: %s: %w", r.Key, t.ent.Columns[j].Name, err)
+		}
+		l.sql(", ")
+	}
+	l.sql("erp_updated_at = ")
+	if err := l.time(r.UpdatedAt); err != nil {
+		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
+	}
 	return nil
 }
 

@@ -87,17 +87,17 @@ func (s *Syncer) SoftDelete(ctx context.Context, ts []store.Tombstone, log zerol
 	return out, err
 }
 
-// RepairLines rewrites the lines of documents whose header is current and
-// whose lines differ from recs' (store.RepairLines), each under its record
-// lock, a chunk of locks at a time. A record whose lock another holder
-// has, or whose row has moved on since it was compared, is left as it is:
-// that writer's lines win, and the next reconcile compares again. Updated
-// counts the documents repaired.
-func (s *Syncer) RepairLines(ctx context.Context, recs []erp.Record, log zerolog.Logger) (Applied, error) {
-	r := s.newRun(&Report{}, log)
+// Repair rewrites the rows that hold recs' versions and whose fields or
+// lines differ from recs' (store.Repair, which records an update event of
+// each), each under its record lock, a chunk of locks at a time, with the
+// run id runID. A record whose lock another holder has, or whose row has
+// moved on since it was compared, is left as it is: that writer wins, and
+// the next reconcile compares again. Updated counts the rows repaired.
+func (s *Syncer) Repair(ctx context.Context, recs []erp.Record, runID string, log zerolog.Logger) (Applied, error) {
+	r := s.newRun(&Report{Run: store.Run{RunID: runID}}, log)
 	var out Applied
 	err := r.eachLocked(ctx, recs, func(_ []int, hs []held) ([]bool, error) {
-		return s.store.RepairLines(ctx, r.rowsOf(hs))
+		return s.store.Repair(ctx, r.rowsOf(hs))
 	}, func(done bool, rec erp.Record, contended bool) {
 		switch {
 		case done:
@@ -106,7 +106,7 @@ func (s *Syncer) RepairLines(ctx context.Context, recs []erp.Record, log zerolog
 			out.LockContended++
 		default:
 			out.Unchanged++
-			log.Debug().Str("erp_id", rec.ErpID).Msg("lines not repaired: the row was written since it was compared")
+			log.Debug().Str("erp_id", rec.ErpID).Msg("not repaired: the row was written since it was compared")
 		}
 	})
 	return out, err

@@ -8,6 +8,14 @@ import (
 	"github.com/erpsync/erpsync/internal/store"
 )
 
+// DefaultFetchers is the cli's --fetchers: four parts of the feed paged at
+// once, the connections a browser opens to one host and within what most
+// ERPs allow a client (SAP's and NetSuite's concurrency limits start at
+// 5-10 per user); enough to overlap a slow ERP's latency several times
+// over, few enough that a run against an ERP that answers fast costs it
+// little more than one fetcher would.
+const DefaultFetchers = 4
+
 // Modes of a run.
 const (
 	ModeRun      = "run"      // incremental, from the job checkpoint, under the job lock
@@ -29,6 +37,13 @@ type Config struct {
 	// Shard and Shards select the records whose erp_id hashes to Shard
 	// modulo Shards. Shards 0 or 1 means every record.
 	Shard, Shards int
+	// Fetchers is how many parts of the window are paged at once (see
+	// Plan): the window split by updated_at into parts sized with the
+	// feed's count, each paged on its own, the workers writing records of
+	// all of them; the checkpoint never passes a part not yet written
+	// whole. 1 pages the window as one part, one page at a time. Defaults
+	// to 1 (the cli's --fetchers defaults to DefaultFetchers).
+	Fetchers int
 	// Workers bounds how many chunks are written at once. Defaults to 16.
 	Workers int
 	// PageSize is the ERP page size (1..1000). Defaults to 500.
@@ -52,7 +67,8 @@ type Config struct {
 	LockWait time.Duration
 	// MaxInvalid, when set, fails a run whose invalid items exceed it: a
 	// count, or a percentage of the items the run fetched (never fewer
-	// than MinInvalidAllowance). The invalid items are quarantined and the
+	// than MinInvalidAllowance, unless that is more than half of them).
+	// The invalid items are quarantined and the
 	// valid ones written either way; the run ends failed. Defaults to no
 	// limit (the cli's --max-invalid defaults to 10%).
 	MaxInvalid *Limit
@@ -101,6 +117,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Workers == 0 {
 		c.Workers = 16
 	}
+	if c.Fetchers == 0 {
+		c.Fetchers = 1
+	}
 	if c.PageSize == 0 {
 		c.PageSize = 500
 	}
@@ -141,6 +160,9 @@ func (c Config) validate() error {
 	}
 	if c.Workers < 1 || c.Workers > 4096 {
 		errs = append(errs, fmt.Errorf("workers %d: want 1..4096", c.Workers))
+	}
+	if c.Fetchers < 1 || c.Fetchers > 256 {
+		errs = append(errs, fmt.Errorf("fetchers %d: want 1..256", c.Fetchers))
 	}
 	if c.PageSize < 1 || c.PageSize > 1000 {
 		errs = append(errs, fmt.Errorf("page size %d: want 1..1000", c.PageSize))

@@ -2,8 +2,6 @@ package syncer
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -45,15 +43,7 @@ func TestHostileItemsAreQuarantinedNeverWritten(t *testing.T) {
 		items = append(items, b.item)
 	}
 	page := []byte(`{"data":[` + strings.Join(items, ",") + `],"next_cursor":null}`)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/count") {
-			w.Write([]byte(`{"count":13}`))
-			return
-		}
-		w.Write(page)
-	}))
-	t.Cleanup(srv.Close)
-	e, err := erp.New(erp.Config{BaseURL: srv.URL, Timeout: 5 * time.Second})
+	e, err := erp.New(erp.Config{BaseURL: servePage(t, page, 13), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // MinInvalidAllowance is the fewest invalid items a percentage MaxInvalid
-// allows, so that one bad record in a quiet incremental run is not a
-// failed run.
+// allows, so that a few bad records in a small run are not a failed run;
+// never more than half of the items the run fetched, though: a run most
+// of whose items are invalid is not a success, whatever its size.
 const MinInvalidAllowance = 10
 
 // invalidTally counts a run's invalid items by the rules they break, for
@@ -22,6 +23,7 @@ const MinInvalidAllowance = 10
 type invalidTally struct {
 	mu    sync.Mutex
 	rules map[string]*ruleCount
+	keys  []string // the key columns, for readableKey
 }
 
 // ruleCount is one rule: its field ("status", or the whole reason when it
@@ -64,7 +66,7 @@ func (t *invalidTally) page(invs []erp.Invalid, log zerolog.Logger) {
 		for _, r := range rulesOf(inv.Reason) {
 			l := lines[r.field]
 			if l == nil {
-				l = &line{example: r.text, erpID: inv.ErpID}
+				l = &line{example: r.text, erpID: readableKey(t.keys, inv.ErpID)}
 				lines[r.field] = l
 				order = append(order, r.field)
 			}
@@ -122,11 +124,12 @@ func (t *invalidTally) top(n int) string {
 
 // invalidAllowed is how many invalid items limit allows a run that
 // fetched fetched items; a percentage never allows fewer than
-// MinInvalidAllowance.
+// MinInvalidAllowance, unless that would be more than half of fetched
+// (then half: 2 invalid of 3 fail a run, as 60 of 100 do).
 func invalidAllowed(limit Limit, fetched int64) int64 {
 	n := limit.Of(fetched)
 	if limit.IsPercent {
-		n = max(n, MinInvalidAllowance)
+		n = max(n, min(MinInvalidAllowance, fetched/2))
 	}
 	return n
 }

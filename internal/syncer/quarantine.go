@@ -109,7 +109,7 @@ func (r *run) markChunk(ctx context.Context, invs []erp.Invalid) error {
 	for i, d := range done {
 		if d {
 			r.c.quarantined.Add(1)
-			r.log.Warn().Str("erp_id", invs[i].ErpID).Int64("version", invs[i].Version).
+			r.log.Warn().Str("erp_id", readableKey(r.invalid.keys, invs[i].ErpID)).Int64("version", invs[i].Version).
 				Msg("row marked quarantined: the ERP's newest copy of its record is invalid; the row keeps its last valid data")
 		}
 	}

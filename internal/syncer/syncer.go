@@ -218,7 +218,14 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	if err := s.store.StartRun(ctx, &rep.Run); err != nil {
 		return rep, err
 	}
-	log.Info().Time("since", since).Time("until", until).Int64("fence_token", rep.Fence).Msg("run started")
+	ev := log.Info()
+	if !since.IsZero() {
+		ev = ev.Time("since", since)
+	}
+	if !until.IsZero() { // an open window has no end to show
+		ev = ev.Time("until", until)
+	}
+	ev.Int64("fence_token", rep.Fence).Msg("run started")
 
 	execCtx := workCtx
 	if s.cfg.MaxDuration > 0 {
@@ -312,7 +319,10 @@ func (s *Syncer) HoldJob(ctx context.Context, key string, holdUntil time.Time, l
 
 // newRun returns the state of one execution that reports into rep.
 func (s *Syncer) newRun(rep *Report, log zerolog.Logger) *run {
-	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters))}
+	r := &run{s: s, rep: rep, log: log, writers: semaphore.NewWeighted(int64(s.cfg.DBWriters)),
+		handRows: int64(3 * s.cfg.Workers * s.cfg.ChunkSize / 2)}
+	r.inHand = semaphore.NewWeighted(r.handRows)
+	r.invalid.keys = s.keyNames()
 	r.preRead.Store(true)
 	r.cleanNeeded.Store(1)
 	return r
@@ -328,7 +338,15 @@ type run struct {
 	lat latencyHist
 
 	writers *semaphore.Weighted // bounds the write statements in flight
-	preRead atomic.Bool         // whether chunks read versions before locking; see learnCurrent
+	// inHand bounds the rows (a record and its lines) fetched and not yet
+	// written, handRows of them, whatever the fetchers: the memory of a
+	// run is what is in flight, not the feed.
+	inHand   *semaphore.Weighted
+	handRows int64
+	// newest is the newest updated_at of the valid records of each part
+	// (fetchParts), written by the part's fetcher only.
+	newest  []time.Time
+	preRead atomic.Bool // whether chunks read versions before locking; see learnCurrent
 	// cleanReads counts the reads under the locks in a row that found none
 	// of their chunk's rows; once it reaches cleanNeeded, chunks insert
 	// before they read (see insertFirst and insertRefused).
@@ -397,7 +415,7 @@ func (r *run) finish(ctx context.Context, status string, err error) {
 
 func (r *run) recordFailed(id string, err error) {
 	r.c.failed.Add(1)
-	r.log.Error().Str("erp_id", id).Err(err).Msg("record failed after retries")
+	r.log.Error().Str("erp_id", readableKey(r.invalid.keys, id)).Err(err).Msg("record failed after retries")
 	r.failedMu.Lock()
 	if len(r.failedIDs) < 1000 {
 		r.failedIDs = append(r.failedIDs, id)
@@ -406,7 +424,9 @@ func (r *run) recordFailed(id string, err error) {
 }
 
 type chunk struct {
+	part int // the part of the window (see plan) its page belongs to
 	page int
+	rows int64 // its weight in run.inHand
 	recs []erp.Record
 	at   time.Time // when its page was fetched
 }
@@ -438,7 +458,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	var fetchErr error
 	go func() {
 		defer close(queue)
-		fetchErr = r.fetch(ctx, workCtx, since, until, queue)
+		fetchErr = r.fetchParts(ctx, workCtx, since, until, queue)
 	}()
 
 	// Save the checkpoint as the watermark moves.
@@ -484,16 +504,18 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			for _, rec := range c.recs {
 				r.recordFailed(rec.ErpID, fmt.Errorf("not written before the grace period ended: %w", err))
 			}
-			r.t.done(c.page, true)
+			r.t.done(c.part, c.page, true)
+			r.inHand.Release(c.rows)
 			continue
 		}
 		wg.Add(1)
 		go func(c chunk) {
 			defer wg.Done()
 			defer sem.Release(1)
+			defer r.inHand.Release(c.rows)
 			failed := r.processChunk(workCtx, c.recs)
 			r.lat.observe(time.Since(c.at), len(c.recs))
-			r.t.done(c.page, failed)
+			r.t.done(c.part, c.page, failed)
 		}(c)
 	}
 	wg.Wait()
@@ -527,16 +549,27 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 	return nil
 }
 
-// fetch pages the feed into queue in chunks, quarantining invalid records
-// and dropping duplicates within a page. It fetches no page after ctx
-// ended; a page fetched is in hand, and is quarantined and queued under
-// hand (the run's ctx extended by the grace period), as the workers write
-// it: a run stopped by its max duration or a signal writes every record
-// it fetched.
-func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
+// fetch pages part i of the window, [since, until), into queue in chunks
+// (see put). It fetches no page after ctx ended. seen, when not nil, is a
+// page of the part read before (Plan's look at the first record), queued
+// first.
+func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, seen *erp.Page, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
+	if seen != nil {
+		// The part reads it again: it counts once in fetched, and not
+		// as a duplicate.
+		r.c.fetched.Add(-int64(len(seen.Records) + len(seen.Invalid)))
+		var err error
+		if prev, err = r.put(ctx, hand, i, seen, time.Now(), prev, false, queue); err != nil {
+			return err
+		}
+		for id, e := range prev {
+			e.looked = true
+			prev[id] = e
+		}
+	}
 	var pass erp.Pass
 	for {
 		page, err := r.s.erp.Page(ctx, q)
@@ -547,48 +580,17 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			return err // nothing of this page is queued: the checkpoint stays where the pages before it put it
 		}
 		fetchedAt := time.Now()
-		if n := int64(len(page.Invalid)); q.Cursor == "" && len(page.Records) == 0 && n > 0 && cfg.MaxInvalid != nil && cfg.MaxInvalid.Of(n) < n {
+		// The feed's first page is part 0's: a later part may start
+		// where invalid items cluster, which says nothing of the map.
+		if n := int64(len(page.Invalid)); i == 0 && q.Cursor == "" && len(page.Records) == 0 && n > 0 && cfg.MaxInvalid != nil && cfg.MaxInvalid.Of(n) < n {
 			// A wrong map or status map, or another API's shape: the run
 			// would quarantine the whole feed. Nothing is written.
 			return fmt.Errorf("%w (%d of %d): %s; check --erp-map, --erp-status-map and the source settings (nothing written; --max-invalid 100%% lets it through)",
 				ErrFirstPageInvalid, n, n, InvalidSummary(page.Invalid))
 		}
-		r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
-		page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
-		p := r.t.addPage(pageWatermark(page, fetchedAt))
-		failed := false
-		if len(page.Invalid) > 0 {
-			r.c.invalid.Add(int64(len(page.Invalid)))
-			qs := make([]store.Quarantined, len(page.Invalid))
-			for i, inv := range page.Invalid {
-				qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
-			}
-			r.invalid.page(page.Invalid, r.log)
-			if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
-				r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
-				r.c.failed.Add(int64(len(qs)))
-				failed = true
-			} else if err := r.markInvalid(hand, page.Invalid); err != nil {
-				r.log.Error().Err(err).Msg("checkpoint held back")
-				r.c.failed.Add(1)
-				failed = true
-			}
+		if prev, err = r.put(ctx, hand, i, page, fetchedAt, prev, page.NextCursor == "", queue); err != nil {
+			return err
 		}
-		recs, cur := r.dedupe(page.Records, prev)
-		prev = cur
-		for len(recs) > 0 {
-			n := min(cfg.ChunkSize, len(recs))
-			r.t.addChunk(p)
-			select {
-			case queue <- chunk{page: p, recs: recs[:n:n], at: fetchedAt}:
-			case <-hand.Done():
-				r.t.done(p, true)
-				r.t.seal(p, true)
-				return ctx.Err()
-			}
-			recs = recs[n:]
-		}
-		r.t.seal(p, failed)
 		if page.NextCursor == "" {
 			return nil
 		}
@@ -597,6 +599,78 @@ func (r *run) fetch(ctx, hand context.Context, since, until time.Time, queue cha
 			return ctx.Err()
 		}
 	}
+}
+
+// put queues a page of part i in chunks, quarantining its invalid records
+// and dropping duplicates within the page and of the page before (prev);
+// last says it ends the part. A page fetched is in hand, and is
+// quarantined and queued under hand (the run's ctx extended by the grace
+// period), as the workers write it: a run stopped by its max duration or a
+// signal writes every record it fetched. It returns the page's erp_ids for
+// the next call.
+func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt time.Time, prev map[string]pageEntry, last bool, queue chan<- chunk) (map[string]pageEntry, error) {
+	cfg := r.s.cfg
+	r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
+	page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
+	p := r.t.addPage(i, pageWatermark(page, fetchedAt))
+	failed := false
+	if len(page.Invalid) > 0 {
+		r.c.invalid.Add(int64(len(page.Invalid)))
+		qs := make([]store.Quarantined, len(page.Invalid))
+		for i, inv := range page.Invalid {
+			qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
+		}
+		r.invalid.page(page.Invalid, r.log)
+		if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {
+			r.log.Error().Err(err).Msg("quarantine failed; checkpoint held back")
+			r.c.failed.Add(int64(len(qs)))
+			failed = true
+		} else if err := r.markInvalid(hand, page.Invalid); err != nil {
+			r.log.Error().Err(err).Msg("checkpoint held back")
+			r.c.failed.Add(1)
+			failed = true
+		}
+	}
+	if r.newest != nil {
+		for _, rec := range page.Records {
+			if rec.UpdatedAt.After(r.newest[i]) {
+				r.newest[i] = rec.UpdatedAt
+			}
+		}
+	}
+	recs, cur := r.dedupe(page.Records, prev)
+	for len(recs) > 0 {
+		n := min(cfg.ChunkSize, len(recs))
+		r.t.addChunk(i, p)
+		c := chunk{part: i, page: p, recs: recs[:n:n], at: fetchedAt, rows: min(rowsOf(recs[:n]), r.handRows)}
+		if r.inHand.Acquire(hand, c.rows) != nil {
+			r.t.done(i, p, true)
+			r.t.seal(i, p, true, false)
+			return nil, ctx.Err()
+		}
+		select {
+		case queue <- c:
+		case <-hand.Done():
+			r.inHand.Release(c.rows)
+			r.t.done(i, p, true)
+			r.t.seal(i, p, true, false)
+			return nil, ctx.Err()
+		}
+		recs = recs[n:]
+	}
+	r.t.seal(i, p, failed, last)
+	return cur, nil
+}
+
+// rowsOf is how many rows recs fill: each record's and its lines'.
+func rowsOf(recs []erp.Record) int64 {
+	n := int64(len(recs))
+	for _, rec := range recs {
+		for _, lines := range rec.Children {
+			n += int64(len(lines))
+		}
+	}
+	return n
 }
 
 // ClockAllowance is how far past the ERP's clock (the Date header of a
@@ -658,7 +732,7 @@ func (r *run) dedupe(recs []erp.Record, prev map[string]pageEntry) ([]erp.Record
 		switch {
 		case cfg.Shards > 1 && ShardOf(rec.ErpID, cfg.Shards) != cfg.Shard:
 		case carried && p.version >= rec.Version:
-			if !seen {
+			if !seen && !p.looked {
 				r.c.duplicates.Add(1)
 			}
 		default:
@@ -675,6 +749,7 @@ func (r *run) dedupe(recs []erp.Record, prev map[string]pageEntry) ([]erp.Record
 type pageEntry struct {
 	version int64
 	at      int
+	looked  bool // of the page Plan read to find the window's start: no duplicate of the feed's
 }
 
 // BackfillCheckpointName names the checkpoint of a backfill window: the

@@ -370,24 +370,24 @@ func TestFailedRecordHoldsTheCheckpointBack(t *testing.T) {
 func TestTrackerWatermark(t *testing.T) {
 	var tr tracker
 	t0 := time.Unix(1000, 0)
-	p0 := tr.addPage(t0)
-	p1 := tr.addPage(t0.Add(time.Second))
-	tr.addChunk(p0)
-	tr.addChunk(p1)
-	tr.seal(p0, false)
-	tr.seal(p1, false)
-	tr.done(p1, false)
+	p0 := tr.addPage(0, t0)
+	p1 := tr.addPage(0, t0.Add(time.Second))
+	tr.addChunk(0, p0)
+	tr.addChunk(0, p1)
+	tr.seal(0, p0, false, false)
+	tr.seal(0, p1, false, false)
+	tr.done(0, p1, false)
 	if wm, moved := tr.take(); moved || !wm.IsZero() {
 		t.Fatalf("watermark moved past an unfinished page: %v", wm)
 	}
-	tr.done(p0, false)
+	tr.done(0, p0, false)
 	if wm, moved := tr.take(); !moved || !wm.Equal(t0.Add(time.Second)) {
 		t.Fatalf("watermark %v moved=%v, want both pages", wm, moved)
 	}
-	p2 := tr.addPage(t0.Add(2 * time.Second))
-	p3 := tr.addPage(t0.Add(3 * time.Second))
-	tr.seal(p2, true)
-	tr.seal(p3, false)
+	p2 := tr.addPage(0, t0.Add(2*time.Second))
+	p3 := tr.addPage(0, t0.Add(3*time.Second))
+	tr.seal(0, p2, true, false)
+	tr.seal(0, p3, false, true)
 	if wm, _ := tr.take(); !wm.Equal(t0.Add(time.Second)) {
 		t.Fatalf("watermark passed a failed page: %v", wm)
 	}

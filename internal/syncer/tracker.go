@@ -5,16 +5,28 @@ import (
 	"time"
 )
 
-// tracker computes the checkpoint's low watermark: the updated_at of the
-// last page such that it and every page before it are fully committed.
-// Pages arrive in feed order, which is ascending updated_at.
+// tracker computes the checkpoint's low watermark over the parts of a run's
+// window (see plan), which are paged at once: the updated_at of the last
+// page such that it and every page before it, in its part and in every
+// earlier part, are fully committed. Within a part pages arrive in feed
+// order, which is ascending updated_at; the parts are in the order of
+// their windows, which do not overlap. The watermark never passes a part
+// that has not been paged to its end and written whole: a run stopped with
+// parts in flight resumes from the earliest of them.
 type tracker struct {
 	mu        sync.Mutex
-	pages     []pageState // index = page number - base
-	base      int         // page number of pages[0]
+	parts     []partState
+	next      int // the earliest part not yet complete
 	watermark time.Time
 	moved     bool // watermark moved since last take
-	blocked   bool // a page failed: the watermark will not pass it
+}
+
+type partState struct {
+	pages     []pageState // index = page number - base
+	base      int         // page number of pages[0]
+	watermark time.Time   // of the pages committed in order
+	paged     bool        // the part's last page was fetched and sealed
+	blocked   bool        // a page failed: the watermark will not pass it
 }
 
 type pageState struct {
@@ -24,58 +36,90 @@ type pageState struct {
 	maxSeen time.Time
 }
 
-// addPage registers page p (numbered from 0, in order) with its newest
-// updated_at; chunks are added with addChunk before seal.
-func (t *tracker) addPage(maxSeen time.Time) int {
+// setParts makes the tracker follow n parts (1 before it is called).
+func (t *tracker) setParts(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pages = append(t.pages, pageState{maxSeen: maxSeen})
-	return t.base + len(t.pages) - 1
+	t.parts = make([]partState, n)
 }
 
-func (t *tracker) addChunk(p int) {
+func (t *tracker) part(i int) *partState {
+	if t.parts == nil {
+		t.parts = make([]partState, 1)
+	}
+	return &t.parts[i]
+}
+
+// addPage registers the next page of part i (numbered from 0, in order)
+// with its newest updated_at; chunks are added with addChunk before seal.
+func (t *tracker) addPage(i int, maxSeen time.Time) int {
 	t.mu.Lock()
-	t.pages[p-t.base].open++
+	defer t.mu.Unlock()
+	ps := t.part(i)
+	ps.pages = append(ps.pages, pageState{maxSeen: maxSeen})
+	return ps.base + len(ps.pages) - 1
+}
+
+func (t *tracker) addChunk(i, p int) {
+	t.mu.Lock()
+	ps := t.part(i)
+	ps.pages[p-ps.base].open++
 	t.mu.Unlock()
 }
 
-// seal says page p has no more chunks coming.
-func (t *tracker) seal(p int, failed bool) {
+// seal says page p of part i has no more chunks coming; last that it is
+// the part's last page.
+func (t *tracker) seal(i, p int, failed, last bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ps := &t.pages[p-t.base]
-	ps.sealed = true
-	ps.failed = ps.failed || failed
+	ps := t.part(i)
+	pg := &ps.pages[p-ps.base]
+	pg.sealed = true
+	pg.failed = pg.failed || failed
+	ps.paged = ps.paged || last
 	t.advance()
 }
 
-// done marks one chunk of page p finished; failed when any of its records
-// failed after their retries.
-func (t *tracker) done(p int, failed bool) {
+// done marks one chunk of page p of part i finished; failed when any of
+// its records failed after their retries.
+func (t *tracker) done(i, p int, failed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ps := &t.pages[p-t.base]
-	ps.open--
-	ps.failed = ps.failed || failed
+	ps := t.part(i)
+	pg := &ps.pages[p-ps.base]
+	pg.open--
+	pg.failed = pg.failed || failed
 	t.advance()
 }
 
+// advance moves each part's watermark over its committed pages, then the
+// run's over the complete parts and into the earliest incomplete one.
 func (t *tracker) advance() {
-	for len(t.pages) > 0 && !t.blocked {
-		ps := t.pages[0]
-		if !ps.sealed || ps.open > 0 {
-			return
+	for t.next < len(t.parts) {
+		ps := &t.parts[t.next]
+		for len(ps.pages) > 0 && !ps.blocked {
+			pg := ps.pages[0]
+			if !pg.sealed || pg.open > 0 {
+				break
+			}
+			if pg.failed {
+				ps.blocked = true
+				break
+			}
+			if pg.maxSeen.After(ps.watermark) {
+				ps.watermark = pg.maxSeen
+			}
+			ps.pages = ps.pages[1:]
+			ps.base++
 		}
-		if ps.failed {
-			t.blocked = true
-			return
-		}
-		if ps.maxSeen.After(t.watermark) {
-			t.watermark = ps.maxSeen
+		if ps.watermark.After(t.watermark) {
+			t.watermark = ps.watermark
 			t.moved = true
 		}
-		t.pages = t.pages[1:]
-		t.base++
+		if !ps.paged || ps.blocked || len(ps.pages) > 0 {
+			return
+		}
+		t.next++
 	}
 }
 

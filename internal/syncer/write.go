@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -290,6 +291,28 @@ func (r *run) writing(ctx context.Context, stmt func() error) error {
 	return stmt()
 }
 
+// keyTaken checks a record whose insert the UNIQUE index refused: when the
+// row it found holds another key (KeyTaken: a collation that cannot tell
+// the two apart), rec is quarantined with a reason, never written over
+// the other's row, and keyTaken reports true.
+func (r *run) keyTaken(ctx context.Context, rec erp.Record) (bool, error) {
+	other, taken, err := r.s.store.KeyTaken(ctx, rec.ErpID)
+	if err != nil || !taken {
+		return false, err
+	}
+	reason := fmt.Sprintf("key %q: the table's key index holds it equal to the key %q of another row (its collation does not compare byte for byte); not merged into that row: run erpsync migrate, which makes key columns compare byte for byte", rec.ErpID, other)
+	raw, jerr := json.Marshal(rec)
+	if jerr != nil {
+		raw, _ = json.Marshal(fmt.Sprintf("%+v", rec))
+	}
+	if err := r.s.store.Quarantine(ctx, r.s.cfg.Job, r.rep.RunID, []store.Quarantined{{ErpID: rec.ErpID, Reason: reason, Payload: raw}}); err != nil {
+		return false, err
+	}
+	r.c.invalid.Add(1)
+	r.log.Warn().Str("erp_id", rec.ErpID).Str("other", other).Msg("record quarantined: the table's key index cannot tell its key from another's")
+	return true, nil
+}
+
 // rowsOf returns the rows to write of hs, under their locks' fencing
 // tokens: a typed record's values as decoded, a membership's from its
 // fields (from one slab).
@@ -406,6 +429,15 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 			// collide go through the guarded update.
 			for i, h := range ins {
 				err := r.writing(ctx, func() error { return r.s.store.InsertRows(ctx, ms[i:i+1]) })
+				if errors.Is(err, store.ErrDuplicate) {
+					var taken bool
+					if taken, err = r.keyTaken(ctx, h.rec); taken {
+						continue
+					}
+					if err == nil {
+						err = store.ErrDuplicate
+					}
+				}
 				switch {
 				case errors.Is(err, store.ErrDuplicate):
 					r.c.uniqueViolations.Add(1)

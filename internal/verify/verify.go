@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -21,7 +22,11 @@ import (
 // record of the feed whose row is soft-deleted is missing, and a
 // soft-deleted row the feed lacks is as it should be.
 type Result struct {
-	FeedRecords int64  `json:"feed_records"`
+	FeedRecords int64 `json:"feed_records"`
+	// FeedInvalid counts the records whose newest copy in the feed is
+	// invalid or unstorable, and the invalid items whose record cannot be
+	// told (no erp_id): an invalid copy that a newer valid one of its
+	// record supersedes (a replay of an old copy) is no finding.
 	FeedInvalid int64  `json:"feed_invalid"`
 	Rows        int64  `json:"rows"`         // live rows
 	SoftDeleted int64  `json:"soft_deleted"` // soft-deleted rows
@@ -44,7 +49,13 @@ type Result struct {
 	LinesStale   Sample    `json:"lines_stale"`
 	Started      time.Time `json:"started_at"`
 	Duration     float64   `json:"duration_seconds"`
+	// items counts every invalid item the feed served (Fetched).
+	items int64
 }
+
+// Fetched is the number of items the scan read: valid records, one per
+// erp_id, and every invalid item.
+func (r *Result) Fetched() int64 { return r.FeedRecords + r.items }
 
 // OK reports whether the database matches the feed.
 func (r *Result) OK() bool {
@@ -70,6 +81,7 @@ func (s *Sample) Add(id string) {
 
 type want struct {
 	version int64
+	updated time.Time // the copy's updated_at
 	// sum and rounded hash the fields a row copies from the feed, with
 	// the times as erpsync stores them, and rounded to the millisecond as
 	// MySQL 8 stored values sent with more digits (store.StoredForms).
@@ -95,6 +107,15 @@ func valsSum(vals []entity.Value, updated time.Time, form int) uint64 {
 		}
 		return ro.UnixMilli()
 	}
+	// A column's value is stored whole: a datetime(P) keeps its P digits,
+	// and the decoder refuses a value with more. Form 1 is a DATETIME(3)
+	// that MySQL 8 rounded.
+	us := func(t time.Time) int64 {
+		if form == 0 {
+			return t.Truncate(time.Microsecond).UnixMicro()
+		}
+		return ms(t) * 1000
+	}
 	var h maphash.Hash
 	h.SetSeed(seed)
 	var b [8]byte
@@ -109,7 +130,7 @@ func valsSum(vals []entity.Value, updated time.Time, form int) uint64 {
 		binary.LittleEndian.PutUint64(b[:], uint64(v.I))
 		h.Write(b[:])
 		if !v.T.IsZero() {
-			binary.LittleEndian.PutUint64(b[:], uint64(ms(v.T)))
+			binary.LittleEndian.PutUint64(b[:], uint64(us(v.T)))
 			h.Write(b[:])
 		}
 	}
@@ -136,9 +157,12 @@ type Pager interface {
 // Feed is the whole ERP feed as one scan saw it: the highest version of
 // each erp_id, and the records themselves when Scan keeps them.
 type Feed struct {
+	mu      sync.Mutex // guards what add writes: the parts of a scan add at once
 	started time.Time
-	invalid int64
-	byID    map[string]*want
+	// items counts every invalid item served; invalid the findings of
+	// Result.FeedInvalid.
+	items, invalid int64
+	byID           map[string]*want
 	// quarantined holds the newest invalid or unstorable copy of each
 	// erp_id served so (erp.Invalid.NewerThan), without its payload: the
 	// ERP still has these records, so a row of one is never absent, and a
@@ -173,50 +197,89 @@ func (f *Feed) Quarantined(erpID string) bool {
 // keep, the feed keeps each record (Compare's Diff lists them for a
 // repair); without, a hash of its fields.
 func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
-	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}}
-	q := erp.Query{Limit: pageSize}
+	return ScanParts(ctx, e, pageSize, 1, keep)
+}
+
+// scan pages q's window to its end into f. It returns the newest
+// updated_at it saw. count says the invalid items it sees count in
+// Result.FeedInvalid (not when another pass counts them).
+func (f *Feed) scan(ctx context.Context, e Pager, q erp.Query, keep, count bool) (time.Time, error) {
 	var pass erp.Pass
-	var buf [store.MembershipColumns]entity.Value
+	var newest time.Time
 	for {
 		p, err := e.Page(ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("page the feed: %w", err)
+			return newest, fmt.Errorf("page the feed: %w", err)
 		}
 		if err := pass.Next(p.NextCursor); err != nil {
-			return nil, err
+			return newest, err
 		}
-		// As a run does: a record the table cannot store is quarantined.
-		p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
-		f.invalid += int64(len(p.Invalid))
-		for _, inv := range p.Invalid {
-			if old, ok := f.quarantined[inv.ErpID]; inv.ErpID != "" && (!ok || inv.NewerThan(old)) {
-				inv.Raw = nil
-				f.quarantined[inv.ErpID] = inv
-			}
-		}
-		for i, r := range p.Records {
-			w := f.byID[r.ErpID]
-			if w != nil && w.version >= r.Version {
-				continue
-			}
-			if w == nil {
-				w = &want{}
-				f.byID[r.ErpID] = w
-			}
-			w.version = r.Version
-			vals := valuesOf(&p.Records[i], buf[:])
-			w.sum = valsSum(vals, r.UpdatedAt, 0)
-			w.rounded = valsSum(vals, r.UpdatedAt, 1)
-			w.children = r.Children
-			if keep {
-				w.rec = &p.Records[i]
-			}
+		if t := f.add(p, keep, count); t.After(newest) {
+			newest = t
 		}
 		if p.NextCursor == "" {
-			return f, nil
+			return newest, nil
 		}
 		q.Cursor = p.NextCursor
 	}
+}
+
+// dropSuperseded forgets the invalid copies that a newer valid copy of
+// their record supersedes (the ERP's newest copy is valid: a replay of an
+// old invalid one tells nothing), and counts the others.
+func (f *Feed) dropSuperseded() {
+	for id, inv := range f.quarantined {
+		if w := f.byID[id]; w != nil && (erp.Invalid{Version: w.version, UpdatedAt: w.updated}).NewerThan(inv) {
+			delete(f.quarantined, id)
+			continue
+		}
+		f.invalid++
+	}
+}
+
+// add takes the records of a page into f and returns the newest
+// updated_at of its valid records.
+func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var buf [store.MembershipColumns]entity.Value
+	var newest time.Time
+	// As a run does: a record the table cannot store is quarantined.
+	p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
+	for _, inv := range p.Invalid {
+		if count {
+			f.items++
+			if inv.ErpID == "" {
+				f.invalid++
+			}
+		}
+		if old, ok := f.quarantined[inv.ErpID]; inv.ErpID != "" && (!ok || inv.NewerThan(old)) {
+			inv.Raw = nil
+			f.quarantined[inv.ErpID] = inv
+		}
+	}
+	for i, r := range p.Records {
+		if r.UpdatedAt.After(newest) {
+			newest = r.UpdatedAt
+		}
+		w := f.byID[r.ErpID]
+		if w != nil && w.version >= r.Version {
+			continue
+		}
+		if w == nil {
+			w = &want{}
+			f.byID[r.ErpID] = w
+		}
+		w.version, w.updated = r.Version, r.UpdatedAt
+		vals := valuesOf(&p.Records[i], buf[:])
+		w.sum = valsSum(vals, r.UpdatedAt, 0)
+		w.rounded = valsSum(vals, r.UpdatedAt, 1)
+		w.children = r.Children
+		if keep {
+			w.rec = &p.Records[i]
+		}
+	}
+	return newest
 }
 
 // Row is what Compare reads of a row it lists.
@@ -234,16 +297,23 @@ type Diff struct {
 	Absent  []Row        // live rows whose erp_id the feed lacks, as a record and as a quarantined item
 	Missing []erp.Record // no row
 	Restore []erp.Record // a soft-deleted row
-	Stale   []erp.Record // a live row at an older version, or other fields at the same version
-	// Lines are the documents whose row matches the feed and whose lines
-	// differ from the feed's (store.RepairLines).
-	Lines []erp.Record
+	Stale   []erp.Record // a live row at an older version
+	// Repair are the records whose live row holds their version and
+	// whose fields or lines differ from theirs (store.Repair): a change
+	// made without a new version, which no write of a run takes.
+	Repair []erp.Record
 }
 
 // Verify pages the whole feed (highest version per key wins) and compares
 // it with every row of the store's table.
 func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Result, error) {
-	f, err := Scan(ctx, e, pageSize, false)
+	return VerifyParts(ctx, e, st, pageSize, 1)
+}
+
+// VerifyParts is Verify with the feed scanned in parts, up to fetchers at
+// once (ScanParts).
+func VerifyParts(ctx context.Context, e Pager, st *store.Store, pageSize, fetchers int) (*Result, error) {
+	f, err := ScanParts(ctx, e, pageSize, fetchers, false)
 	if err != nil {
 		return nil, err
 	}
@@ -255,11 +325,15 @@ func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Resul
 // feed.
 // It may be called once per Feed.
 func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, error) {
-	res := &Result{Started: f.started, FeedRecords: f.Records(), FeedInvalid: f.invalid}
+	res := &Result{Started: f.started, FeedRecords: f.Records(), FeedInvalid: f.invalid, items: f.items}
 	diff := &Diff{}
-	stale := func(id string, w *want) {
+	stale := func(id string, w *want, same bool) {
 		res.Stale.Add(id)
-		if w.rec != nil {
+		switch {
+		case w.rec == nil:
+		case same:
+			diff.Repair = append(diff.Repair, *w.rec)
+		default:
 			diff.Stale = append(diff.Stale, *w.rec)
 		}
 	}
@@ -299,13 +373,13 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 			}
 		case version < w.version:
 			w.seen = true
-			stale(id, w)
+			stale(id, w, false)
 		case version > w.version:
 			w.seen = true
 			res.Ahead.Add(id)
 		case !slices.Contains([]uint64{w.sum, w.rounded}, valsSum(row.Vals, row.UpdatedAt, 0)):
 			w.seen = true
-			stale(id, w)
+			stale(id, w, true)
 		default:
 			w.seen = true
 			res.Matching++
@@ -327,7 +401,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 			res.Matching--
 			res.Stale.Add(id)
 			if w := matched[id]; w.rec != nil {
-				diff.Lines = append(diff.Lines, *w.rec)
+				diff.Repair = append(diff.Repair, *w.rec)
 			}
 		}
 	}

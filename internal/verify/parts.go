@@ -1,0 +1,70 @@
+package verify
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/syncer"
+)
+
+// ScanParts is Scan with the feed split into parts by updated_at
+// (syncer.Plan), up to fetchers of them paged at once. A record that
+// changes during the scan moves to the end of the feed: once every part is
+// done, a last pass pages again from the newest updated_at the last part
+// saw to the end, so that the scan sees it as one pass would. fetchers 1
+// is Scan's one pass.
+func ScanParts(ctx context.Context, e Pager, pageSize, fetchers int, keep bool) (*Feed, error) {
+	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}}
+	parts, seen, err := syncer.Plan(ctx, e, time.Time{}, time.Time{}, fetchers, pageSize)
+	if err != nil {
+		return nil, err
+	}
+	if seen != nil {
+		f.add(seen, keep, false) // the first part counts it
+	}
+	if len(parts) == 1 {
+		_, err := f.scan(ctx, e, erp.Query{Limit: pageSize}, keep, true)
+		if err != nil {
+			return nil, err
+		}
+		f.dropSuperseded()
+		return f, nil
+	}
+	last := len(parts) - 1
+	tail := parts[last].Since
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int, len(parts))
+	for i := range parts {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(fetchers, len(parts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				newest, err := f.scan(sctx, e, erp.Query{Since: parts[i].Since, Until: parts[i].Until, Limit: pageSize}, keep, true)
+				if err != nil {
+					cancel(err)
+					return
+				}
+				if i == last && newest.After(tail) {
+					tail = newest
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(sctx); err != nil {
+		return nil, err
+	}
+	if _, err := f.scan(ctx, e, erp.Query{Since: tail, Limit: pageSize}, keep, false); err != nil {
+		return nil, err
+	}
+	f.dropSuperseded()
+	return f, nil
+}

@@ -1,0 +1,2 @@
+ALTER TABLE erpsync_events MODIFY entity_key VARCHAR(500) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL;
+ALTER TABLE memberships MODIFY erp_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL;
