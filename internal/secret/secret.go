@@ -21,7 +21,10 @@
 // whatever the secret, so an occurrence there is no leak, while "***:" in
 // its place is one. Keep declares those texts, and the keys of a JSON log
 // line are kept too (a value's quotes are escaped, so an unescaped
-// {"key": or ,"key": in a line that starts with { is always a key). Every
+// {"key": or ,"key": in a line that starts with { is always a key), and so
+// are those of a console log line (key= after a space or the key's colour
+// code, for a secret of a key's shape: lower-case letters and
+// underscores). Every
 // other occurrence is masked: in URLs, DSNs, headers, field values and the
 // errors of dependencies alike.
 package secret
@@ -207,6 +210,9 @@ func (r *Redactor) keptSpans(b []byte) [][2]int {
 		} else {
 			end += start
 		}
+		if b[start] != '{' {
+			spans = append(spans, consoleKeys(b[start:end], start, r.old)...)
+		}
 		if b[start] == '{' {
 			for _, o := range r.old {
 				for _, lead := range []byte{'{', ','} {
@@ -225,6 +231,47 @@ func (r *Redactor) keptSpans(b []byte) [][2]int {
 		start = end + 1
 	}
 	return spans
+}
+
+// consoleKeys returns the spans of line (at offset off of the whole) that
+// are keys of a console log line, each of secrets that is a key's shape
+// (lower-case letters and underscores) written as key= after a space or
+// after the colour code the console writer puts before a key.
+func consoleKeys(line []byte, off int, secrets [][]byte) [][2]int {
+	var spans [][2]int
+	for _, o := range secrets {
+		if !isKeyShape(o) {
+			continue
+		}
+		key := append(append([]byte{}, o...), '=')
+		for i := 0; ; {
+			j := bytes.Index(line[i:], key)
+			if j < 0 {
+				break
+			}
+			at := i + j
+			if at > 0 && line[at-1] == ' ' || bytes.HasSuffix(line[:at], []byte(consoleKeyColour)) {
+				spans = append(spans, [2]int{off + at, off + at + len(key)})
+			}
+			i = at + 1
+		}
+	}
+	return spans
+}
+
+// consoleKeyColour is the colour code zerolog's console writer puts before
+// a field's key.
+const consoleKeyColour = "\x1b[36m"
+
+// isKeyShape reports whether a secret could be a log field's key: lower-case
+// letters and underscores.
+func isKeyShape(b []byte) bool {
+	for _, c := range b {
+		if !('a' <= c && c <= 'z' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // String returns s with every known secret masked.

@@ -102,6 +102,25 @@ func TestRedactorKeepsTheProgramsWordsAndMasksValues(t *testing.T) {
 	}
 }
 
+// A secret that is a log field's name (the password "status") is left in
+// the keys of a console log line, coloured or not, and masked as a value.
+func TestRedactorKeepsConsoleKeys(t *testing.T) {
+	var r secret.Redactor
+	r.Add("status", "Status9")
+	for in, want := range map[string]string{
+		"07:00:00 INF run summary job=customers status=succeeded":  "07:00:00 INF run summary job=customers status=succeeded",
+		"07:00:00 INF run summary \x1b[36mstatus=\x1b[0msucceeded": "07:00:00 INF run summary \x1b[36mstatus=\x1b[0msucceeded",
+		"07:00:00 INF x password=status":                           "07:00:00 INF x password=***",
+		"07:00:00 INF x url=http://u:status@h/?status=1":           "07:00:00 INF x url=http://u:***@h/?***=1",
+		"07:00:00 INF x Status9=1 token=Status9":                   "07:00:00 INF x ***=1 token=***",
+		`{"status":"status"}`:                                      `{"status":"***"}`,
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("%q:\n got %q\nwant %q", in, got, want)
+		}
+	}
+}
+
 // A secret that is not a word is masked even inside the program's texts:
 // "erpsync_" or "erpsync:" could be a value that looks like one of them.
 func TestRedactorKeepsOnlyWords(t *testing.T) {
