@@ -128,6 +128,17 @@
 // events per key by seq must end holding every document and its lines as
 // the table does.
 //
+// In one feed of three of TestDocumentsGuarantee (odata_docs_test.go) the
+// ERP serves the orders as an OData V2 entity set, read with `kind: odata`
+// (testdata/orders-odata.yaml, orders-odata-events.yaml with events): Orders
+// with their lines in the navigation property Items, asked with
+// $expand=Items; EDMX 1.0 $metadata, {"d":{"results":[...],"__next":...}}
+// pages, /Date(ms)/ date-times and dates, decimals and Edm.Int64 values as
+// strings, lines as {"results":[...]}, in most such feeds cut after k with
+// a nested __next that serves the rest of the order's lines. The compare
+// of the table and its lines with the ERP catches a nested __next ignored
+// or a /Date(ms)/ read as local time. Such a feed has no invalid items.
+//
 // TestSourcesGuarantee (sources_test.go) reads erpmock's contracts as an
 // entity of two to four REST sources of one path, one per tenant, each
 // setting a tenant and a plant, key columns, to values with "/" and "%"

@@ -141,7 +141,8 @@ type erpSim struct {
 	invalid []item
 	nextNew int
 	execs   map[string]*execLog
-	face    *face // the OData face (odata_face_test.go); nil: the REST API
+	face    *face          // the OData face (odata_face_test.go); nil: the REST API
+	docs    *docsODataSpec // the documents' OData face (odata_docs_test.go)
 	// budget is how many more changes and creations the adversary may
 	// make: without a bound, a client reading one record a page could
 	// chase a tail that moves as fast as it reads.
@@ -801,6 +802,10 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveOData(w, r)
 		return
 	}
+	if e.docs != nil {
+		e.serveDocsOData(w, r)
+		return
+	}
 	x, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/x/"), "/")
 	if !ok || !strings.HasPrefix(r.URL.Path, "/x/") {
 		http.NotFound(w, r)
@@ -878,14 +883,7 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		after = &c
 	}
-	l := e.logLocked(x)
-	if l.requests == 0 {
-		l.first = now
-	}
-	l.requests++
-	n := l.requests
-	e.hideAt(l, n)
-	e.mutate(l)
+	l, n := e.pageRequest(x)
 	var match []item
 	for _, it := range e.feed() {
 		if inWindow(it) && (after == nil || it.cmp(*after) > 0) {
@@ -924,6 +922,20 @@ func (e *erpSim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hook(n)
 	}
 	w.Write([]byte(body.String()))
+}
+
+// pageRequest counts a page request of execution x and lets the
+// adversary act before it is answered: it returns x's log and the
+// request's number. Callers hold mu.
+func (e *erpSim) pageRequest(x string) (*execLog, int) {
+	l := e.logLocked(x)
+	if l.requests == 0 {
+		l.first = e.now()
+	}
+	l.requests++
+	e.hideAt(l, l.requests)
+	e.mutate(l)
+	return l, l.requests
 }
 
 // page builds one page from the items after the cursor: the keyset part

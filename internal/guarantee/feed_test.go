@@ -168,6 +168,9 @@ func runFeed(t testing.TB, w *world, sc *scenario) {
 	}
 	e.invalid = sc.Invalid
 	e.face = newFace(sc.OData)
+	if sc.Typed != nil {
+		e.docs = sc.Typed.DocsOData
+	}
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	f := &feed{

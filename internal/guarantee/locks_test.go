@@ -165,5 +165,8 @@ func (sc *scenario) services() string {
 	if sc.OData != nil {
 		return s + "; " + sc.OData.String()
 	}
+	if sc.Typed != nil && sc.Typed.DocsOData != nil {
+		return s + "; the documents' OData V2 face"
+	}
 	return s + "; the REST API"
 }

@@ -313,25 +313,34 @@ func (f *face) parseFilter(filter string) (query, error) {
 		q.after, q.atOp, q.keyOp = &item{at: t, id: k}, filter[m[2]:m[3]], filter[m[8]:m[9]]
 		filter = filter[:m[0]] + filter[m[1]:]
 	}
+	var err error
+	q.since, q.until, err = windowBounds(filter, reBound)
+	return q, err
+}
+
+// windowBounds reads the terms of filter, joined by " and ", as the
+// window's bounds: each a match of re, whose groups are ge or lt and an
+// Edm.DateTimeOffset literal.
+func windowBounds(filter string, re *regexp.Regexp) (since, until time.Time, err error) {
 	for _, term := range strings.Split(filter, " and ") {
 		if term == "" {
 			continue
 		}
-		m := reBound.FindStringSubmatch(term)
+		m := re.FindStringSubmatch(term)
 		if m == nil {
-			return q, fmt.Errorf("unsupported $filter term %q", term)
+			return since, until, fmt.Errorf("unsupported $filter term %q", term)
 		}
 		t, err := time.Parse(time.RFC3339Nano, m[2])
 		if err != nil {
-			return q, fmt.Errorf("bad Edm.DateTimeOffset literal %q", m[2])
+			return since, until, fmt.Errorf("bad Edm.DateTimeOffset literal %q", m[2])
 		}
 		if m[1] == "ge" {
-			q.since = t
+			since = t
 		} else {
-			q.until = t
+			until = t
 		}
 	}
-	return q, nil
+	return since, until, nil
 }
 
 // keyLiteral reads a literal of the key property as a real server does:
@@ -422,15 +431,7 @@ func (e *erpSim) serveOData(w http.ResponseWriter, r *http.Request) {
 		w.Write(f.metadata())
 		return
 	case odataSet + "/$count":
-		n := 0
-		for _, it := range e.feed() {
-			if q.holds(it) {
-				n++
-			}
-		}
-		e.mu.Unlock()
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprint(w, n)
+		e.serveCount(w, q.holds)
 		return
 	case odataSet:
 	default:
@@ -450,6 +451,20 @@ func (e *erpSim) serveOData(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+}
+
+// serveCount answers a /$count request: how many items of the feed hold.
+// Callers hold mu; it releases it.
+func (e *erpSim) serveCount(w http.ResponseWriter, holds func(item) bool) {
+	n := 0
+	for _, it := range e.feed() {
+		if holds(it) {
+			n++
+		}
+	}
+	e.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain")
+	fmt.Fprint(w, n)
 }
 
 // pageQuery is what a page request asks beyond its $filter.
@@ -503,14 +518,7 @@ func (f *face) pageQuery(v map[string][]string, q query) (pageQuery, error) {
 // returns the body and the execution's page hook with the request's
 // number. Callers hold mu; it releases it.
 func (e *erpSim) odataPage(x, rawQuery string, q query, p pageQuery) ([]byte, func(int), int) {
-	l := e.logLocked(x)
-	if l.requests == 0 {
-		l.first = e.now()
-	}
-	l.requests++
-	n := l.requests
-	e.hideAt(l, n)
-	e.mutate(l)
+	l, n := e.pageRequest(x)
 	var match []item
 	for _, it := range e.feed() {
 		if q.holds(it) && (p.skip == nil || it.cmp(*p.skip) > 0) {

@@ -57,6 +57,9 @@ type typedSpec struct {
 	// (orders-events.yaml) and changes lines at their version after the
 	// waves (lines_test.go).
 	DocEvents *docEventsSpec
+	// DocsOData, with Docs, reads the documents from the ERP's OData V2
+	// face (orders-odata.yaml, odata_docs_test.go).
+	DocsOData *docsODataSpec
 }
 
 func (ty *typedSpec) config() string {
@@ -66,6 +69,10 @@ func (ty *typedSpec) config() string {
 		name = "both.yaml"
 	case ty.Events != nil:
 		name = "events.yaml"
+	case ty.Docs && ty.DocsOData != nil && ty.DocEvents != nil:
+		name = "orders-odata-events.yaml"
+	case ty.Docs && ty.DocsOData != nil:
+		name = "orders-odata.yaml"
 	case ty.Docs && ty.DocEvents != nil:
 		name = "orders-events.yaml"
 	case ty.Docs:
@@ -88,6 +95,9 @@ func (ty *typedSpec) String() string {
 	}
 	if ty.DocEvents != nil {
 		s = "entity: contracts of testdata/orders-events.yaml (documents with events: true), every execution a process; " + ty.DocEvents.String()
+	}
+	if ty.DocsOData != nil {
+		s = ty.DocsOData.String(ty.DocEvents)
 	}
 	if ty.LockLoss {
 		s += "; Redis loses the record locks while the waves run"
@@ -378,6 +388,7 @@ func TestDocumentsGuarantee(t *testing.T) {
 	sweep(t, newTypedPool(t, parallelism()), *flagDocFeeds, func(seed uint64) *scenario {
 		sc := typedFeed(seed, &typedSpec{Docs: true}, opts{MaxRecords: 16, MaxWaves: 2, MaxExecs: 3})
 		genDocEvents(seed, sc)
+		genDocsOData(seed, sc)
 		return sc
 	})
 }
