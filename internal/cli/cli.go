@@ -561,13 +561,20 @@ func probe(ctx context.Context, s *settings, t *target) error {
 	if errors.Is(err, odata.ErrUnfilterable) {
 		return usageError{fmt.Errorf("%s:%d: entity %s: %w", s.ConfigFile, t.src.Line, t.ent.Name, err)}
 	}
+	if errors.Is(err, erp.ErrUnauthorized) && strings.Contains(err.Error(), "status 403") &&
+		(s.ERP.Username != "" || s.ERP.OAuthClientID != "" || s.ERPToken != "") {
+		// Forbidden with credentials: who asked is known; what is missing
+		// is an authorization (SAP: the user's role for the service).
+		return depError{fmt.Errorf("erp at %s refused access (403 Forbidden): check that the user is authorized for the service (SAP: a role that grants it): %w", erpHost(s.ERPURL), err)}
+	}
 	if errors.Is(err, erp.ErrUnauthorized) {
 		return depError{fmt.Errorf("erp at %s refused the %s: %w", erpHost(s.ERPURL), s.ERP.credentials(s.ERPToken != ""), err)}
 	}
-	which := ""
-	if s.ConfigFile != "" {
-		which = fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
+	if errors.Is(err, erp.ErrBadRequest) {
+		// It answered: the request named what the service does not know.
+		return depError{fmt.Errorf("erp at %s answered 400 Bad Request%s: a property, filter or value the service does not accept (erpsync config check --online checks the file against $metadata): %w", erpHost(s.ERPURL), entityNote(s, t), err)}
 	}
+	which := entityNote(s, t)
 	var se *erp.StatusError
 	switch {
 	case errors.As(err, &se) && se.Code == http.StatusNotFound && s.ERP.Kind == kindREST && s.ConfigFile == "":
@@ -584,6 +591,14 @@ func probe(ctx context.Context, s *settings, t *target) error {
 		what = "erp at " + erpHost(s.ERPURL) + " answered with an error"
 	}
 	return depError{fmt.Errorf("%s%s: %w", what, which, err)}
+}
+
+// entityNote names t's entity and source in messages, with a config file.
+func entityNote(s *settings, t *target) string {
+	if s.ConfigFile == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (entity %s, source %s)", t.ent.Name, t.src.Name)
 }
 
 // urlMeans says what --erp-url is for s's kind of source, for messages.

@@ -406,8 +406,8 @@ func (c *Getter) backoff(n int) time.Duration {
 
 // errorMessage is the message of an error body in one line: the "error"
 // string of the REST API, "code: message" of an OData error
-// ({"error":{"code":...,"message":...}}), or the body itself, cut to 512
-// bytes.
+// ({"error":{"code":...,"message":...}}, V2's message an object whose
+// "value" is the text), or the body itself, cut to 512 bytes.
 func errorMessage(b []byte) string {
 	body := string(b)
 	var msg struct{ Error json.RawMessage }
@@ -422,6 +422,10 @@ func errorMessage(b []byte) string {
 			body = s
 		case json.Unmarshal(msg.Error, &odata) == nil && odata.Message != nil:
 			body = fmt.Sprint(odata.Message)
+			if m, ok := odata.Message.(map[string]any); ok && m["value"] != nil {
+				// OData V2 (SAP Gateway): {"lang":"en","value":"..."}.
+				body = fmt.Sprint(m["value"])
+			}
 			if odata.Code != nil {
 				body = fmt.Sprint(odata.Code) + ": " + body
 			}
