@@ -109,12 +109,18 @@ func (d *edmxV2) entityType(name string) *entityTypeV2 {
 		sc := &d.DataServices.Schemas[si]
 		for ti := range sc.Types {
 			t := &sc.Types[ti]
-			if name == sc.Namespace+"."+t.Name || sc.Alias != "" && name == sc.Alias+"."+t.Name {
+			if sc.qualifies(name, t.Name) {
 				return t
 			}
 		}
 	}
 	return nil
+}
+
+// qualifies reports whether name is local qualified by the schema's
+// namespace or its alias.
+func (sc *schemaV2) qualifies(name, local string) bool {
+	return name == sc.Namespace+"."+local || sc.Alias != "" && name == sc.Alias+"."+local
 }
 
 // association finds an association by its qualified name.
@@ -123,7 +129,7 @@ func (d *edmxV2) association(name string) *associationV2 {
 		sc := &d.DataServices.Schemas[si]
 		for ai := range sc.Associations {
 			a := &sc.Associations[ai]
-			if name == sc.Namespace+"."+a.Name || sc.Alias != "" && name == sc.Alias+"."+a.Name {
+			if sc.qualifies(name, a.Name) {
 				return a
 			}
 		}
