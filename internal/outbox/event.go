@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/erpsync/erpsync/internal/entity"
 )
 
 // Ops of an event.
@@ -132,8 +134,9 @@ func validOp(op string) bool {
 	return false
 }
 
-// maxKeyText is the width of the entity_key column.
-const maxKeyText = 500
+// maxKeyText is the width of the entity_key column, which the file's
+// check of each key's longest text (entity.EventKeyBytes) holds to.
+const maxKeyText = entity.MaxEventKeyBytes
 
 // Recorder records events in the outbox (Record). It loads them with
 // LOAD DATA LOCAL INFILE, which costs the database about half the CPU of
