@@ -561,7 +561,8 @@ func probe(ctx context.Context, s *settings, t *target) error {
 	if errors.Is(err, odata.ErrUnfilterable) {
 		return usageError{fmt.Errorf("%s:%d: entity %s: %w", s.ConfigFile, t.src.Line, t.ent.Name, err)}
 	}
-	if errors.Is(err, erp.ErrUnauthorized) && strings.Contains(err.Error(), "status 403") &&
+	var refused *erp.RefusedError
+	if errors.As(err, &refused) && refused.Code == http.StatusForbidden &&
 		(s.ERP.Username != "" || s.ERP.OAuthClientID != "" || s.ERPToken != "") {
 		// Forbidden with credentials: who asked is known; what is missing
 		// is an authorization (SAP: the user's role for the service).

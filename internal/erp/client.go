@@ -46,6 +46,21 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("erp: status %d: %s", e.Code, e.Body)
 }
 
+// RefusedError is a 401 or 403 answer: ErrUnauthorized, with its status,
+// so that a caller can tell a refused identity (401) from a refused
+// authorization (403).
+type RefusedError struct {
+	Code int
+	Body string // the start of the body, with the token blanked out
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: status %d: %s", ErrUnauthorized, e.Code, e.Body)
+}
+
+// Unwrap returns ErrUnauthorized.
+func (e *RefusedError) Unwrap() error { return ErrUnauthorized }
+
 // Record is one valid record of the feed: a membership (its own fields),
 // or a record of a Schema's entity (Vals). Times are UTC.
 type Record struct {

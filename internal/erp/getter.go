@@ -308,7 +308,7 @@ func (c *Getter) statusError(res *http.Response) *attemptError {
 	body := c.redact(errorMessage(b))
 	switch code := res.StatusCode; {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &attemptError{err: fmt.Errorf("%w: status %d: %s", ErrUnauthorized, code, body)}
+		return &attemptError{err: &RefusedError{Code: code, Body: body}}
 	case code == http.StatusBadRequest:
 		return &attemptError{err: fmt.Errorf("%w: %s", ErrBadRequest, body)}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
