@@ -48,6 +48,15 @@ func TestDateTimePrecision(t *testing.T) {
 	if want := `{"at":"2025-01-01T00:00:00.123456Z","at0":"2025-01-01T00:00:07.000Z","id":1}`; payload != want {
 		t.Errorf("event data %s, want %s", payload, want)
 	}
+	// A repair with the values the row holds changes nothing and records
+	// no event: the microseconds compare as stored.
+	if done, err := s.For(tab).Repair(ctx, []store.Row{row}); err != nil || done[0] {
+		t.Errorf("repair of the row as it is: %v %v, want no change", done, err)
+	}
+	var events int
+	if err := s.DB().Raw("SELECT COUNT(*) FROM erpsync_events WHERE entity = 'stamps'").Row().Scan(&events); err != nil || events != 1 {
+		t.Errorf("%d events after a repair that changed nothing (%v), want the insert's alone", events, err)
+	}
 	var le *store.LossyChangeError
 	if _, err := s.PlanEntities(ctx, []*entity.Entity{e}); !errors.As(err, &le) || !strings.Contains(err.Error(), "column at is datetime in the config file, datetime(6) in the database: fraction digits of a second past 3 would be cut") {
 		t.Errorf("narrow: %v", err)

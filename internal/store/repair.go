@@ -103,11 +103,12 @@ func (t *Table) repairRow(l *literal, r Row) error {
 	return nil
 }
 
-// sameTime reports whether stored, a DATETIME(3) value, holds t: either
-// of its StoredForms.
+// sameTime reports whether stored holds t, as verify compares: t whole to
+// the microsecond (a datetime(P) keeps its P digits, and the decoder
+// refuses more), or either of its StoredForms (a DATETIME(3)).
 func sameTime(stored, t time.Time) bool {
 	tr, ro := StoredForms(t)
-	return stored.Equal(tr) || stored.Equal(ro)
+	return stored.Equal(t.Truncate(time.Microsecond)) || stored.Equal(tr) || stored.Equal(ro)
 }
 
 // sameValues reports whether the values a row or line holds (stored) are
