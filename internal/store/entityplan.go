@@ -155,10 +155,10 @@ func (s *Store) PlanEntities(ctx context.Context, ents []*entity.Entity) (*Entit
 func (s *Store) underMigrationLock(ctx context.Context, fn func(conn *sql.Conn) error) error {
 	conn, err := s.sql.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %s", ErrUnavailable, redact(err, s.cfg))
+		return fmt.Errorf("%w: %s", ErrUnavailable, s.conn.redact(err))
 	}
 	defer conn.Close()
-	release, err := lockMigrations(ctx, conn, s.cfg.DBName)
+	release, err := lockMigrations(ctx, conn, s.conn.db)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ type lineTable struct {
 
 // compileLines compiles the statements of the tables of t's children.
 func (t *Table) compileLines() error {
-	q := quoteIdent
+	q := t.d.ident
 	parent := make([]string, len(t.ent.Key))
 	for i, k := range t.ent.Key {
 		parent[i] = q(k)
@@ -124,8 +124,8 @@ type lineBatch struct {
 // write writes the lines of child c of the rows that landed (writeLines),
 // one DELETE and one INSERT per group of documents.
 func (lt *lineTable) write(ctx context.Context, db querier, t *Table, c int, rows []Row, landed, clear []bool) error {
-	b := lineBatch{parents: newLiteral(), kept: newLiteral(), values: newLiteral()}
-	pk := newLiteral()
+	b := lineBatch{parents: t.lit(), kept: t.lit(), values: t.lit()}
+	pk := t.lit()
 	defer func() {
 		b.parents.free()
 		b.kept.free()
@@ -246,7 +246,7 @@ func (s *Store) scanLines(ctx context.Context, db querier, child int, keys []str
 	if keys != nil && len(keys) == 0 {
 		return nil
 	}
-	l := newLiteral()
+	l := t.lit()
 	l.sql(lt.scan)
 	rows, err := s.queryWhere(ctx, db, l, keys, lt.order)
 	if err != nil {

@@ -19,14 +19,46 @@ import (
 // a quote doubled (which NO_BACKSLASH_ESCAPES does not change), and any
 // other string is written in hex with a utf8mb4 introducer, so no byte of
 // it can end the literal or be read as an escape.
-type literal struct{ b []byte }
+//
+// On PostgreSQL (standard_conforming_strings on, which pgx's simple
+// protocol requires) every string is quoted with a quote doubled: no byte
+// but the quote ends or escapes a literal there.
+type literal struct {
+	b []byte
+	d Dialect
+}
 
 var literals = sync.Pool{New: func() any { return &literal{b: make([]byte, 0, 64<<10)} }}
 
-func newLiteral() *literal {
+func newLiteral(d Dialect) *literal {
 	l := literals.Get().(*literal)
 	l.b = l.b[:0]
+	l.d = d
 	return l
+}
+
+// lit is a literal in the table's dialect.
+func (t *Table) lit() *literal { return newLiteral(t.d) }
+
+// ident writes a quoted name.
+func (l *literal) ident(name string) { l.sql(l.d.ident(name)) }
+
+// now writes the database's clock.
+func (l *literal) now() { l.sql(l.d.now()) }
+
+// bool writes a boolean: 1 or 0 on MySQL (BOOLEAN is TINYINT(1)), true or
+// false on PostgreSQL.
+func (l *literal) bool(v bool) {
+	switch {
+	case l.d == Postgres && v:
+		l.sql("true")
+	case l.d == Postgres:
+		l.sql("false")
+	case v:
+		l.sql("1")
+	default:
+		l.sql("0")
+	}
 }
 
 // free returns l to the pool; its text must not be used after.
@@ -47,6 +79,8 @@ func (l *literal) str(s string) {
 	quotes := false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
+		case l.d == Postgres:
+			quotes = quotes || c == '\''
 		case c < 0x20 || c > 0x7e || c == '\\':
 			l.b = append(l.b, "_utf8mb4 X'"...)
 			for i := 0; i < len(s); i++ { // hex.AppendEncode, without copying s into a []byte

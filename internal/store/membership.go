@@ -225,7 +225,7 @@ func (s *Store) UpdateRow(ctx context.Context, r Row) (bool, error) {
 		done, err := s.eachRecording(ctx, "update "+s.t.name, 1, s.updates(ctx, rows), s.rowChanges(ctx, rows))
 		return err == nil && done[0], err
 	}
-	l := newLiteral()
+	l := s.t.lit()
 	defer l.free()
 	if err := s.t.updateRow(l, r); err != nil {
 		return false, fmt.Errorf("update %s: %w", s.t.name, err)
@@ -257,7 +257,7 @@ func (s *Store) RestoreRows(ctx context.Context, rows []Row) ([]bool, error) {
 // each of rows.
 func (s *Store) updates(ctx context.Context, rows []Row) func(tx *sql.Tx, i int) (sql.Result, error) {
 	return func(tx *sql.Tx, i int) (sql.Result, error) {
-		l := newLiteral()
+		l := s.t.lit()
 		defer l.free()
 		if err := s.t.updateRow(l, rows[i]); err != nil {
 			return nil, err
@@ -326,13 +326,13 @@ type Mark struct {
 func (s *Store) MarkQuarantined(ctx context.Context, ms []Mark) ([]bool, error) {
 	return s.eachInTx(ctx, "mark quarantined", len(ms), func(tx *sql.Tx, i int) (sql.Result, error) {
 		m := ms[i]
-		l := newLiteral()
+		l := s.t.lit()
 		defer l.free()
 		if m.Version > 0 {
-			l.sql("UPDATE " + quoteIdent(s.t.name) + " SET quarantined_at = COALESCE(quarantined_at, UTC_TIMESTAMP(3)), quarantined_version = ")
+			l.sql("UPDATE " + s.d.ident(s.t.name) + " SET quarantined_at = COALESCE(quarantined_at, " + s.d.now() + "), quarantined_version = ")
 			l.int(m.Version)
 		} else {
-			l.sql("UPDATE " + quoteIdent(s.t.name) + " SET quarantined_at = UTC_TIMESTAMP(3), quarantined_version = erp_version")
+			l.sql("UPDATE " + s.d.ident(s.t.name) + " SET quarantined_at = " + s.d.now() + ", quarantined_version = erp_version")
 		}
 		l.sql(", fence_token = ")
 		l.int(m.Fence)
@@ -375,9 +375,9 @@ type Tombstone struct {
 func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) {
 	return s.eachRecording(ctx, "soft delete", len(ts), func(tx *sql.Tx, i int) (sql.Result, error) {
 		t := ts[i]
-		l := newLiteral()
+		l := s.t.lit()
 		defer l.free()
-		l.sql("UPDATE " + quoteIdent(s.t.name) + " SET deleted_at = UTC_TIMESTAMP(3)")
+		l.sql("UPDATE " + s.d.ident(s.t.name) + " SET deleted_at = " + s.d.now())
 		s.t.liveKey(l, t.ErpID, t.Fence)
 		l.sql(" AND erp_version = ")
 		l.int(t.Version)
@@ -389,7 +389,7 @@ func (s *Store) SoftDelete(ctx context.Context, ts []Tombstone) ([]bool, error) 
 // updated_at.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var t time.Time
-	if err := s.sql.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(3)").Scan(&t); err != nil {
+	if err := s.sql.QueryRowContext(ctx, "SELECT "+s.d.now()).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
 	}
 	return t, nil

@@ -61,7 +61,7 @@ func (s *Store) Repair(ctx context.Context, rows []Row) ([]bool, error) {
 				(sameTime(st.UpdatedAt, r.UpdatedAt) && sameValues(s.t.kinds, st.Vals, r.Vals) && s.t.sameLines(lines[r.Key], r.Children)) {
 				continue
 			}
-			l := newLiteral()
+			l := s.t.lit()
 			err := s.t.repairRow(l, r)
 			if err == nil {
 				_, err = tx.ExecContext(ctx, l.text())
@@ -95,7 +95,9 @@ func (t *Table) repairRow(l *literal, r Row) error {
 	if err := t.updateData(l, r); err != nil {
 		return err
 	}
-	l.sql(", updated_at = UTC_TIMESTAMP(3), restore_count = COALESCE(restore_count, 0) + 1, fence_token = ")
+	l.sql(", updated_at = ")
+	l.now()
+	l.sql(", restore_count = COALESCE(restore_count, 0) + 1, fence_token = ")
 	l.int(r.Fence)
 	t.liveKey(l, r.Key, r.Fence)
 	l.sql(" AND erp_version = ")

@@ -15,12 +15,15 @@ type cell struct {
 	k entity.Kind
 	s sql.NullString
 	i sql.NullInt64
+	b sql.NullBool // a Bool: MySQL's TINYINT(1) and PostgreSQL's boolean scan alike
 	t sql.NullTime
 }
 
 func (c *cell) dest() any {
 	switch c.k {
-	case entity.Int32, entity.Int64, entity.Bool:
+	case entity.Bool:
+		return &c.b
+	case entity.Int32, entity.Int64:
 		return &c.i
 	case entity.Date, entity.DateTime:
 		return &c.t
@@ -30,7 +33,13 @@ func (c *cell) dest() any {
 
 func (c *cell) value() entity.Value {
 	switch c.k {
-	case entity.Int32, entity.Int64, entity.Bool:
+	case entity.Bool:
+		v := entity.Value{Null: !c.b.Valid}
+		if c.b.Bool {
+			v.I = 1
+		}
+		return v
+	case entity.Int32, entity.Int64:
 		return entity.Value{Null: !c.i.Valid, I: c.i.Int64}
 	case entity.Date:
 		if !c.t.Valid {
@@ -89,12 +98,12 @@ func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func
 	if keys != nil && len(keys) == 0 {
 		return nil
 	}
-	l := newLiteral()
+	l := t.lit()
 	l.sql("SELECT ")
 	for _, c := range t.ent.Columns {
-		l.sql(quoteIdent(c.Name) + ", ")
+		l.sql(t.d.ident(c.Name) + ", ")
 	}
-	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + quoteIdent(t.name))
+	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + t.d.ident(t.name))
 	rows, err := s.queryWhere(ctx, db, l, keys, "")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)

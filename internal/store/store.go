@@ -39,6 +39,8 @@ var (
 // nothing listens there (Refused), or nothing answered within Timeout.
 // It matches ErrUnavailable.
 type ConnectError struct {
+	// Dialect is the database that could not be reached.
+	Dialect Dialect
 	Addr    string
 	Refused bool
 	// Timeout is the bound that passed without an answer: the dial or the
@@ -51,9 +53,9 @@ type ConnectError struct {
 func (e *ConnectError) Error() string {
 	switch {
 	case e.Refused:
-		return fmt.Sprintf("store: mysql at %s: connection refused", e.Addr)
+		return fmt.Sprintf("store: %s at %s: connection refused", e.Dialect, e.Addr)
 	case e.Timeout > 0:
-		return fmt.Sprintf("store: mysql at %s: connection timed out after %s", e.Addr, e.Timeout)
+		return fmt.Sprintf("store: %s at %s: connection timed out after %s", e.Dialect, e.Addr, e.Timeout)
 	}
 	return fmt.Sprintf("%v at %s: %v", ErrUnavailable, e.Addr, e.Err)
 }
@@ -87,7 +89,11 @@ type Options struct {
 type Store struct {
 	db  *gorm.DB
 	sql *sql.DB
-	cfg *mysql.Config
+	d   Dialect
+	// conn names the server and database in errors, and the password
+	// they must not show.
+	conn connInfo
+	cfg  *mysql.Config // MySQL's parsed DSN; nil on PostgreSQL
 	// rec records the change events of the writes, shared by the Stores
 	// For and Scoped return: it remembers a server that refused a load.
 	rec *outbox.Recorder
@@ -105,6 +111,9 @@ var memberships = mustCompile(entity.Memberships())
 func (s *Store) For(t *Table) *Store {
 	c := *s
 	c.t = t
+	if t != nil && t.twins != nil {
+		c.t = t.in(s.d)
+	}
 	return &c
 }
 
@@ -119,7 +128,7 @@ func (s *Store) Scoped(set map[string]string) *Store {
 	if len(set) == 0 {
 		return &c
 	}
-	l := newLiteral()
+	l := newLiteral(s.d)
 	defer l.free()
 	first := true
 	for i, col := range s.t.ent.Columns { // in column order: the same text whatever the map's order
@@ -131,7 +140,8 @@ func (s *Store) Scoped(set map[string]string) *Store {
 			l.sql(" AND ")
 		}
 		first = false
-		l.sql(quoteIdent(col.Name) + " = ")
+		l.ident(col.Name)
+		l.sql(" = ")
 		l.keyPart(s.t.kinds[i], v)
 	}
 	c.scope = l.text()
@@ -182,9 +192,29 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
+// connInfo is what errors say of a connection: the server's address, the
+// database, and the password to keep out of them.
+type connInfo struct {
+	addr, db, password string
+}
+
+// redact keeps the password out of an error message.
+func (c connInfo) redact(err error) string {
+	msg := err.Error()
+	if c.password != "" {
+		msg = strings.ReplaceAll(msg, c.password, "***")
+	}
+	return msg
+}
+
 // Open connects to the database named in dsn and checks that it answers.
-// It does not create or migrate anything; see Migrate.
+// The DSN's form says which database it is (DialectOf): a postgres:// URL
+// or a libpq key=value string opens PostgreSQL, anything else MySQL. It
+// does not create or migrate anything; see Migrate.
 func Open(ctx context.Context, dsn string, opt *Options) (*Store, error) {
+	if DialectOf(dsn) == Postgres {
+		return openPostgresDSN(ctx, dsn, opt)
+	}
 	cfg, err := ParseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -243,7 +273,8 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	if o.NoLoadData {
 		rec = outbox.NewInsertRecorder()
 	}
-	return &Store{db: db, sql: sqlDB, cfg: cfg, rec: rec, t: memberships}, nil
+	info := connInfo{addr: cfg.Addr, db: cfg.DBName, password: cfg.Passwd}
+	return &Store{db: db, sql: sqlDB, d: MySQL, conn: info, cfg: cfg, rec: rec, t: memberships}, nil
 }
 
 // unavailable translates a failure to reach the database within bound:
@@ -271,11 +302,7 @@ func unavailable(err error, cfg *mysql.Config, bound time.Duration) error {
 
 // redact keeps a password out of an error message.
 func redact(err error, cfg *mysql.Config) string {
-	msg := err.Error()
-	if cfg.Passwd != "" {
-		msg = strings.ReplaceAll(msg, cfg.Passwd, "***")
-	}
-	return msg
+	return connInfo{password: cfg.Passwd}.redact(err)
 }
 
 // Close closes the connection pool.
@@ -287,35 +314,47 @@ func (s *Store) DB() *gorm.DB { return s.db }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.sql.PingContext(ctx); err != nil {
-		return fmt.Errorf("%w: %s", ErrUnavailable, redact(err, s.cfg))
+		return fmt.Errorf("%w: %s", ErrUnavailable, s.conn.redact(err))
 	}
 	return nil
 }
 
 // DatabaseName is the name of the database the store is connected to.
-func (s *Store) DatabaseName() string { return s.cfg.DBName }
+func (s *Store) DatabaseName() string { return s.conn.db }
 
-// isDuplicate reports whether err is MySQL's ER_DUP_ENTRY.
+// Dialect is the SQL the store's database speaks.
+func (s *Store) Dialect() Dialect { return s.d }
+
+// isDuplicate reports whether err is MySQL's ER_DUP_ENTRY or PostgreSQL's
+// unique_violation.
 func isDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1062
 	}
-	return errors.Is(err, gorm.ErrDuplicatedKey)
+	return pgCode(err) == pgUniqueViolation || errors.Is(err, gorm.ErrDuplicatedKey)
 }
 
-// isTransient reports whether err is a deadlock (1213) or a lock wait
-// timeout (1205): the statement may simply be run again.
+// isTransient reports whether err is a deadlock (MySQL 1213, PostgreSQL
+// 40P01), a lock wait timeout (1205, 55P03) or a serialization failure
+// (40001): the statement may simply be run again.
 func isTransient(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	switch pgCode(err) {
+	case pgDeadlock, pgLockNotAvailable, pgSerialization:
+		return true
+	}
+	return false
 }
 
 // execRetrying runs a statement, and runs it again after a deadlock or a
 // lock wait timeout (retrying).
 func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
 	err = retrying(func() (err error) {
-		res, err = s.sql.ExecContext(ctx, query, args...)
+		res, err = s.sql.ExecContext(ctx, s.d.placeholders(query), args...)
 		return err
 	})
 	return res, err

@@ -32,6 +32,7 @@ type Row struct {
 // and read the sync makes, with the kinds of their values, so that the hot
 // path writes a row without a lookup by name.
 type Table struct {
+	d     Dialect // the SQL its statements are written in
 	ent   *entity.Entity
 	name  string
 	kinds []entity.Kind // of each column, in order
@@ -47,11 +48,31 @@ type Table struct {
 	lines []*lineTable
 	// evJSON encodes the table's change events.
 	evJSON *eventJSON
+	// twins are the table compiled for each dialect, this one among them.
+	twins *[2]*Table
 }
 
-// Compile compiles the statements of e's table.
+// Compile compiles the statements of e's table, for every dialect: a
+// Store writes it in its own (Store.For).
 func Compile(e *entity.Entity) (*Table, error) {
-	t := &Table{ent: e, name: e.TableName()}
+	twins := new([2]*Table)
+	for _, d := range []Dialect{MySQL, Postgres} {
+		t, err := compile(e, d)
+		if err != nil {
+			return nil, err
+		}
+		t.twins = twins
+		twins[d] = t
+	}
+	return twins[MySQL], nil
+}
+
+// in is the table compiled for dialect d.
+func (t *Table) in(d Dialect) *Table { return t.twins[d] }
+
+// compile compiles the statements of e's table in dialect d.
+func compile(e *entity.Entity, d Dialect) (*Table, error) {
+	t := &Table{d: d, ent: e, name: e.TableName()}
 	for _, c := range e.Columns {
 		t.kinds = append(t.kinds, c.Type.Kind)
 	}
@@ -61,7 +82,7 @@ func Compile(e *entity.Entity) (*Table, error) {
 			return nil, fmt.Errorf("compile table %s: key column %s is not declared", t.name, e.Key[i])
 		}
 	}
-	q := quoteIdent
+	q := d.ident
 	var cols, keyCols []string
 	for _, c := range e.Columns {
 		cols = append(cols, q(c.Name))
@@ -132,7 +153,9 @@ func (l *literal) value(k entity.Kind, v entity.Value) error {
 	switch {
 	case v.Null:
 		l.sql("NULL")
-	case k == entity.Int32 || k == entity.Int64 || k == entity.Bool:
+	case k == entity.Bool:
+		l.bool(v.I != 0)
+	case k == entity.Int32 || k == entity.Int64:
 		l.int(v.I)
 	case k == entity.DateTime:
 		return l.exactTime(v.T)
@@ -147,11 +170,7 @@ func (l *literal) value(k entity.Kind, v entity.Value) error {
 func (l *literal) keyPart(k entity.Kind, text string) {
 	switch {
 	case k == entity.Bool:
-		if text == "true" {
-			l.sql("1")
-		} else {
-			l.sql("0")
-		}
+		l.bool(text == "true")
 	case (k == entity.Int32 || k == entity.Int64 || k == entity.Decimal) && isNumber(text):
 		// Unquoted: a row constructor ((a, b) IN (('x', '9007199254740993'),
 		// ...)) compares a string with a number as doubles, which past
@@ -181,7 +200,7 @@ func isNumber(s string) bool {
 // keyMatch writes the WHERE test of the rows with the given keys.
 func (t *Table) keyMatch(l *literal, keys []string) {
 	if len(t.keys) == 1 {
-		l.sql(quoteIdent(t.ent.Key[0]) + " IN (")
+		l.sql(t.d.ident(t.ent.Key[0]) + " IN (")
 		k := t.kinds[t.keys[0]]
 		for i, key := range keys {
 			if i > 0 {
@@ -215,7 +234,7 @@ func (t *Table) oneKey(l *literal, key string) {
 		if j > 0 {
 			l.sql(" AND ")
 		}
-		l.sql(quoteIdent(t.ent.Key[j]) + " = ")
+		l.sql(t.d.ident(t.ent.Key[j]) + " = ")
 		l.keyPart(t.kinds[t.keys[j]], part)
 	}
 }
@@ -232,7 +251,7 @@ func (t *Table) readVersionsLocking(ctx context.Context, db querier, keys []stri
 	if len(keys) == 0 {
 		return out, nil
 	}
-	l := newLiteral()
+	l := t.lit()
 	l.sql(t.versions)
 	t.keyMatch(l, keys)
 	if lock {
@@ -287,14 +306,18 @@ func (t *Table) values(l *literal, rows []Row) error {
 		}
 		l.sql(",")
 		l.int(r.Fence)
-		l.sql(",UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))")
+		l.sql(",")
+		l.now()
+		l.sql(",")
+		l.now()
+		l.sql(")")
 	}
 	return nil
 }
 
 // insert runs verb (INSERT or INSERT IGNORE) of rows, followed by tail.
 func (t *Table) insert(ctx context.Context, db querier, verb string, rows []Row, tail string) error {
-	l := newLiteral()
+	l := t.lit()
 	defer l.free()
 	l.sql(verb)
 	l.sql(t.insertCols)
@@ -316,7 +339,9 @@ func (t *Table) updateRow(l *literal, r Row) error {
 	if err := t.updateData(l, r); err != nil {
 		return err
 	}
-	l.sql(", updated_at = UTC_TIMESTAMP(3), fence_token = ")
+	l.sql(", updated_at = ")
+	l.now()
+	l.sql(", fence_token = ")
 	l.int(r.Fence)
 	for _, col := range []string{"quarantined_at", "quarantined_version"} {
 		l.sql(", " + col + " = IF(deleted_at IS NOT NULL OR quarantined_version IS NULL OR ")
@@ -348,12 +373,12 @@ func (t *Table) updateData(l *literal, r Row) error {
 	if len(r.Vals) != len(t.kinds) {
 		return fmt.Errorf("key %q: %d values for %d columns", r.Key, len(r.Vals), len(t.kinds))
 	}
-	l.sql("UPDATE " + quoteIdent(t.name) + " SET ")
+	l.sql("UPDATE " + t.d.ident(t.name) + " SET ")
 	for j, v := range r.Vals {
 		if t.isKey[j] {
 			continue
 		}
-		l.sql(quoteIdent(t.ent.Columns[j].Name) + " = ")
+		l.sql(t.d.ident(t.ent.Columns[j].Name) + " = ")
 		if err := l.value(t.kinds[j], v); err != nil {
 			return fmt.Errorf("key %q: %s: %w", r.Key, t.ent.Columns[j].Name, err)
 		}

@@ -77,7 +77,7 @@ func BenchmarkTableValues(b *testing.B) {
 			b.ReportAllocs()
 			var size int
 			for b.Loop() {
-				l := newLiteral()
+				l := newLiteral(MySQL)
 				if err := c.t.values(l, c.rows()); err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	gormpg "gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/erpsync/erpsync/internal/outbox"
+)
+
+// PostgreSQL's SQLSTATE codes the store tells apart.
+const (
+	pgUniqueViolation  = "23505"
+	pgDeadlock         = "40P01"
+	pgSerialization    = "40001"
+	pgLockNotAvailable = "55P03"
+	pgUndefinedTable   = "42P01"
+	pgDuplicateColumn  = "42701"
+	pgDuplicateObject  = "42710"
+	pgDuplicateTable   = "42P07"
+	pgNoDatabase       = "3D000"
+)
+
+// pgCode is the SQLSTATE of a PostgreSQL error, "" for any other error.
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// ParsePostgresDSN parses a postgres:// URL or a libpq key=value string
+// and sets what erpsync relies on: the session's time zone UTC (a
+// timestamptz reads and writes as UTC), the simple protocol (statements
+// carry their values written in, and a prepared statement per text would
+// be one round trip more and a cache that never hits), and a connect
+// timeout of 5s when the DSN has none. A DSN of MySQL's form is refused
+// with a line that says which form is wanted.
+func ParsePostgresDSN(dsn string) (*pgx.ConnConfig, error) {
+	if DialectOf(dsn) != Postgres {
+		return nil, errors.New("parse postgres dsn: want a postgres:// URL (postgres://user@host:5432/db?sslmode=disable) or a libpq key=value string (host=... dbname=...), not MySQL's user@tcp(host:port)/db form")
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres dsn: %w", err)
+	}
+	if cfg.Database == "" {
+		return nil, errors.New("parse postgres dsn: no database name (want postgres://user@host:5432/dbname)")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	cfg.RuntimeParams["timezone"] = "UTC"
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "erpsync"
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	return cfg, nil
+}
+
+func openPostgresDSN(ctx context.Context, dsn string, opt *Options) (*Store, error) {
+	cfg, err := ParsePostgresDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{}
+	if opt != nil {
+		o = *opt
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 32
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = cfg.ConnectTimeout
+	}
+	return openPostgres(ctx, cfg, o)
+}
+
+// pgAddr is host:port of a connection's configuration.
+func pgAddr(cfg *pgx.ConnConfig) string {
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+}
+
+func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, error) {
+	if o.TLS != nil {
+		cfg = cfg.Copy()
+		cfg.TLSConfig = o.TLS.Clone()
+		cfg.Fallbacks = nil
+	}
+	info := connInfo{addr: pgAddr(cfg), db: cfg.Database, password: cfg.Password}
+	pool := stdlib.OpenDB(*cfg)
+	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
+	defer cancel()
+	if err := pool.PingContext(pctx); err != nil {
+		pool.Close()
+		return nil, pgUnavailable(err, info, o.PingTimeout)
+	}
+	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: pool}), &gorm.Config{
+		Logger:                 logger.Discard,
+		TranslateError:         true,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%w at %s: %s", ErrUnavailable, info.addr, info.redact(err))
+	}
+	pool.SetMaxOpenConns(o.MaxOpenConns)
+	pool.SetMaxIdleConns(o.MaxOpenConns)
+	pool.SetConnMaxLifetime(30 * time.Minute)
+	// Events are recorded with a multi-row INSERT: COPY has no ON CONFLICT,
+	// and the outbox's UNIQUE index must drop a change recorded twice.
+	rec := outbox.NewInsertRecorder()
+	return &Store{db: db, sql: pool, d: Postgres, conn: info, rec: rec, t: memberships.in(Postgres)}, nil
+}
+
+// pgUnavailable translates a failure to reach PostgreSQL within bound:
+// ErrNoDatabase for 3D000, a *ConnectError otherwise.
+func pgUnavailable(err error, info connInfo, bound time.Duration) error {
+	if pgCode(err) == pgNoDatabase {
+		return fmt.Errorf("%w: %q at %s", ErrNoDatabase, info.db, info.addr)
+	}
+	ce := &ConnectError{Dialect: Postgres, Addr: info.addr, Err: errors.New(info.redact(err))}
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		ce.Refused = true
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		ce.Timeout = bound
+	}
+	return ce
+}
