@@ -71,3 +71,20 @@ func PostgresDSN(t testing.TB) string {
 	})
 	return dsn
 }
+
+// createPostgresDatabase creates the database of a PostgresDSN, empty.
+func createPostgresDatabase(t testing.TB, dsn string) {
+	t.Helper()
+	cfg, err := store.ParsePostgresDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(context.Background(), postgresBase()+"postgres?sslmode=disable", &store.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatalf("create database %s: %v", cfg.Database, err)
+	}
+	defer s.Close()
+	if err := s.DB().Exec(store.CreateDatabaseSQLFor(store.Postgres, cfg.Database)).Error; err != nil {
+		t.Fatalf("create database %s: %v", cfg.Database, err)
+	}
+}
