@@ -218,6 +218,10 @@ var displayWidth = regexp.MustCompile(`^(int|bigint)\(\d+\)$`)
 // reading: every declared column and erpsync's own, nothing else.
 func assertTable(t *testing.T, s *store.Store, e *entity.Entity) {
 	t.Helper()
+	if s.Dialect() == store.Postgres {
+		assertTablePostgres(t, s, e)
+		return
+	}
 	sqlType := map[entity.Kind]string{entity.Text: "text", entity.Int32: "int", entity.Int64: "bigint", entity.Bool: "tinyint(1)",
 		entity.Date: "date", entity.DateTime: "datetime(3)", entity.JSON: "longtext"}
 	want := map[string]string{}
@@ -249,6 +253,44 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, e.TableName()).Scan(&live)
 	}
 }
 
+// assertTablePostgres is assertTable on PostgreSQL, the types as
+// format_type writes them.
+func assertTablePostgres(t *testing.T, s *store.Store, e *entity.Entity) {
+	t.Helper()
+	sqlType := map[entity.Kind]string{entity.Text: "text", entity.Int32: "integer", entity.Int64: "bigint", entity.Bool: "boolean",
+		entity.Date: "date", entity.JSON: "text"}
+	want := map[string]string{}
+	for _, c := range e.Columns {
+		ty := sqlType[c.Type.Kind]
+		switch c.Type.Kind {
+		case entity.String:
+			ty = fmt.Sprintf("character varying(%d)", c.Type.Length)
+		case entity.Decimal:
+			ty = fmt.Sprintf("numeric(%d,%d)", c.Type.Precision, c.Type.Scale)
+		case entity.DateTime:
+			ty = fmt.Sprintf("timestamp(%d) with time zone", c.Type.Digits())
+		}
+		want[c.Name] = fmt.Sprintf("%s %v", ty, c.Nullable)
+	}
+	const ts = "timestamp(3) with time zone"
+	for _, own := range []string{"erp_version bigint false", "erp_updated_at " + ts + " false", "fence_token bigint false",
+		"created_at " + ts + " false", "updated_at " + ts + " false", "deleted_at " + ts + " true",
+		"quarantined_at " + ts + " true", "quarantined_version bigint true", "restore_count bigint true"} {
+		name, rest, _ := strings.Cut(own, " ")
+		want[name] = rest
+	}
+	var live []struct{ Name, Type, Nullable string }
+	s.DB().Raw(`SELECT attname AS name, format_type(atttypid, atttypmod) AS type, CASE WHEN attnotnull THEN 'NO' ELSE 'YES' END AS nullable
+FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`, e.TableName()).Scan(&live)
+	got := map[string]string{}
+	for _, c := range live {
+		got[c.Name] = fmt.Sprintf("%s %v", c.Type, c.Nullable == "YES")
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("table %s:\n got %v\nwant %v", e.TableName(), got, want)
+	}
+}
+
 // insertFull writes row n of e's table with every column at the limit of
 // its type: the longest string (of 2-byte characters), the widest decimal,
 // the largest integers. A narrowing accepted by mistake then cuts a value,
@@ -257,8 +299,12 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 	t.Helper()
 	var names, values []string
 	var args []any
+	ident := func(name string) string { return "`" + name + "`" }
+	if s.Dialect() == store.Postgres {
+		ident = func(name string) string { return `"` + name + `"` }
+	}
 	for _, c := range e.Columns {
-		names = append(names, "`"+c.Name+"`")
+		names = append(names, ident(c.Name))
 		values = append(values, "?")
 		var v any
 		switch c.Type.Kind {
@@ -283,6 +329,9 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 			}
 		case entity.Bool:
 			v = 1
+			if s.Dialect() == store.Postgres {
+				v = true
+			}
 		case entity.Date:
 			v = "2024-02-29"
 		case entity.DateTime:
@@ -293,8 +342,8 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 		args = append(args, v)
 	}
 	names = append(names, "erp_version", "erp_updated_at", "fence_token", "created_at", "updated_at")
-	values = append(values, "1", "UTC_TIMESTAMP(3)", "1", "UTC_TIMESTAMP(3)", "UTC_TIMESTAMP(3)")
-	q := fmt.Sprintf("INSERT INTO `%s` (%s) VALUES (%s)", e.TableName(), strings.Join(names, ", "), strings.Join(values, ", "))
+	values = append(values, "1", nowSQL(s), "1", nowSQL(s), nowSQL(s))
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", ident(e.TableName()), strings.Join(names, ", "), strings.Join(values, ", "))
 	if err := s.DB().Exec(q, args...).Error; err != nil {
 		t.Fatalf("insert a full row into %s: %v", describeEntity(e), err)
 	}
@@ -304,15 +353,27 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 func rowsSum(t *testing.T, s *store.Store, e *entity.Entity) string {
 	t.Helper()
 	var cols []string
+	pg := s.Dialect() == store.Postgres
 	for _, c := range e.Columns {
 		as := "CHAR"
 		if c.Type.Kind == entity.Decimal {
 			as = "DECIMAL(65,30)" // a wider scale writes more zeros
 		}
+		if pg {
+			as = "text" // CHAR would be char(1)
+			if c.Type.Kind == entity.Decimal {
+				as = "numeric(65,30)"
+			}
+			cols = append(cols, `COALESCE(CAST(CAST("`+c.Name+`" AS `+as+`) AS text), 'NULL')`)
+			continue
+		}
 		cols = append(cols, "COALESCE(CAST(`"+c.Name+"` AS "+as+"), 'NULL')")
 	}
 	var out []string
 	q := fmt.Sprintf("SELECT CONCAT_WS('|', %s) FROM `%s` ORDER BY `k`", strings.Join(cols, ", "), e.TableName())
+	if pg {
+		q = fmt.Sprintf(`SELECT CONCAT_WS('|', %s) FROM "%s" ORDER BY "k"`, strings.Join(cols, ", "), e.TableName())
+	}
 	if err := s.DB().Raw(q).Scan(&out).Error; err != nil {
 		t.Fatal(err)
 	}

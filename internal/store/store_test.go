@@ -21,6 +21,24 @@ func setup(t *testing.T) *store.Store {
 	return s
 }
 
+// pick is my on MySQL, pg on PostgreSQL: the statements a test expects
+// of s's dialect.
+func pick(s *store.Store, my, pg []string) []string {
+	if s.Dialect() == store.Postgres {
+		return pg
+	}
+	return my
+}
+
+// nowSQL is the database's clock in UTC to the millisecond, in s's
+// dialect: for rows a test writes by hand.
+func nowSQL(s *store.Store) string {
+	if s.Dialect() == store.Postgres {
+		return "CURRENT_TIMESTAMP(3)"
+	}
+	return "UTC_TIMESTAMP(3)"
+}
+
 // mysqlStore is MigratedStore on MySQL whatever the matrix says: for the
 // tests of what only MySQL has (collations, sql_mode).
 func mysqlStore(t *testing.T) (*store.Store, string) {
