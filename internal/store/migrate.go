@@ -224,10 +224,11 @@ func createMySQL(ctx context.Context, dsn string, opt *Options) (*Store, *Migrat
 	return s, res, nil
 }
 
-// createPostgres creates the PostgreSQL database of dsn when it is
-// missing, through a connection to the server's "postgres" database, and
-// opens it. Two migrates that create it at once both go on: the one whose
-// CREATE DATABASE lost finds it there.
+// createPostgres opens the PostgreSQL database of dsn, and creates it
+// first when the server has none of that name (3D000), through a
+// connection to the server's "postgres" database: a database that exists
+// is migrated without one. Two migrates that create it at once both go
+// on: the one whose CREATE DATABASE lost finds it there.
 func createPostgres(ctx context.Context, dsn string, opt *Options) (*Store, *MigrateResult, error) {
 	cfg, err := ParsePostgresDSN(dsn)
 	if err != nil {
@@ -238,34 +239,32 @@ func createPostgres(ctx context.Context, dsn string, opt *Options) (*Store, *Mig
 		o.TLS = opt.TLS
 	}
 	res := &MigrateResult{Database: cfg.Database}
+	s, err := openPostgres(ctx, cfg, o)
+	if !errors.Is(err, ErrNoDatabase) {
+		return s, res, err
+	}
 	admin := cfg.Copy()
 	admin.Database = "postgres"
 	as, err := openPostgres(ctx, admin, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	exists := func() (bool, error) {
+	_, cerr := as.sql.ExecContext(ctx, CreateDatabaseSQLFor(Postgres, cfg.Database))
+	if cerr == nil {
+		res.CreatedDatabase = true
+	} else {
 		var n int64
 		if err := as.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_database WHERE datname = $1", cfg.Database).Scan(&n); err != nil {
-			return false, fmt.Errorf("look up database: %w", err)
+			as.Close()
+			return nil, nil, fmt.Errorf("look up database: %w", err)
 		}
-		return n > 0, nil
-	}
-	there, err := exists()
-	if err == nil && !there {
-		if _, cerr := as.sql.ExecContext(ctx, CreateDatabaseSQLFor(Postgres, cfg.Database)); cerr != nil {
-			if there, err = exists(); err == nil && !there {
-				err = fmt.Errorf("create database %s: %s", cfg.Database, as.conn.redact(cerr))
-			}
-		} else {
-			res.CreatedDatabase = true
+		if n == 0 {
+			as.Close()
+			return nil, nil, fmt.Errorf("create database %s: %s", cfg.Database, as.conn.redact(cerr))
 		}
 	}
 	as.Close()
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := openPostgres(ctx, cfg, o)
+	s, err = openPostgres(ctx, cfg, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -270,3 +270,32 @@ func TestPostgresCheckpointFence(t *testing.T) {
 		t.Fatalf("advance moved back: %+v", cp)
 	}
 }
+
+// migrate --plan on a PostgreSQL database that does not exist: every
+// migration pending, memberships as they make it, a new entity's table
+// created; the database is not created.
+func TestPostgresPlanNewDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresDSN(t)
+	ctx := context.Background()
+	if _, err := store.Open(ctx, dsn, nil); !errors.Is(err, store.ErrNoDatabase) {
+		t.Fatalf("open before: %v, want ErrNoDatabase", err)
+	}
+	p, err := store.PlanNewDatabase(ctx, dsn, nil, []*entity.Entity{entity.Memberships(), customers(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := store.MigrationsOf(store.Postgres)
+	if len(p.Pending) != len(ms) || len(p.Statements) != 3 || !strings.HasPrefix(p.Statements[0], `CREATE TABLE IF NOT EXISTS "customers" (`) {
+		t.Fatalf("plan: %d pending, statements %q", len(p.Pending), p.Statements)
+	}
+	if !strings.Contains(p.Pending[0].SQL, `erp_id         varchar(64) COLLATE "C" NOT NULL`) {
+		t.Fatalf("pending 001 is not PostgreSQL's:\n%s", p.Pending[0].SQL)
+	}
+	if got := store.CreateDatabaseSQLFor(store.Postgres, "erp"); got != `CREATE DATABASE "erp" ENCODING 'UTF8' TEMPLATE template0` {
+		t.Fatalf("create database: %s", got)
+	}
+	if _, err := store.Open(ctx, dsn, nil); !errors.Is(err, store.ErrNoDatabase) {
+		t.Fatalf("open after the plan: %v, want ErrNoDatabase still", err)
+	}
+}
