@@ -233,11 +233,6 @@ FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 		return nil, fmt.Errorf("read tables: %w", err)
 	}
 	defer rows.Close()
-	type indexPart struct {
-		table, name, column string
-		seq                 int
-		unique              bool
-	}
 	var parts []indexPart
 	for rows.Next() {
 		var kind, table, column, dataType, colType, nullable, charset, collation string
@@ -266,13 +261,29 @@ FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tables: %w", err)
 	}
+	addIndexes(out, parts)
+	return out, nil
+}
+
+// indexPart is a column of an index as the catalog lists it: the seq-th
+// of index name on table.
+type indexPart struct {
+	table, name, column string
+	seq                 int
+	unique              bool
+}
+
+// addIndexes adds parts to the tables of out, and sorts each table's
+// columns.
+func addIndexes(out map[string]*liveTable, parts []indexPart) {
 	for _, p := range parts {
-		out[p.table].addIndexColumn(p.name, p.column, p.seq, p.unique)
+		if t := out[p.table]; t != nil {
+			t.addIndexColumn(p.name, p.column, p.seq, p.unique)
+		}
 	}
 	for _, t := range out {
 		t.sort()
 	}
-	return out, nil
 }
 
 // liveType is the entity type a column of the database has, tolerant of

@@ -177,11 +177,6 @@ WHERE t.relnamespace = current_schema()::regnamespace AND k.ord <= ix.indnkeyatt
 		return nil, fmt.Errorf("read tables: %w", err)
 	}
 	defer rows.Close()
-	type indexPart struct {
-		table, name, column string
-		seq                 int
-		unique              bool
-	}
 	var parts []indexPart
 	for rows.Next() {
 		var kind, table, column, dataType, raw, collation, comment string
@@ -207,14 +202,7 @@ WHERE t.relnamespace = current_schema()::regnamespace AND k.ord <= ix.indnkeyatt
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tables: %w", err)
 	}
-	for _, p := range parts {
-		if t := out[p.table]; t != nil {
-			t.addIndexColumn(p.name, p.column, p.seq, p.unique)
-		}
-	}
-	for _, t := range out {
-		t.sort()
-	}
+	addIndexes(out, parts)
 	return out, nil
 }
 

@@ -213,78 +213,56 @@ func describeEntity(e *entity.Entity) string {
 
 var displayWidth = regexp.MustCompile(`^(int|bigint)\(\d+\)$`)
 
-// assertTable reads the table's columns from information_schema and
-// compares them with e's as MySQL would write the types, on its own
-// reading: every declared column and erpsync's own, nothing else.
+// assertTable reads the table's columns from information_schema (on
+// PostgreSQL, pg_attribute) and compares them with e's as the database
+// would write the types, on its own reading: every declared column and
+// erpsync's own, nothing else.
 func assertTable(t *testing.T, s *store.Store, e *entity.Entity) {
 	t.Helper()
-	if s.Dialect() == store.Postgres {
-		assertTablePostgres(t, s, e)
-		return
-	}
-	sqlType := map[entity.Kind]string{entity.Text: "text", entity.Int32: "int", entity.Int64: "bigint", entity.Bool: "tinyint(1)",
+	pg := s.Dialect() == store.Postgres
+	names := map[entity.Kind]string{entity.Text: "text", entity.Int32: "int", entity.Int64: "bigint", entity.Bool: "tinyint(1)",
 		entity.Date: "date", entity.DateTime: "datetime(3)", entity.JSON: "longtext"}
+	if pg {
+		names = map[entity.Kind]string{entity.Text: "text", entity.Int32: "integer", entity.Int64: "bigint", entity.Bool: "boolean",
+			entity.Date: "date", entity.JSON: "text"}
+	}
+	typeName := func(ty entity.Type) string {
+		switch {
+		case ty.Kind == entity.String && pg:
+			return fmt.Sprintf("character varying(%d)", ty.Length)
+		case ty.Kind == entity.String:
+			return fmt.Sprintf("varchar(%d)", ty.Length)
+		case ty.Kind == entity.Decimal && pg:
+			return fmt.Sprintf("numeric(%d,%d)", ty.Precision, ty.Scale)
+		case ty.Kind == entity.Decimal:
+			return fmt.Sprintf("decimal(%d,%d)", ty.Precision, ty.Scale)
+		case ty.Kind == entity.DateTime && pg:
+			return fmt.Sprintf("timestamp(%d) with time zone", ty.Digits())
+		}
+		return names[ty.Kind]
+	}
 	want := map[string]string{}
 	for _, c := range e.Columns {
-		ty := sqlType[c.Type.Kind]
-		switch c.Type.Kind {
-		case entity.String:
-			ty = fmt.Sprintf("varchar(%d)", c.Type.Length)
-		case entity.Decimal:
-			ty = fmt.Sprintf("decimal(%d,%d)", c.Type.Precision, c.Type.Scale)
-		}
-		want[c.Name] = fmt.Sprintf("%s %v", ty, c.Nullable)
+		want[c.Name] = fmt.Sprintf("%s %v", typeName(c.Type), c.Nullable)
 	}
-	for _, own := range []string{"erp_version bigint false", "erp_updated_at datetime(3) false", "fence_token bigint false",
-		"created_at datetime(3) false", "updated_at datetime(3) false", "deleted_at datetime(3) true",
-		"quarantined_at datetime(3) true", "quarantined_version bigint true", "restore_count bigint true"} {
-		name, rest, _ := strings.Cut(own, " ")
-		want[name] = rest
+	bigint, datetime := entity.Type{Kind: entity.Int64}, entity.Type{Kind: entity.DateTime}
+	for _, own := range []entity.Column{{Name: "erp_version", Type: bigint}, {Name: "erp_updated_at", Type: datetime}, {Name: "fence_token", Type: bigint},
+		{Name: "created_at", Type: datetime}, {Name: "updated_at", Type: datetime}, {Name: "deleted_at", Type: datetime, Nullable: true},
+		{Name: "quarantined_at", Type: datetime, Nullable: true}, {Name: "quarantined_version", Type: bigint, Nullable: true},
+		{Name: "restore_count", Type: bigint, Nullable: true}} {
+		want[own.Name] = fmt.Sprintf("%s %v", typeName(own.Type), own.Nullable)
+	}
+	query := `SELECT COLUMN_NAME AS name, LOWER(COLUMN_TYPE) AS type, IS_NULLABLE AS nullable FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+	if pg {
+		query = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type, CASE WHEN attnotnull THEN 'NO' ELSE 'YES' END AS nullable
+FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`
 	}
 	var live []struct{ Name, Type, Nullable string }
-	s.DB().Raw(`SELECT COLUMN_NAME AS name, LOWER(COLUMN_TYPE) AS type, IS_NULLABLE AS nullable FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, e.TableName()).Scan(&live)
+	s.DB().Raw(query, e.TableName()).Scan(&live)
 	got := map[string]string{}
 	for _, c := range live {
 		got[c.Name] = fmt.Sprintf("%s %v", displayWidth.ReplaceAllString(c.Type, "$1"), c.Nullable == "YES")
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("table %s:\n got %v\nwant %v", e.TableName(), got, want)
-	}
-}
-
-// assertTablePostgres is assertTable on PostgreSQL, the types as
-// format_type writes them.
-func assertTablePostgres(t *testing.T, s *store.Store, e *entity.Entity) {
-	t.Helper()
-	sqlType := map[entity.Kind]string{entity.Text: "text", entity.Int32: "integer", entity.Int64: "bigint", entity.Bool: "boolean",
-		entity.Date: "date", entity.JSON: "text"}
-	want := map[string]string{}
-	for _, c := range e.Columns {
-		ty := sqlType[c.Type.Kind]
-		switch c.Type.Kind {
-		case entity.String:
-			ty = fmt.Sprintf("character varying(%d)", c.Type.Length)
-		case entity.Decimal:
-			ty = fmt.Sprintf("numeric(%d,%d)", c.Type.Precision, c.Type.Scale)
-		case entity.DateTime:
-			ty = fmt.Sprintf("timestamp(%d) with time zone", c.Type.Digits())
-		}
-		want[c.Name] = fmt.Sprintf("%s %v", ty, c.Nullable)
-	}
-	const ts = "timestamp(3) with time zone"
-	for _, own := range []string{"erp_version bigint false", "erp_updated_at " + ts + " false", "fence_token bigint false",
-		"created_at " + ts + " false", "updated_at " + ts + " false", "deleted_at " + ts + " true",
-		"quarantined_at " + ts + " true", "quarantined_version bigint true", "restore_count bigint true"} {
-		name, rest, _ := strings.Cut(own, " ")
-		want[name] = rest
-	}
-	var live []struct{ Name, Type, Nullable string }
-	s.DB().Raw(`SELECT attname AS name, format_type(atttypid, atttypmod) AS type, CASE WHEN attnotnull THEN 'NO' ELSE 'YES' END AS nullable
-FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`, e.TableName()).Scan(&live)
-	got := map[string]string{}
-	for _, c := range live {
-		got[c.Name] = fmt.Sprintf("%s %v", c.Type, c.Nullable == "YES")
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("table %s:\n got %v\nwant %v", e.TableName(), got, want)

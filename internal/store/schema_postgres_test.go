@@ -21,17 +21,7 @@ import (
 // pgStore migrates a fresh PostgreSQL database and opens it.
 func pgStore(t *testing.T) (*store.Store, string) {
 	t.Helper()
-	dsn := testenv.PostgresDSN(t)
-	ctx := context.Background()
-	if _, err := store.Migrate(ctx, dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	s, err := store.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, dsn
+	return migratedStore(t, testenv.PostgresDSN(t))
 }
 
 // Two migrates at once on a database that does not exist: one creates it,

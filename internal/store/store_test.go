@@ -43,7 +43,12 @@ func nowSQL(s *store.Store) string {
 // tests of what only MySQL has (collations, sql_mode).
 func mysqlStore(t *testing.T) (*store.Store, string) {
 	t.Helper()
-	dsn := testenv.MySQLDSN(t)
+	return migratedStore(t, testenv.MySQLDSN(t))
+}
+
+// migratedStore migrates the database of dsn and opens it.
+func migratedStore(t *testing.T, dsn string) (*store.Store, string) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := store.Migrate(ctx, dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
