@@ -364,3 +364,58 @@ func TestQuarantineDuplicateInBatch(t *testing.T) {
 		}
 	}
 }
+
+// The deletion guard's window sums the deletions of the job's reconciles
+// since a time, forced ones not counted; a checkpoint reset obeys the
+// fence; QuarantinedRows counts the live rows marked.
+func TestDeletedSinceResetAndMarkedRows(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)
+	for i, r := range []store.Run{
+		{RunID: "old", Mode: "reconcile", StartedAt: t0.Add(-time.Hour), Counters: store.Counters{Deleted: 100}},
+		{RunID: "a", Mode: "reconcile", StartedAt: t0, Counters: store.Counters{Deleted: 3}},
+		{RunID: "forced", Mode: "reconcile", StartedAt: t0.Add(time.Minute), Forced: true, Counters: store.Counters{Deleted: 50}},
+		{RunID: "b", Mode: "reconcile", StartedAt: t0.Add(2 * time.Minute), Counters: store.Counters{Deleted: 4}},
+		{RunID: "run", Mode: "run", StartedAt: t0.Add(3 * time.Minute), Counters: store.Counters{Deleted: 1000}},
+	} {
+		r.Job, r.Status, r.Host, r.PID = "j", store.StatusSucceeded, "h", i
+		if err := s.StartRun(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.ReconcileDeletedSince(ctx, "j", "reconcile", t0); err != nil || n != 7 {
+		t.Fatalf("deleted since: %d, %v; want 7", n, err)
+	}
+	if n, err := s.ReconcileDeletedSince(ctx, "other", "reconcile", t0); err != nil || n != 0 {
+		t.Fatalf("deleted since, another job: %d, %v; want 0", n, err)
+	}
+
+	if err := s.SaveCheckpoint(ctx, "w", t0, 10, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ResetCheckpoint(ctx, "w", 9, "r0"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _ := s.Checkpoint(ctx, "w"); !cp.Position.Equal(t0) {
+		t.Fatalf("an older token reset the checkpoint: %+v", cp)
+	}
+	if err := s.ResetCheckpoint(ctx, "w", 10, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _ := s.Checkpoint(ctx, "w"); !cp.Position.Equal(store.CheckpointStart) || cp.RunID != "r2" {
+		t.Fatalf("reset: %+v, want at %s", cp, store.CheckpointStart)
+	}
+
+	for _, row := range []struct{ id, marked, deleted string }{{"A", nowSQL(s), "NULL"}, {"B", nowSQL(s), nowSQL(s)}, {"C", "NULL", "NULL"}} {
+		err := s.DB().Exec(`INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token,
+ created_at, updated_at, quarantined_at, deleted_at) VALUES (?, 'U', 'P', 'ACTIVE', `+nowSQL(s)+`, 1, `+nowSQL(s)+`, 1, `+nowSQL(s)+`, `+nowSQL(s)+`, `+row.marked+`, `+row.deleted+`)`, row.id).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.QuarantinedRows(ctx); err != nil || n != 1 {
+		t.Fatalf("quarantined rows: %d, %v; want 1 (A: B is deleted, C unmarked)", n, err)
+	}
+}
