@@ -135,8 +135,9 @@ func definition(e *entity.Entity) (string, error) {
 // PlanEntities compares each entity with its live table and with the
 // definition the last migrate recorded, and returns what ApplyEntities
 // would run: CREATE TABLE for a new entity; ADD COLUMN for a new column;
-// MODIFY for a longer string, a wider decimal or a NOT NULL column made
-// nullable; nothing where the table matches. A change that could lose
+// MODIFY (on PostgreSQL, ALTER COLUMN ... TYPE or DROP NOT NULL) for a
+// longer string, a wider decimal or a NOT NULL column made nullable;
+// nothing where the table matches. A change that could lose
 // data is refused with a *LossyChangeError, and nothing is planned.
 func (s *Store) PlanEntities(ctx context.Context, ents []*entity.Entity) (*EntityPlan, error) {
 	// Under the migrations' lock: information_schema is not
