@@ -92,6 +92,12 @@ func (s *Store) quarantinePostgres(ctx context.Context, job, runID string, now t
 		}
 		b.WriteString("(?,?,?,?,?,?,?,?,?)")
 		id, reason, payload := quarantineValues(rows[i].q)
+		// PostgreSQL's text holds no U+0000: an erp_id or reason with one
+		// is kept readable (the payload, bytea, keeps it).
+		if text, ok := id.(string); ok {
+			id = strings.ReplaceAll(text, "\x00", "?")
+		}
+		reason = strings.ReplaceAll(reason, "\x00", "?")
 		args = append(args, rows[i].hash, job, runID, id, reason, payload, int64(j-i), now, now)
 		i = j
 	}
