@@ -145,6 +145,9 @@ const maxKeyText = entity.MaxEventKeyBytes
 // remembering that for its later calls. The zero value is ready to use,
 // and a Recorder is safe for concurrent use.
 type Recorder struct {
+	// postgres is set by NewPostgresRecorder: the database is
+	// PostgreSQL's, which records with its INSERT (insertPostgres).
+	postgres bool
 	// noLoad is set once a server refused a load, or from the start by
 	// NewInsertRecorder.
 	noLoad atomic.Bool
@@ -250,6 +253,13 @@ func (r *Recorder) Record(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	rs, err := encodeRows(evs)
 	if err != nil {
 		return err
+	}
+	if r.postgres {
+		if err := checkPostgres(rs); err != nil {
+			return err
+		}
+		r.inserts.Add(1)
+		return insertPostgres(ctx, tx, rs)
 	}
 	if !r.noLoad.Load() {
 		err := load(ctx, tx, rs)

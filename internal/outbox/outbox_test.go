@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -11,33 +10,19 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/outbox"
-	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/internal/outbox/outboxtest"
 )
 
-func setup(t *testing.T) (*sql.DB, *outbox.Outbox) {
+// setup is a fresh database of the test matrix with the outbox's tables.
+func setup(t *testing.T) (*outboxtest.DB, *outbox.Outbox) {
 	t.Helper()
-	st, _ := testenv.MigratedStore(t)
-	db, err := st.DB().DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, outbox.New(db)
+	db := outboxtest.Open(t)
+	return db, db.Outbox
 }
 
-func record(t *testing.T, db *sql.DB, evs ...outbox.Event) {
+func record(t *testing.T, db *outboxtest.DB, evs ...outbox.Event) {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Record(ctx, tx, evs); err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	db.Record(t, evs...)
 }
 
 func ev(key string, version int64, op string) outbox.Event {
@@ -112,7 +97,7 @@ func TestRecordRollsBackWithItsTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.Record(ctx, tx, []outbox.Event{ev("C1", 1, outbox.OpInsert)}); err != nil {
+	if err := db.Recorder.Record(ctx, tx, []outbox.Event{ev("C1", 1, outbox.OpInsert)}); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback()
@@ -123,7 +108,7 @@ func TestRecordRollsBackWithItsTransaction(t *testing.T) {
 	if st.Pending() != 0 {
 		t.Fatalf("%d pending after a rollback", st.Pending())
 	}
-	if err := outbox.Record(ctx, nil, []outbox.Event{{Entity: "x", Op: "upsert"}}); err == nil {
+	if err := db.Recorder.Record(ctx, nil, []outbox.Event{{Entity: "x", Op: "upsert"}}); err == nil {
 		t.Fatal("an unknown op was recorded")
 	}
 }
@@ -165,8 +150,8 @@ func TestPendingDeliversBodiesAsRecorded(t *testing.T) {
 	ctx := context.Background()
 	record(t, db, ev("C1", 1, outbox.OpInsert))
 	old := `{"id":"0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10","entity":"customers","op":"update","key":{"company":"1000","customer":"C0"},"version":3,"run_id":"before","data":{"note":"as recorded"}}`
-	if _, err := db.ExecContext(ctx, `INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at)
-VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000","customer":"C0"}', 'update', 3, 'run-0', 0, ?, UTC_TIMESTAMP(3))`, old); err != nil {
+	if _, err := db.ExecContext(ctx, db.Q(`INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at)
+VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000","customer":"C0"}', 'update', 3, 'run-0', 0, ?, UTC_TIMESTAMP(3))`), old); err != nil {
 		t.Fatal(err)
 	}
 	record(t, db, ev("C2", 1, outbox.OpInsert))
