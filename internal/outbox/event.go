@@ -138,12 +138,13 @@ func validOp(op string) bool {
 // check of each key's longest text (entity.EventKeyBytes) holds to.
 const maxKeyText = entity.MaxEventKeyBytes
 
-// Recorder records events in the outbox (Record). It loads them with
-// LOAD DATA LOCAL INFILE, which costs the database about half the CPU of
-// the same rows in an INSERT, and falls back to an INSERT once the server
-// refuses local loads (MySQL 8's local_infile is OFF by default),
-// remembering that for its later calls. The zero value is ready to use,
-// and a Recorder is safe for concurrent use.
+// Recorder records events in the outbox (Record). On MySQL, it loads them
+// with LOAD DATA LOCAL INFILE, which costs the database about half the
+// CPU of the same rows in an INSERT, and falls back to an INSERT once the
+// server refuses local loads (MySQL 8's local_infile is OFF by default),
+// remembering that for its later calls. The zero value is MySQL's, ready
+// to use; NewPostgresRecorder returns PostgreSQL's. A Recorder is safe
+// for concurrent use.
 type Recorder struct {
 	// postgres is set by NewPostgresRecorder: the database is
 	// PostgreSQL's, which records with its INSERT (insertPostgres).

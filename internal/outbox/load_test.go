@@ -201,7 +201,12 @@ func TestRecordStoresEveryCharacter(t *testing.T) {
 		text = func(r *rand.Rand) string { return strings.ReplaceAll(nastyText(r), "\x00", "") }
 	}
 	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
+	// What an array's text or a literal reads specially, whole.
 	var all []outbox.Event
+	for i, s := range []string{"NULL", "null", "", `{}`, `{"a","b"}`, `\`, `"`, "a,b", " ", "'", "''", `\'`} {
+		all = append(all, outbox.Event{Entity: "x" + s, Key: map[string]any{"k": s}, Op: outbox.OpInsert, Version: int64(i), RunID: s, Data: map[string]any{"k": s}})
+	}
+	db.Record(t, all...)
 	for round := range 20 {
 		var evs []outbox.Event
 		for i := range 1 + r.IntN(30) {
