@@ -388,6 +388,16 @@ func hasEscapes[T string | []byte](s T) bool {
 // UPDATE changes nothing (INSERT IGNORE would also turn a value that does
 // not fit into a warning).
 func insert(ctx context.Context, tx *sql.Tx, rs []row) error {
+	q, args := valuesInsert(rs, "UTC_TIMESTAMP(3)", " ON DUPLICATE KEY UPDATE id = id")
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	return nil
+}
+
+// valuesInsert is the multi-row INSERT of rs, recorded at now, followed
+// by tail, with a ? placeholder for each value, and its arguments.
+func valuesInsert(rs []row, now, tail string) (string, []any) {
 	var q strings.Builder
 	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, payload, recorded_at) VALUES ")
 	args := make([]any, 0, 8*len(rs))
@@ -395,12 +405,9 @@ func insert(ctx context.Context, tx *sql.Tx, rs []row) error {
 		if i > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3))")
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, " + now + ")")
 		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, r.ev.Life, string(r.payload))
 	}
-	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
-	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-		return fmt.Errorf("record events: %w", err)
-	}
-	return nil
+	q.WriteString(tail)
+	return q.String(), args
 }

@@ -25,22 +25,17 @@ func RecordPostgresValues(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	if err != nil {
 		return err
 	}
-	var q strings.Builder
-	q.WriteString("INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, payload, recorded_at) VALUES ")
-	args := make([]any, 0, 8*len(rs))
-	for i, r := range rs {
-		if i > 0 {
-			q.WriteByte(',')
+	q, args := valuesInsert(rs, "CURRENT_TIMESTAMP(3)", " ON CONFLICT (entity, entity_key, version, op, life) DO NOTHING")
+	var numbered strings.Builder
+	n := 0
+	for part := range strings.SplitSeq(q, "?") {
+		if n > 0 {
+			numbered.WriteString("$" + strconv.Itoa(n))
 		}
-		q.WriteByte('(')
-		for c := range 8 {
-			q.WriteString("$" + strconv.Itoa(8*i+c+1) + ",")
-		}
-		q.WriteString("CURRENT_TIMESTAMP(3))")
-		args = append(args, r.id, r.ev.Entity, r.key, r.ev.Op, r.ev.Version, r.ev.RunID, r.ev.Life, string(r.payload))
+		numbered.WriteString(part)
+		n++
 	}
-	q.WriteString(" ON CONFLICT (entity, entity_key, version, op, life) DO NOTHING")
-	_, err = tx.ExecContext(ctx, q.String(), args...)
+	_, err = tx.ExecContext(ctx, numbered.String(), args...)
 	return err
 }
 

@@ -67,6 +67,19 @@ func drawString(r *rand.Rand, parts []string) string {
 	return b.String()
 }
 
+// nastyEvents draws up to 30 events of round whose keys and data hold
+// nastyString's characters and whose entities and run ids hold text's.
+func nastyEvents(r *rand.Rand, round int, text func(*rand.Rand) string) []outbox.Event {
+	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
+	var evs []outbox.Event
+	for i := range 1 + r.IntN(30) {
+		key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
+		data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
+		evs = append(evs, outbox.Event{Entity: "customers" + text(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: text(r), Life: r.Int64N(3), Data: data})
+	}
+	return evs
+}
+
 // wantStored is what the outbox must hold of ev: its id computed from its
 // identity and the body encoding/json writes.
 func wantStored(t *testing.T, ev outbox.Event) stored {
@@ -95,14 +108,8 @@ func TestLoadRecordsWhatInsertRecords(t *testing.T) {
 	db, _ := setup(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(7, 11))
-	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
 	for round := range 40 {
-		var evs []outbox.Event
-		for i := range 1 + r.IntN(30) {
-			key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
-			data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
-			evs = append(evs, outbox.Event{Entity: "customers" + nastyText(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: nastyText(r), Life: r.Int64N(3), Data: data})
-		}
+		evs := nastyEvents(r, round, nastyText)
 		noBackslashEscapes := round%4 == 3
 		var byPath [2][]stored
 		for path, record := range []func(context.Context, *sql.Tx, []outbox.Event) error{outbox.Record, outbox.RecordWithInsert} {
@@ -200,7 +207,6 @@ func TestRecordStoresEveryCharacter(t *testing.T) {
 	if db.Postgres {
 		text = func(r *rand.Rand) string { return strings.ReplaceAll(nastyText(r), "\x00", "") }
 	}
-	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
 	// What an array's text or a literal reads specially, whole.
 	var all []outbox.Event
 	for i, s := range []string{"NULL", "null", "", `{}`, `{"a","b"}`, `\`, `"`, "a,b", " ", "'", "''", `\'`} {
@@ -208,12 +214,7 @@ func TestRecordStoresEveryCharacter(t *testing.T) {
 	}
 	db.Record(t, all...)
 	for round := range 20 {
-		var evs []outbox.Event
-		for i := range 1 + r.IntN(30) {
-			key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
-			data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
-			evs = append(evs, outbox.Event{Entity: "customers" + text(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: text(r), Life: r.Int64N(3), Data: data})
-		}
+		evs := nastyEvents(r, round, text)
 		// A batch that carries each event twice, then the batch again
 		// in the same transaction: each event once.
 		tx, err := db.BeginTx(ctx, nil)
