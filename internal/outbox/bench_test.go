@@ -16,6 +16,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/outbox/outboxtest"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // benchEvents are n events of distinct changes, the i-th call's: a
@@ -40,11 +41,10 @@ func benchEvents(call, n int) []outbox.Event {
 // (created once per connection, emptied at commit) then INSERT ...
 // SELECT; every one ON CONFLICT DO NOTHING.
 func BenchmarkRecordPostgres(b *testing.B) {
-	st := outboxtest.OpenPostgres(b)
-	db, err := st.DB().DB()
-	if err != nil {
-		b.Fatal(err)
+	if !testenv.Postgres() {
+		b.Skip("PostgreSQL's: ERPSYNC_TEST_DB=postgres")
 	}
+	db := outboxtest.Open(b).DB
 	ctx := context.Background()
 	// Each way runs on a connection of its own, whose server process's
 	// CPU time the benchmark reports beside its own: the machine's load
