@@ -20,6 +20,7 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/secret"
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/lock"
 )
 
@@ -105,11 +106,23 @@ var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --eve
 // newRelay is the relay of cfg over d's outbox and locks, publishing to
 // om.
 func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
-	db, err := d.store.DB().DB()
+	ob, err := outboxOf(d.store)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
-	return relay.New(cfg, outbox.New(db), sink, d.locks, om, log), nil
+	return relay.New(cfg, ob, sink, d.locks, om, log), nil
+}
+
+// outboxOf is the outbox of st's database, in its dialect.
+func outboxOf(st *store.Store) (*outbox.Outbox, error) {
+	db, err := st.DB().DB()
+	if err != nil {
+		return nil, err
+	}
+	if st.Dialect() == store.Postgres {
+		return outbox.NewPostgres(db), nil
+	}
+	return outbox.New(db), nil
 }
 
 func orString(a, b string) string {
@@ -253,11 +266,11 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	db, err := st.DB().DB()
+	ob, err := outboxOf(st)
 	if err != nil {
 		return fmt.Errorf("mysql: %w", err)
 	}
-	stats, err := outbox.New(db).Stats(cctx)
+	stats, err := ob.Stats(cctx)
 	if err != nil {
 		return err
 	}

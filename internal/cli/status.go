@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
-	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -22,11 +21,11 @@ func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Wr
 		ent := entity.Memberships()
 		targets = []*target{{ent: ent, src: ent.Sources[0], job: s.Job, table: store.Memberships()}}
 	}
-	db, err := st.DB().DB()
+	ob, err := outboxOf(st)
 	if err != nil {
 		return depError{fmt.Errorf("mysql: %w", err)}
 	}
-	events, err := outbox.New(db).Stats(ctx)
+	events, err := ob.Stats(ctx)
 	if err != nil {
 		return depError{fmt.Errorf("mysql: %w", err)}
 	}
