@@ -107,7 +107,7 @@ var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --eve
 func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
 	db, err := d.store.DB().DB()
 	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, fmt.Errorf("%s: %w", d.store.Dialect(), err)
 	}
 	return relay.New(cfg, outbox.New(db), sink, d.locks, om, log), nil
 }
@@ -148,7 +148,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cfg relay.Config
 	var httpAddr string
 	fs := newFlagSet("erpsync relay", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	ev.flags(fs)
 	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md); the flags win")
@@ -241,7 +241,7 @@ func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Log
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlagSet("erpsync events", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -255,7 +255,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer st.Close()
 	db, err := st.DB().DB()
 	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
+		return fmt.Errorf("%s: %w", st.Dialect(), err)
 	}
 	stats, err := outbox.New(db).Stats(cctx)
 	if err != nil {
