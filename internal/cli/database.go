@@ -30,18 +30,25 @@ func (s *settings) databaseFlags(fs *flag.FlagSet) {
 // parse refuses both given, by flags or variables in any mix.
 var exclusive = [][2]string{{"mysql-dsn", "postgres-dsn"}}
 
-// checkExclusive returns the usage errors of exclusive pairs both given;
-// given holds the flags of the command line.
+// checkExclusive returns the usage errors of exclusive pairs both given
+// (an empty value is none given, as an unset variable); given holds the
+// flags of the command line.
 func checkExclusive(fs *flag.FlagSet, given map[string]bool) []error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
 	for _, p := range exclusive {
-		if set[p[0]] && set[p[1]] {
+		if isSet(fs, p[0]) && isSet(fs, p[1]) {
 			errs = append(errs, fmt.Errorf("%s and %s both given: want one (the database is MySQL's or PostgreSQL's)", whence(p[0], given), whence(p[1], given)))
 		}
 	}
 	return errs
+}
+
+// isSet reports whether the setting name was given a value, by a flag or
+// a variable.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || (f.Name == name && f.Value.String() != "") })
+	return set
 }
 
 // whence names a setting as it was given: its flag, its -file flag, or
@@ -130,12 +137,12 @@ func dsnPassword(v string) []string {
 	return []string{cfg.Passwd}
 }
 
-// storeOptions are the store options the database flags describe. The
-// --mysql-tls-* files are MySQL's: PostgreSQL's TLS is set in its DSN
-// (sslmode=verify-full, sslrootcert=...), and both given is a usage
-// error.
-func (s *settings) storeOptions() (*store.Options, error) {
-	if s.dialect() == store.Postgres && !s.MySQLTLS.Empty() {
+// storeOptions are the store options the database flags describe for a
+// database d. The --mysql-tls-* files are MySQL's: PostgreSQL's TLS is
+// set in its DSN (sslmode=verify-full, sslrootcert=...), and the files
+// given with PostgreSQL are a usage error.
+func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
+	if d == store.Postgres && !s.MySQLTLS.Empty() {
 		return nil, usageError{errors.New("--mysql-tls-* are MySQL's: with --postgres-dsn give TLS in the DSN (sslmode=verify-full&sslrootcert=/path/ca.pem, sslcert= and sslkey= for a client certificate)")}
 	}
 	t, err := loadTLS("--mysql-tls-*", s.MySQLTLS)
@@ -153,7 +160,7 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt, err := s.storeOptions()
+	opt, err := s.storeOptions(s.dialect())
 	if err != nil {
 		return nil, err
 	}

@@ -25,17 +25,23 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	dsn, flagName, err := s.database()
-	if err != nil {
-		return err
-	}
-	if s.MigrateDSN != "" {
-		dsn, flagName = s.MigrateDSN, "--migrate-dsn"
-		if err := checkDSN(dsn, flagName, s.dialect()); err != nil {
+	d := s.dialect()
+	dsn, flagName := s.MigrateDSN, "--migrate-dsn"
+	if dsn == "" {
+		if dsn, flagName, err = s.database(); err != nil {
+			return err
+		}
+	} else {
+		// --migrate-dsn alone names the database too: its form tells
+		// which, as --mysql-dsn's and --postgres-dsn's do.
+		if s.PostgresDSN == "" && !isSet(fs, "mysql-dsn") {
+			d = store.DialectOf(dsn)
+		}
+		if err := checkDSN(dsn, flagName, d); err != nil {
 			return err
 		}
 	}
-	opt, err := s.storeOptions()
+	opt, err := s.storeOptions(d)
 	if err != nil {
 		return err
 	}
@@ -47,14 +53,14 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			// everything in it.
 			p, err := store.PlanNewDatabase(ctx, dsn, opt, ents)
 			if err != nil {
-				return entitiesError(s.dialect(), err)
+				return entitiesError(d, err)
 			}
 			fmt.Fprintln(stdout, store.CreateDatabaseSQL(databaseName(dsn))+";")
 			printMigratePlan(stdout, p)
 			return nil
 		}
 		if err != nil {
-			return dbUnavailable(err, s.dialect(), flagName)
+			return dbUnavailable(err, d, flagName)
 		}
 		defer st.Close()
 		return migrateEntities(ctx, st, ents, true, stdout)
@@ -62,7 +68,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	res, err := store.MigrateWith(ctx, dsn, opt, ents)
 	if err != nil {
 		if isUnavailable(err) {
-			return dbUnavailable(err, s.dialect(), flagName)
+			return dbUnavailable(err, d, flagName)
 		}
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -74,7 +80,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "database %s at version %d (%d applied)\n", res.Database, res.Current, len(res.Applied))
 	st, err := store.Open(ctx, dsn, opt)
 	if err != nil {
-		return dbUnavailable(err, s.dialect(), flagName)
+		return dbUnavailable(err, d, flagName)
 	}
 	defer st.Close()
 	return migrateEntities(ctx, st, ents, false, stdout)

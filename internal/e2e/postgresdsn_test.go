@@ -115,7 +115,7 @@ func TestADSNOfTheOtherDatabaseSaysWhichIsWanted(t *testing.T) {
 			"erpsync: --mysql-dsn: that is a PostgreSQL DSN: give it as --postgres-dsn (ERPSYNC_POSTGRES_DSN)"},
 		{"postgres key=value to ERPSYNC_MYSQL_DSN", []string{"ERPSYNC_MYSQL_DSN=host=127.0.0.1 user=root password=" + pw + " dbname=erpsync"}, []string{"migrate"},
 			"erpsync: --mysql-dsn: that is a PostgreSQL DSN: give it as --postgres-dsn (ERPSYNC_POSTGRES_DSN)"},
-		{"postgres URL to --migrate-dsn on MySQL", nil, []string{"migrate", "--migrate-dsn", "postgres://root:" + pw + "@127.0.0.1:5432/erpsync"},
+		{"postgres URL to --migrate-dsn on MySQL", nil, []string{"migrate", "--mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync", "--migrate-dsn", "postgres://root:" + pw + "@127.0.0.1:5432/erpsync"},
 			"erpsync: --migrate-dsn: that is a PostgreSQL DSN, and the database is MySQL's (--mysql-dsn): give --postgres-dsn too, or a MySQL DSN"},
 		{"mysql form to --migrate-dsn on PostgreSQL", nil, []string{"migrate", "--postgres-dsn", "postgres://root@127.0.0.1:5432/erpsync", "--migrate-dsn", "root:" + pw + "@tcp(127.0.0.1:3306)/erpsync"},
 			"erpsync: --migrate-dsn: parse postgres dsn: want a postgres:// URL"},
@@ -150,8 +150,11 @@ func TestAnUnreachablePostgresIsOneLineExit2(t *testing.T) {
 		{[]string{"events", "--postgres-dsn", dsn}, "--postgres-dsn"},
 		{[]string{"migrate", "--postgres-dsn", dsn}, "--postgres-dsn"},
 		{[]string{"migrate", "--postgres-dsn", "postgres://root@127.0.0.1:5432/erpsync", "--migrate-dsn", dsn}, "--migrate-dsn"},
+		// --migrate-dsn alone names the database by its form.
+		{[]string{"migrate", "--migrate-dsn", dsn}, "--migrate-dsn"},
 	} {
-		r := erpsync(t, nil, c.args...)
+		// An empty ERPSYNC_MYSQL_DSN is none given.
+		r := erpsync(t, []string{"ERPSYNC_MYSQL_DSN="}, c.args...)
 		lines := proctest.Lines(r.Stderr)
 		if r.Code != 2 || len(lines) != 1 || lines[0] != want+c.flag {
 			t.Errorf("%v: exit %d, stderr %q;\nwant exit 2 and the one line %q", c.args, r.Code, r.Stderr, want+c.flag)
