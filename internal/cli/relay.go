@@ -209,7 +209,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openRelay ties ctx to SIGTERM and SIGINT and connects MySQL and the
+// openRelay ties ctx to SIGTERM and SIGINT and connects the database and the
 // locks' Redis (see open): the relay needs no ERP. With waitRedis, Redis
 // that does not answer is logged and waited for: the relay retries its
 // lock with backoff until it answers (relay.Config.Once false), as it

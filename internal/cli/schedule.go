@@ -295,7 +295,7 @@ func serveOps(ctx context.Context, addr string, m *metrics.Metrics, d *deps, log
 	}, nil
 }
 
-// opsMux serves /metrics, /healthz (the process lives) and /readyz (MySQL
+// opsMux serves /metrics, /healthz (the process lives) and /readyz (the database
 // and Redis answer).
 func opsMux(m *metrics.Metrics, d *deps) *http.ServeMux {
 	mux := http.NewServeMux()
