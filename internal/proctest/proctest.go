@@ -4,12 +4,13 @@
 // went down (Watcher), the table's state against the ERP's truth (Check),
 // and redis-server instances a test can kill and restart (Redis).
 //
-// It talks to the real MariaDB/MySQL and Redis that internal/testenv names;
-// nothing is faked but the ERP, which is an in-process erpmock. Its own
-// database handle has no default database and names every table with the
-// scenario's database, so its connections never show up in PROCESSLIST
-// under that database: a test can kill the erpsync sessions by database name
-// without killing its own.
+// It talks to the real database (MariaDB/MySQL, or PostgreSQL in the
+// matrix) and Redis that internal/testenv names; nothing is faked but the
+// ERP, which is an in-process erpmock. A test can kill the erpsync sessions
+// without killing its own: on MySQL the harness's handle has no default
+// database and names every table with the scenario's, so its connections
+// never show up in PROCESSLIST under that database; on PostgreSQL its
+// sessions are named erpsync-harness, erpsync's erpsync.
 //
 // proctest does not promise anything about timing: every wait polls a
 // condition up to a generous limit, and the figures it returns are counts,
@@ -37,6 +38,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/internal/verify"
 )
@@ -52,9 +54,14 @@ type Env struct {
 	Mock   *erpmock.Mock
 	Job    string
 	Prefix string // --lock-prefix
-	// DB is the harness's own handle: no default database, so queries name
-	// tables as DBName.table (see Table).
+	// DB is the harness's own handle (testenv.SQLDB: '?' placeholders on
+	// both databases). On MySQL it has no default database, so queries name
+	// tables as DBName.table (see Table); on PostgreSQL it is connected to
+	// the scenario's database.
 	DB *sql.DB
+	// Postgres says the scenario's database is PostgreSQL (the matrix's
+	// ERPSYNC_TEST_DB=postgres).
+	Postgres bool
 	// Extra is appended to the environment of every process (KEY=VALUE).
 	Extra []string
 
@@ -67,13 +74,26 @@ type Env struct {
 // ends.
 func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	t.Helper()
-	dsn := testenv.MySQLDSN(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("parse dsn: %v", err)
+	dsn := testenv.DSN(t)
+	pg := store.DialectOf(dsn) == store.Postgres
+	var dbName, harness string
+	if pg {
+		cfg, err := store.ParsePostgresDSN(dsn)
+		if err != nil {
+			t.Fatalf("parse dsn: %v", err)
+		}
+		dbName, harness = cfg.Database, dsn
+	} else {
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatalf("parse dsn: %v", err)
+		}
+		dbName = cfg.DBName
+		cfg.DBName = ""
+		harness = cfg.FormatDSN()
 	}
 	e := &Env{
-		T: t, Bin: bin, DSN: dsn, DBName: cfg.DBName,
+		T: t, Bin: bin, DSN: dsn, DBName: dbName, Postgres: pg,
 		Mock:   erpmock.New(opt),
 		Job:    testenv.RandomName("chaos-"),
 		Prefix: testenv.RandomName("chaos:") + ":",
@@ -85,23 +105,25 @@ func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	if r := e.Run(context.Background(), "migrate"); r.Code != 0 {
 		t.Fatalf("migrate exit %d: %s", r.Code, r.Out())
 	}
-	cfg.DBName = ""
-	if e.DB, err = sql.Open("mysql", cfg.FormatDSN()); err != nil {
-		t.Fatalf("open harness db: %v", err)
-	}
-	t.Cleanup(func() { e.DB.Close() })
+	e.DB = testenv.SQLDB(t, harness)
 	return e
 }
 
-// Table returns name qualified with the scenario's database.
-func (e *Env) Table(name string) string { return "`" + e.DBName + "`." + name }
+// Table returns name qualified with the scenario's database on MySQL, and
+// name itself on PostgreSQL, whose harness handle is connected to it.
+func (e *Env) Table(name string) string {
+	if e.Postgres {
+		return name
+	}
+	return "`" + e.DBName + "`." + name
+}
 
 // Cmd returns an erpsync command wired to the Env. Flags in args win over
 // the environment it sets.
 func (e *Env) Cmd(ctx context.Context, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, e.Bin, args...)
 	c.Env = append(os.Environ(),
-		"ERPSYNC_MYSQL_DSN="+e.DSN,
+		testenv.DSNEnv(e.DSN)+"="+e.DSN,
 		"ERPSYNC_REDIS_ADDR="+testenv.RedisAddr(),
 		"ERPSYNC_ERP_URL="+e.ERPURL,
 		"ERPSYNC_JOB="+e.Job,
@@ -442,11 +464,16 @@ func ReadReport(path string) (map[string]any, error) {
 	return m, nil
 }
 
-// Sessions returns the ids of the MySQL connections whose current database
-// is the scenario's, which are erpsync's: the harness's own have none.
+// Sessions returns the ids of erpsync's connections to the scenario's
+// database: on MySQL those whose current database is the scenario's (the
+// harness's own have none), on PostgreSQL the backends named erpsync.
 func (e *Env) Sessions() []int64 {
 	var ids []int64
-	e.each("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ?", func(rows *sql.Rows) error {
+	query := "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ?"
+	if e.Postgres {
+		query = "SELECT pid FROM pg_stat_activity WHERE datname = ? AND application_name = 'erpsync'"
+	}
+	e.each(query, func(rows *sql.Rows) error {
 		var id int64
 		err := rows.Scan(&id)
 		ids = append(ids, id)
@@ -475,12 +502,16 @@ func (e *Env) each(query string, fn func(*sql.Rows) error, args ...any) {
 }
 
 // KillSessions kills every erpsync connection to the scenario's database
-// with KILL CONNECTION and returns how many it killed.
+// (KILL CONNECTION, pg_terminate_backend) and returns how many it killed.
 func (e *Env) KillSessions() int {
 	n := 0
 	for _, id := range e.Sessions() {
+		kill := fmt.Sprintf("KILL CONNECTION %d", id)
+		if e.Postgres {
+			kill = fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)
+		}
 		// A session may end by itself between the read and the kill.
-		if _, err := e.DB.Exec(fmt.Sprintf("KILL CONNECTION %d", id)); err == nil {
+		if _, err := e.DB.Exec(kill); err == nil {
 			n++
 		}
 	}

@@ -105,7 +105,7 @@ func TestMigrateMakesKeysExact(t *testing.T) {
 // customersKeyed is a migrated customers table with the row (1000, C1),
 // its customer column then made of collation coll.
 func customersKeyed(t *testing.T, coll string) (*store.Store, *entity.Entity) {
-	s := setup(t)
+	s, _ := mysqlStore(t) // MySQL's collations
 	e := customers(t)
 	migrateEntities(t, s, e)
 	insertCustomer(t, s, "1000", "C1")
@@ -138,7 +138,7 @@ func TestDecimalKeyScale(t *testing.T) {
 	}
 	e = widen("decimal(11,3)") // an empty table: its scale may change
 	migrateEntities(t, s, e)
-	if err := s.DB().Exec("INSERT INTO prices (amount, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES (1.5, 1, UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))").Error; err != nil {
+	if err := s.DB().Exec(strings.ReplaceAll("INSERT INTO prices (amount, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES (1.5, 1, NOW, 1, NOW, NOW)", "NOW", nowSQL(s))).Error; err != nil {
 		t.Fatal(err)
 	}
 	migrateEntities(t, s, widen("decimal(14,3)"))

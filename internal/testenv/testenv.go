@@ -56,10 +56,14 @@ func MySQLDSNNamed(t testing.TB, prefix string) string {
 	return dsn
 }
 
-// CreateDatabase creates the database a DSN of MySQLDSN names, empty:
-// for tests of what erpsync does before migrate.
+// CreateDatabase creates the database a DSN of MySQLDSN or PostgresDSN
+// names, empty: for tests of what erpsync does before migrate.
 func CreateDatabase(t testing.TB, dsn string) {
 	t.Helper()
+	if store.DialectOf(dsn) == store.Postgres {
+		CreatePostgresDatabase(t, dsn)
+		return
+	}
 	cfg, err := store.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +80,11 @@ func CreateDatabase(t testing.TB, dsn string) {
 	}
 }
 
-// MigratedStore returns a store on a fresh, migrated database, and its DSN.
+// MigratedStore returns a store on a fresh, migrated database of the
+// matrix (DSN), and its DSN.
 func MigratedStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
-	dsn := MySQLDSN(t)
+	dsn := DSN(t)
 	ctx := context.Background()
 	if _, err := store.Migrate(ctx, dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
