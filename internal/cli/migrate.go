@@ -55,7 +55,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err != nil {
 				return entitiesError(d, err)
 			}
-			fmt.Fprintln(stdout, store.CreateDatabaseSQL(databaseName(dsn))+";")
+			fmt.Fprintln(stdout, store.CreateDatabaseSQLFor(d, databaseName(dsn))+";")
 			printMigratePlan(stdout, p)
 			return nil
 		}
