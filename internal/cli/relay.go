@@ -108,7 +108,7 @@ var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --eve
 func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
 	ob, err := outboxOf(d.store)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, fmt.Errorf("%s: %w", d.store.Dialect(), err)
 	}
 	return relay.New(cfg, ob, sink, d.locks, om, log), nil
 }
@@ -161,7 +161,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cfg relay.Config
 	var httpAddr string
 	fs := newFlagSet("erpsync relay", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	ev.flags(fs)
 	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md); the flags win")
@@ -222,7 +222,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openRelay ties ctx to SIGTERM and SIGINT and connects MySQL and the
+// openRelay ties ctx to SIGTERM and SIGINT and connects the database and the
 // locks' Redis (see open): the relay needs no ERP. With waitRedis, Redis
 // that does not answer is logged and waited for: the relay retries its
 // lock with backoff until it answers (relay.Config.Once false), as it
@@ -254,7 +254,7 @@ func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Log
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlagSet("erpsync events", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -268,7 +268,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer st.Close()
 	ob, err := outboxOf(st)
 	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
+		return fmt.Errorf("%s: %w", st.Dialect(), err)
 	}
 	stats, err := ob.Stats(cctx)
 	if err != nil {
