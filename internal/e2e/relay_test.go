@@ -20,13 +20,14 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/redisproc"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // relayEnv is an Env whose outbox holds events: n versions of each key.
 func relayEnv(t *testing.T, keys []string, n int) (*env, *sql.DB) {
 	t.Helper()
 	e := setup(t, erpmock.Options{Records: 1})
-	db, err := sql.Open("mysql", e.DSN)
+	db, err := testenv.OpenSQL(e.DSN, false, "e2e-relay")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,9 @@ func newPool(t testing.TB, n int) pool {
 	return p
 }
 
+// postgres reports whether the world's database is PostgreSQL.
+func (w *world) postgres() bool { return testenv.IsPostgres(w.dsn) }
+
 func (w *world) reset(t testing.TB) {
 	for _, table := range append([]string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "erpsync_events", "erpsync_relay_fence"}, w.entities...) {
 		if err := w.st.DB().Exec("DELETE FROM " + table).Error; err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/erpsync/erpsync/internal/store"
@@ -80,7 +81,7 @@ func WithDatabase(t testing.TB, dsn, name string) string {
 		u.Path = "/" + name
 		return u.String()
 	}
-	cfg, err := store.ParseDSN(dsn)
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,9 +152,9 @@ func OpenSQL(dsn string, noDatabase bool, application string) (*sql.DB, error) {
 		cfg.RuntimeParams["application_name"] = application
 		return stdlib.OpenDB(*cfg), nil
 	}
-	cfg, err := store.ParseDSN(dsn)
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("parse dsn: %w", err)
 	}
 	if noDatabase {
 		cfg.DBName = ""
