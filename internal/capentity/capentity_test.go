@@ -103,7 +103,7 @@ func (e *env) rows(ent *entity.Entity) map[string]row {
 	e.T.Helper()
 	sel := make([]string, len(ent.Columns))
 	for i, c := range ent.Columns {
-		sel[i] = columnText(e.Postgres(), c)
+		sel[i] = columnText(e.Postgres, c)
 	}
 	q := "SELECT " + strings.Join(sel, ", ") + ", erp_version, erp_updated_at, deleted_at IS NOT NULL FROM " + e.Table(ent.Table)
 	rs, err := e.DB.Query(q)
@@ -750,7 +750,7 @@ func deletedOf(t testing.TB, e *env, company string, n int) captest.Object {
 	}
 	var version int64
 	var at time.Time
-	if err := e.QueryRow("SELECT erp_version, erp_updated_at FROM "+e.Table("customers")+" WHERE company = ? AND customer = ?", company, o["Customer"]).Scan(&version, &at); err != nil {
+	if err := e.DB.QueryRow("SELECT erp_version, erp_updated_at FROM "+e.Table("customers")+" WHERE company = ? AND customer = ?", company, o["Customer"]).Scan(&version, &at); err != nil {
 		t.Fatal(err)
 	}
 	o["ChangeCounter"] = json.Number(fmt.Sprint(version))
@@ -835,7 +835,7 @@ func TestBadInput(t *testing.T) {
 
 	// A column narrowed behind erpsync's back: exit 2, one line, nothing run.
 	narrowed := "ALTER TABLE " + e.Table("customers") + " MODIFY credit_limit DECIMAL(7,2) NULL"
-	if e.Postgres() {
+	if e.Postgres {
 		narrowed = "ALTER TABLE customers ALTER COLUMN credit_limit TYPE NUMERIC(7,2), ALTER COLUMN credit_limit DROP NOT NULL"
 	}
 	if _, err := e.DB.Exec(narrowed); err != nil {

@@ -133,10 +133,10 @@ func (e *docEnv) lines(ent *entity.Entity) map[string]line {
 	child := ent.Children[0]
 	var sel []string
 	for _, k := range ent.Key {
-		sel = append(sel, columnText(e.Postgres(), *ent.Column(k)))
+		sel = append(sel, columnText(e.Postgres, *ent.Column(k)))
 	}
 	for _, c := range child.Columns {
-		sel = append(sel, columnText(e.Postgres(), c))
+		sel = append(sel, columnText(e.Postgres, c))
 	}
 	rs, err := e.DB.Query("SELECT " + strings.Join(sel, ", ") + ", erp_version FROM " + e.Table(child.Table))
 	if err != nil {
@@ -259,7 +259,7 @@ type event struct {
 // events returns the outbox's events of entity name, in recording order.
 func (e *docEnv) events(name string) []event {
 	e.T.Helper()
-	rs, err := e.Query("SELECT "+outbox.StoredColumns+" FROM "+e.Table("erpsync_events")+" WHERE entity = ? ORDER BY id", name)
+	rs, err := e.DB.Query("SELECT "+outbox.StoredColumns+" FROM "+e.Table("erpsync_events")+" WHERE entity = ? ORDER BY id", name)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -524,7 +524,7 @@ func TestDocumentsSync(t *testing.T) {
 		a, b := docs[0]["OrderNo"].(string), docs[1]["OrderNo"].(string)
 		firstItem := func(order string) string {
 			var item int64
-			if err := e.QueryRow("SELECT MIN(item_no) FROM "+lines+" WHERE order_no = ?", order).Scan(&item); err != nil {
+			if err := e.DB.QueryRow("SELECT MIN(item_no) FROM "+lines+" WHERE order_no = ?", order).Scan(&item); err != nil {
 				t.Fatal(err)
 			}
 			return strconv.FormatInt(item, 10)

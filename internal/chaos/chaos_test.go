@@ -189,7 +189,7 @@ func freezeHolding(t *testing.T, e *proctest.Env, rdb *redis.Client, p *proctest
 		held = held[:0]
 		for _, id := range locked {
 			var v int64
-			err := e.QueryRow("SELECT erp_version FROM "+e.Table("memberships")+" WHERE erp_id = ?", id).Scan(&v)
+			err := e.DB.QueryRow("SELECT erp_version FROM "+e.Table("memberships")+" WHERE erp_id = ?", id).Scan(&v)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && v < want[id]) {
 				held = append(held, id)
 			}
@@ -354,7 +354,7 @@ func TestDatabaseConnectionsKilledMidRun(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // let them reconnect and write
 		}
 		kill := "KILL CONNECTION"
-		if w.Postgres() {
+		if w.Postgres {
 			kill = "pg_terminate_backend"
 		}
 		w.row.fault("%s %d (%d rounds)", kill, killed, rounds)
@@ -370,7 +370,7 @@ func TestDatabaseDownAtStart(t *testing.T) {
 	w := setup(t, 7, database()+" down at start (exit 2, one line)", erpmock.Options{Records: 500, Seed: 106})
 	w.row.fault("%s down 1", database())
 	dead, says := "root@tcp("+proctest.FreeAddr(t)+")/"+w.DBName+"?parseTime=true", "erpsync: mysql"
-	if w.Postgres() {
+	if w.Postgres {
 		dead, says = "postgres://root@"+proctest.FreeAddr(t)+"/"+w.DBName+"?sslmode=disable", "erpsync: postgresql"
 	}
 	w.downAtStart(t, says, true, testenv.DSNFlag(dead), dead)

@@ -48,7 +48,7 @@ func TestAnUnreachableDatabaseIsOneBoundedLine(t *testing.T) {
 		{[]string{"verify", "--mysql-dsn", "root@tcp(" + holeAddr + ")/erpsync?timeout=2s"},
 			"erpsync: mysql at " + holeAddr + ": connection timed out after 2s: no MySQL answered;", 2 * time.Second},
 	}
-	if e.Postgres() {
+	if e.Postgres {
 		pg := func(addr string) string { return "postgres://root@" + addr + "/erpsync?sslmode=disable" }
 		cases = []connectCase{
 			{[]string{"run", "--postgres-dsn", pg(closedAddr)}, "erpsync: postgresql at " + closedAddr + ": connection refused", 5 * time.Second},

@@ -212,7 +212,7 @@ func TestBadUsageAndUnreachableDependenciesExit2(t *testing.T) {
 	e := setup(t, erpmock.Options{Records: 10, Seed: 1, Token: "right"})
 	ctx := context.Background()
 	unreachable := "root@tcp(127.0.0.1:1)/x"
-	if e.Postgres() {
+	if e.Postgres {
 		unreachable = "postgres://root@127.0.0.1:1/x?sslmode=disable"
 	}
 	cases := []struct {

@@ -289,7 +289,7 @@ func TestMigratePlanBeforeTheDatabaseExists(t *testing.T) {
 	r := e.Run(context.Background(), "migrate", "--plan", flag, dsn, "--config", cfg)
 	lines := proctest.Lines(r.Stdout)
 	create, table := "CREATE DATABASE IF NOT EXISTS `"+fresh+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;", "CREATE TABLE IF NOT EXISTS `customers` ("
-	if e.Postgres() {
+	if e.Postgres {
 		create, table = `CREATE DATABASE "`+fresh+`";`, `CREATE TABLE IF NOT EXISTS "customers" (`
 	}
 	if r.Code != 0 || len(lines) < 3 || lines[0] != create || !strings.HasPrefix(lines[len(lines)-1], table) {

@@ -86,7 +86,7 @@ func TestMigrateConfigOnlyHasNoMemberships(t *testing.T) {
 func (e *env) freshDatabase(suffix string) (name, dsn string) {
 	name = e.DBName + suffix
 	drop := "DROP DATABASE IF EXISTS `" + name + "`"
-	if e.Postgres() {
+	if e.Postgres {
 		drop = `DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`
 	}
 	e.T.Cleanup(func() { e.DB.Exec(drop) })

@@ -261,7 +261,7 @@ func TestVerifyCatchesTamperedRows(t *testing.T) {
 		{"INSERT INTO " + m + ` (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
 		VALUES ('GHOST', 'U', 'P', 'ACTIVE', ?, 1, ?, 1, ?, ?)`, []any{now, now, now, now}},
 	} {
-		if _, err := e.Exec(q.sql, q.args...); err != nil {
+		if _, err := e.DB.Exec(q.sql, q.args...); err != nil {
 			t.Fatalf("%s: %v", q.sql, err)
 		}
 	}

@@ -35,7 +35,7 @@ func runtimeGrants(db, user string) []string {
 func (e *env) runtimeUser(t *testing.T) string {
 	t.Helper()
 	user, pass := testenv.RandomName("erpsync_lp_"), testenv.RandomName("pw-")
-	if e.Postgres() {
+	if e.Postgres {
 		admin := testenv.WithDatabase(t, e.DSN, "postgres")
 		t.Cleanup(func() {
 			testenv.ExecSQL(t, e.DSN, `DROP OWNED BY "`+user+`"`)

@@ -27,11 +27,7 @@ import (
 func relayEnv(t *testing.T, keys []string, n int) (*env, *sql.DB) {
 	t.Helper()
 	e := setup(t, erpmock.Options{Records: 1})
-	db, err := testenv.OpenSQL(e.DSN, false, "e2e-relay")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := testenv.SQLDB(t, e.DSN)
 	ctx := context.Background()
 	for v := 1; v <= n; v++ {
 		tx, err := db.BeginTx(ctx, nil)

@@ -77,7 +77,7 @@ func TestErrorsAPersonCanActOn(t *testing.T) {
 	// A DSN of the other database's form given to the flag of this one.
 	wrongForm := []string{"run", "--mysql-dsn", "mysql://root@127.0.0.1:3306/erpsync"}
 	wrongFormSays := "erpsync: --mysql-dsn: parse mysql dsn: a mysql:// URL: want the go-sql-driver form user:pass@tcp(host:port)/db?parseTime=true"
-	if e.Postgres() {
+	if e.Postgres {
 		wrongForm = []string{"run", "--postgres-dsn", "root@tcp(127.0.0.1:5432)/erpsync"}
 		wrongFormSays = "erpsync: --postgres-dsn: parse postgres dsn: want a postgres:// URL (postgres://user@host:5432/db?sslmode=disable) or a libpq key=value string (host=... dbname=...), not MySQL's user@tcp(host:port)/db form"
 	}

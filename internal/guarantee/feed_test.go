@@ -499,7 +499,7 @@ func (f *feed) reconcileChecked(ctx context.Context, id string, x execSpec, tab 
 }
 
 func (f *feed) env(id string) *proctest.Env {
-	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
+	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, Postgres: f.w.postgres(), ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
 }
 
 func processArgs(x execSpec, report string) []string {

@@ -4,14 +4,13 @@
 // went down (Watcher), the table's state against the ERP's truth (Check),
 // and redis-server instances a test can kill and restart (Redis).
 //
-// It talks to the real database of the test matrix (MariaDB/MySQL, or
-// PostgreSQL under ERPSYNC_TEST_DB=postgres) and Redis that internal/testenv
-// names; nothing is faked but the ERP, which is an in-process erpmock. On
-// MySQL its own database handle has no default database and names every
-// table with the scenario's database, so its connections never show up in
-// PROCESSLIST under that database; on PostgreSQL its connections carry the
-// application_name proctest. Either way a test can kill the erpsync
-// sessions of the scenario's database without killing its own.
+// It talks to the real database (MariaDB/MySQL, or PostgreSQL in the
+// matrix) and Redis that internal/testenv names; nothing is faked but the
+// ERP, which is an in-process erpmock. A test can kill the erpsync sessions
+// without killing its own: on MySQL the harness's handle has no default
+// database and names every table with the scenario's, so its connections
+// never show up in PROCESSLIST under that database; on PostgreSQL its
+// sessions are named erpsync-harness, erpsync's erpsync.
 //
 // proctest does not promise anything about timing: every wait polls a
 // condition up to a generous limit, and the figures it returns are counts,
@@ -37,7 +36,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/erpsync/erpsync/erpmock"
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/internal/verify"
 )
@@ -47,16 +49,20 @@ import (
 type Env struct {
 	T      testing.TB
 	Bin    string // the erpsync binary
-	DSN    string // the scenario's database, for erpsync (MySQL or PostgreSQL)
+	DSN    string // the scenario's database, for erpsync
 	DBName string
 	ERPURL string
 	Mock   *erpmock.Mock
 	Job    string
 	Prefix string // --lock-prefix
-	// DB is the harness's own handle: on MySQL with no default database, so
-	// queries name tables as DBName.table (see Table). Its placeholders are
-	// the database's own; Exec, Query and QueryRow take '?' on both.
+	// DB is the harness's own handle (testenv.SQLDB: '?' placeholders on
+	// both databases). On MySQL it has no default database, so queries name
+	// tables as DBName.table (see Table); on PostgreSQL it is connected to
+	// the scenario's database.
 	DB *sql.DB
+	// Postgres says the scenario's database is PostgreSQL (the matrix's
+	// ERPSYNC_TEST_DB=postgres).
+	Postgres bool
 	// Extra is appended to the environment of every process (KEY=VALUE).
 	Extra []string
 
@@ -70,8 +76,9 @@ type Env struct {
 func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	t.Helper()
 	dsn := testenv.DSN(t)
+	pg, dbName, harness := harnessOf(t, dsn)
 	e := &Env{
-		T: t, Bin: bin, DSN: dsn, DBName: testenv.DatabaseName(t, dsn),
+		T: t, Bin: bin, DSN: dsn, DBName: dbName, Postgres: pg,
 		Mock:   erpmock.New(opt),
 		Job:    testenv.RandomName("chaos-"),
 		Prefix: testenv.RandomName("chaos:") + ":",
@@ -83,56 +90,48 @@ func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	if r := e.Run(context.Background(), "migrate"); r.Code != 0 {
 		t.Fatalf("migrate exit %d: %s", r.Code, r.Out())
 	}
-	var err error
-	if e.DB, err = testenv.OpenSQL(dsn, true, harnessApp); err != nil {
-		t.Fatalf("open harness db: %v", err)
-	}
-	t.Cleanup(func() { e.DB.Close() })
+	e.DB = testenv.SQLDB(t, harness)
 	return e
 }
 
-// Postgres reports whether the scenario's database is PostgreSQL.
-func (e *Env) Postgres() bool { return testenv.IsPostgres(e.DSN) }
-
-// harnessApp is the application_name of the harness's PostgreSQL
-// connections.
-const harnessApp = "proctest"
-
-// Table returns name qualified with the scenario's database on MySQL, name
-// on PostgreSQL (whose connections open the scenario's database).
-func (e *Env) Table(name string) string {
-	if e.Postgres() {
-		return name
+// harnessOf tells the database of dsn (pg), the name of its database and
+// the DSN of the harness's handle on it: on MySQL with no default
+// database, on PostgreSQL dsn itself.
+func harnessOf(t testing.TB, dsn string) (pg bool, dbName, harness string) {
+	t.Helper()
+	if store.DialectOf(dsn) == store.Postgres {
+		cfg, err := store.ParsePostgresDSN(dsn)
+		if err != nil {
+			t.Fatalf("parse dsn: %v", err)
+		}
+		return true, cfg.Database, dsn
 	}
-	return "`" + e.DBName + "`." + name
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("parse dsn: %v", err)
+	}
+	dbName = cfg.DBName
+	cfg.DBName = ""
+	return false, dbName, cfg.FormatDSN()
 }
 
-// SQL returns query with its '?' placeholders in the database's form.
-func (e *Env) SQL(query string) string { return testenv.Rebind(e.DSN, query) }
-
-// Exec runs a statement on the harness's handle; query takes '?'
-// placeholders.
-func (e *Env) Exec(query string, args ...any) (sql.Result, error) {
-	return e.DB.Exec(e.SQL(query), args...)
-}
-
-// Query runs a query on the harness's handle; query takes '?'
-// placeholders.
-func (e *Env) Query(query string, args ...any) (*sql.Rows, error) {
-	return e.DB.Query(e.SQL(query), args...)
-}
-
-// QueryRow runs a query that returns one row on the harness's handle;
-// query takes '?' placeholders.
-func (e *Env) QueryRow(query string, args ...any) *sql.Row {
-	return e.DB.QueryRow(e.SQL(query), args...)
+// On returns an Env of the same scenario (binary, ERP, job and lock
+// prefix) whose DSN and harness handle name the database of dsn, another
+// one on the same server, which must exist.
+func (e *Env) On(dsn string) *Env {
+	e.T.Helper()
+	pg, dbName, harness := harnessOf(e.T, dsn)
+	return &Env{
+		T: e.T, Bin: e.Bin, DSN: dsn, DBName: dbName, Postgres: pg, DB: testenv.SQLDB(e.T, harness),
+		ERPURL: e.ERPURL, Mock: e.Mock, Job: e.Job, Prefix: e.Prefix, Extra: e.Extra,
+	}
 }
 
 // LockTable holds the table name from every other session's reads and
 // writes until unlock is called: LOCK TABLES ... WRITE on MySQL, LOCK
 // TABLE ... IN ACCESS EXCLUSIVE MODE in a transaction on PostgreSQL.
 func (e *Env) LockTable(ctx context.Context, name string) (unlock func() error, err error) {
-	if e.Postgres() {
+	if e.Postgres {
 		tx, err := e.DB.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", name, err)
@@ -162,7 +161,7 @@ func (e *Env) LockTable(ctx context.Context, name string) (unlock func() error, 
 func (e *Env) Tables() []string {
 	e.T.Helper()
 	q := "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME"
-	if e.Postgres() {
+	if e.Postgres {
 		q = "SELECT table_name FROM information_schema.tables WHERE table_catalog = ? AND table_schema = current_schema() ORDER BY table_name"
 	}
 	var names []string
@@ -183,11 +182,11 @@ func (e *Env) TableExists(name string) bool {
 
 // TableDDL describes the table name as the database holds it, for
 // comparing two tables: SHOW CREATE TABLE on MySQL; on PostgreSQL its
-// columns in order (name, type, nullability, default, collation) and the
-// definitions of its indexes.
+// columns in order (name, type, nullability, default, collation, identity)
+// and the definitions of its indexes.
 func (e *Env) TableDDL(name string) string {
 	e.T.Helper()
-	if !e.Postgres() {
+	if !e.Postgres {
 		var table, ddl string
 		if err := e.DB.QueryRow("SHOW CREATE TABLE "+e.Table(name)).Scan(&table, &ddl); err != nil {
 			e.T.Fatalf("show create table %s: %v", name, err)
@@ -195,41 +194,27 @@ func (e *Env) TableDDL(name string) string {
 		return ddl
 	}
 	var b strings.Builder
+	line := func(rows *sql.Rows) error {
+		var s string
+		err := rows.Scan(&s)
+		b.WriteString(s + "\n")
+		return err
+	}
 	e.each(`SELECT column_name || ' ' || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END ||
 		COALESCE(' DEFAULT ' || column_default, '') || COALESCE(' COLLATE ' || collation_name, '') || COALESCE(' ' || identity_generation, '')
 		FROM information_schema.columns c JOIN pg_attribute a ON a.attrelid = to_regclass(c.table_name) AND a.attname = c.column_name
-		WHERE c.table_catalog = ? AND c.table_schema = current_schema() AND c.table_name = ? ORDER BY c.ordinal_position`,
-		func(rows *sql.Rows) error {
-			var col string
-			err := rows.Scan(&col)
-			b.WriteString(col + "\n")
-			return err
-		}, e.DBName, name)
-	e.each("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ? ORDER BY indexname", func(rows *sql.Rows) error {
-		var def string
-		err := rows.Scan(&def)
-		b.WriteString(def + "\n")
-		return err
-	}, name)
+		WHERE c.table_catalog = ? AND c.table_schema = current_schema() AND c.table_name = ? ORDER BY c.ordinal_position`, line, e.DBName, name)
+	e.each("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ? ORDER BY indexname", line, name)
 	return b.String()
 }
 
-// On returns an Env of the same scenario (binary, ERP, job and lock
-// prefix) whose DSN and harness handle name the database of dsn, another
-// one on the same server, which must exist. The handle is closed when the
-// test ends.
-func (e *Env) On(dsn string) *Env {
-	e.T.Helper()
-	o := &Env{
-		T: e.T, Bin: e.Bin, DSN: dsn, DBName: testenv.DatabaseName(e.T, dsn),
-		ERPURL: e.ERPURL, Mock: e.Mock, Job: e.Job, Prefix: e.Prefix, Extra: e.Extra,
+// Table returns name qualified with the scenario's database on MySQL, and
+// name itself on PostgreSQL, whose harness handle is connected to it.
+func (e *Env) Table(name string) string {
+	if e.Postgres {
+		return name
 	}
-	var err error
-	if o.DB, err = testenv.OpenSQL(dsn, true, harnessApp); err != nil {
-		e.T.Fatalf("open harness db: %v", err)
-	}
-	e.T.Cleanup(func() { o.DB.Close() })
-	return o
+	return "`" + e.DBName + "`." + name
 }
 
 // Cmd returns an erpsync command wired to the Env. Flags in args win over
@@ -387,7 +372,7 @@ func Eventually(limit time.Duration, cond func() bool) bool {
 // in query is replaced by the qualified table.
 func (e *Env) Count(query, table string, args ...any) int64 {
 	var n int64
-	if err := e.QueryRow(fmt.Sprintf(query, e.Table(table)), args...).Scan(&n); err != nil {
+	if err := e.DB.QueryRow(fmt.Sprintf(query, e.Table(table)), args...).Scan(&n); err != nil {
 		e.T.Errorf("%s: %v", query, err)
 	}
 	return n
@@ -580,15 +565,14 @@ func ReadReport(path string) (map[string]any, error) {
 
 // Sessions returns the ids of erpsync's connections to the scenario's
 // database: on MySQL those whose current database is the scenario's (the
-// harness's own have none), on PostgreSQL the backends of that database
-// other than the harness's.
+// harness's own have none), on PostgreSQL the backends named erpsync.
 func (e *Env) Sessions() []int64 {
 	var ids []int64
-	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ?"
-	if e.Postgres() {
-		q = "SELECT pid FROM pg_stat_activity WHERE datname = ? AND backend_type = 'client backend' AND application_name <> '" + harnessApp + "'"
+	query := "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ?"
+	if e.Postgres {
+		query = "SELECT pid FROM pg_stat_activity WHERE datname = ? AND application_name = 'erpsync'"
 	}
-	e.each(q, func(rows *sql.Rows) error {
+	e.each(query, func(rows *sql.Rows) error {
 		var id int64
 		err := rows.Scan(&id)
 		ids = append(ids, id)
@@ -601,7 +585,7 @@ func (e *Env) Sessions() []int64 {
 // error fails the test.
 func (e *Env) each(query string, fn func(*sql.Rows) error, args ...any) {
 	e.T.Helper()
-	rows, err := e.Query(query, args...)
+	rows, err := e.DB.Query(query, args...)
 	if err != nil {
 		e.T.Fatalf("%s: %v", query, err)
 	}
@@ -617,20 +601,16 @@ func (e *Env) each(query string, fn func(*sql.Rows) error, args ...any) {
 }
 
 // KillSessions kills every erpsync connection to the scenario's database
-// (KILL CONNECTION on MySQL, pg_terminate_backend on PostgreSQL) and
-// returns how many it killed.
+// (KILL CONNECTION, pg_terminate_backend) and returns how many it killed.
 func (e *Env) KillSessions() int {
 	n := 0
 	for _, id := range e.Sessions() {
-		// A session may end by itself between the read and the kill.
-		if e.Postgres() {
-			var killed bool
-			if err := e.DB.QueryRow(fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)).Scan(&killed); err == nil && killed {
-				n++
-			}
-			continue
+		kill := fmt.Sprintf("KILL CONNECTION %d", id)
+		if e.Postgres {
+			kill = fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)
 		}
-		if _, err := e.DB.Exec(fmt.Sprintf("KILL CONNECTION %d", id)); err == nil {
+		// A session may end by itself between the read and the kill.
+		if _, err := e.DB.Exec(kill); err == nil {
 			n++
 		}
 	}

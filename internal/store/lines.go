@@ -69,15 +69,23 @@ func (t *Table) compileLines() error {
 			}
 			key = append(key, q(k))
 		}
+		newValue := func(col string) string { return "VALUES(" + col + ")" }
+		if t.d == Postgres {
+			newValue = func(col string) string { return "EXCLUDED." + col }
+		}
 		for i, col := range c.Columns {
 			if !slices.Contains(lt.keys, i) {
-				set = append(set, q(col.Name)+" = VALUES("+q(col.Name)+")")
+				set = append(set, q(col.Name)+" = "+newValue(q(col.Name)))
 			}
 		}
-		set = append(set, "erp_version = VALUES(erp_version)")
+		set = append(set, "erp_version = "+newValue("erp_version"))
 		pk := strings.Join(parent, ", ")
 		lt.insert = "INSERT INTO " + q(lt.name) + " (" + pk + ", " + strings.Join(cols, ", ") + ", erp_version) VALUES "
-		lt.upsert = " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+		if t.d == Postgres {
+			lt.upsert = " ON CONFLICT (" + pk + ", " + strings.Join(key, ", ") + ") DO UPDATE SET " + strings.Join(set, ", ")
+		} else {
+			lt.upsert = " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+		}
 		lt.deleteFrom = "DELETE FROM " + q(lt.name) + " WHERE (" + pk + ") IN ("
 		lt.keep = ") AND (" + pk + ", " + strings.Join(key, ", ") + ") NOT IN ("
 		lt.scan = "SELECT " + pk + ", " + strings.Join(cols, ", ") + " FROM " + q(lt.name)
@@ -156,9 +164,16 @@ func (lt *lineTable) write(ctx context.Context, db querier, t *Table, c int, row
 			b.parents.sql(")")
 			b.cleared++
 		}
+		var shadowed []bool
+		if t.d == Postgres {
+			shadowed = lt.shadowed(r.Children[c])
+		}
 		for n, line := range r.Children[c] {
 			if len(line) != len(lt.kinds) {
 				return fmt.Errorf("key %q: line %d: %d values for %d columns", r.Key, n+1, len(line), len(lt.kinds))
+			}
+			if shadowed != nil && shadowed[n] {
+				continue
 			}
 			if b.lines > 0 {
 				b.values.sql(",")
@@ -314,4 +329,39 @@ func (s *Store) linesOf(ctx context.Context, db querier, keys []string) (map[str
 		}
 	}
 	return out, nil
+}
+
+// keyText is the text of a line's key.
+func (lt *lineTable) keyText(line []entity.Value) string {
+	parts := make([]string, len(lt.keys))
+	for j, k := range lt.keys {
+		parts[j] = line[k].Text(lt.kinds[k])
+	}
+	return entity.KeyText(parts)
+}
+
+// shadowed marks each line that a later line of the same key replaces
+// (nil when none does). On PostgreSQL one INSERT ... ON CONFLICT cannot
+// change a row twice, so the earlier of two lines of one key is left out:
+// the later one's values land, as MySQL's upsert makes them.
+func (lt *lineTable) shadowed(lines entity.Lines) []bool {
+	if len(lines) < 2 {
+		return nil
+	}
+	seen := make(map[string]bool, len(lines))
+	var out []bool
+	for i := len(lines) - 1; i >= 0; i-- {
+		if len(lines[i]) != len(lt.kinds) {
+			continue // the write refuses it
+		}
+		k := lt.keyText(lines[i])
+		if seen[k] {
+			if out == nil {
+				out = make([]bool, len(lines))
+			}
+			out[i] = true
+		}
+		seen[k] = true
+	}
+	return out
 }

@@ -42,30 +42,6 @@ type Current struct {
 	RestoreCount int64
 }
 
-// Restores reports whether a valid copy at version and updatedAt restores
-// the soft-deleted row c: a copy at c's version or a higher one, or a later
-// updated_at at any version (a re-creation is a new life of the key,
-// whatever its change counter says). A stale copy (a lower version and no
-// later updated_at) restores nothing.
-func (c Current) Restores(version int64, updatedAt time.Time) bool {
-	return version >= c.Version || Millis(updatedAt).After(c.UpdatedAt)
-}
-
-// Marks reports whether an invalid copy at version (0 when it had none
-// that could be read) and updatedAt (zero likewise) is newer than what the
-// live row c holds and marks: above its version and its mark; without a
-// version, a copy later than the row's erp_updated_at (or undated) on an
-// unmarked row.
-func (c Current) Marks(version int64, updatedAt time.Time) bool {
-	switch {
-	case c.Deleted:
-		return false
-	case version > 0:
-		return version > c.Version && version > c.Mark
-	}
-	return c.Mark == 0 && (updatedAt.IsZero() || Millis(updatedAt).After(c.UpdatedAt))
-}
-
 // membershipRows returns ms as rows of the built-in memberships entity,
 // their values from one slab.
 func membershipRows(ms []Membership) []Row {
@@ -164,22 +140,15 @@ func (s *Store) InsertIgnoreRows(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := s.t.insert(ctx, s.sql, "INSERT IGNORE", rows, ""); err != nil {
+	verb, tail := "INSERT IGNORE", ""
+	if s.d == Postgres {
+		verb, tail = "INSERT", " ON CONFLICT DO NOTHING"
+	}
+	if err := s.t.insert(ctx, s.sql, verb, rows, tail); err != nil {
 		return fmt.Errorf("insert ignore %s: %w", s.t.name, err)
 	}
 	return nil
 }
-
-// guard is the condition under which an incoming row replaces the stored
-// one in an upsert: a higher ERP version and a fencing token no older than
-// the row's. Restores of a soft-deleted row at its version or a lower one
-// go through UpdateRow, whose WHERE reads the row once.
-const guard = "VALUES(erp_version) > erp_version AND VALUES(fence_token) >= fence_token"
-
-// unmark is the condition under which a write clears the quarantine mark:
-// it lands (guard) at the marking version or a newer one. A replayed older
-// valid copy updates the data and keeps the mark.
-const unmark = guard + " AND (quarantined_version IS NULL OR VALUES(erp_version) >= quarantined_version)"
 
 // Upsert writes memberships: UpsertRows.
 func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
@@ -197,6 +166,19 @@ func (s *Store) Upsert(ctx context.Context, ms []Membership) error {
 func (s *Store) UpsertRows(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
+	}
+	if s.d == Postgres {
+		// One ON CONFLICT statement cannot change a row twice: a batch
+		// that carries a key twice runs as statements that each carry it
+		// once, in order, as MySQL applies the rows of one statement.
+		if parts := distinctRuns(rows); len(parts) > 1 {
+			for _, part := range parts {
+				if err := s.UpsertRows(ctx, part); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
 	if s.t.transactional() {
 		return s.upsertInTx(ctx, rows)
@@ -337,21 +319,10 @@ func (s *Store) MarkQuarantined(ctx context.Context, ms []Mark) ([]bool, error) 
 		l.sql(", fence_token = ")
 		l.int(m.Fence)
 		s.t.liveKey(l, m.ErpID, m.Fence)
-		switch {
-		case m.Version > 0:
-			l.sql(" AND erp_version < ")
-			l.int(m.Version)
-			l.sql(" AND (quarantined_version IS NULL OR quarantined_version < ")
-			l.int(m.Version)
-			l.sql(")")
-		default:
-			l.sql(" AND quarantined_version IS NULL")
-			if !m.UpdatedAt.IsZero() {
-				l.sql(" AND erp_updated_at < ")
-				if err := l.time(Millis(m.UpdatedAt)); err != nil {
-					return nil, fmt.Errorf("key %q: updated_at: %w", m.ErpID, err)
-				}
-			}
+		l.sql(" AND ")
+		x := incoming{Version: m.Version, Fence: m.Fence, UpdatedAt: m.UpdatedAt}
+		if err := marksRule(m.Version, m.UpdatedAt).render(l, rowOperands(x)); err != nil {
+			return nil, fmt.Errorf("key %q: updated_at: %w", m.ErpID, err)
 		}
 		return tx.ExecContext(ctx, l.text())
 	})
@@ -393,4 +364,20 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
 	}
 	return t, nil
+}
+
+// distinctRuns cuts rows, in order, into runs that each carry a key once.
+func distinctRuns(rows []Row) [][]Row {
+	var parts [][]Row
+	seen := make(map[string]bool, len(rows))
+	start := 0
+	for i, r := range rows {
+		if seen[r.Key] {
+			parts = append(parts, rows[start:i])
+			clear(seen)
+			start = i
+		}
+		seen[r.Key] = true
+	}
+	return append(parts, rows[start:])
 }

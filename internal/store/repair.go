@@ -164,14 +164,7 @@ func (t *Table) sameLines(stored, children []entity.Lines) bool {
 
 // byKey returns a copy of lines sorted by their key's text.
 func (lt *lineTable) byKey(lines entity.Lines) entity.Lines {
-	key := func(line []entity.Value) string {
-		parts := make([]string, len(lt.keys))
-		for j, k := range lt.keys {
-			parts[j] = line[k].Text(lt.kinds[k])
-		}
-		return entity.KeyText(parts)
-	}
 	out := slices.Clone(lines)
-	slices.SortFunc(out, func(a, b []entity.Value) int { return strings.Compare(key(a), key(b)) })
+	slices.SortFunc(out, func(a, b []entity.Value) int { return strings.Compare(lt.keyText(a), lt.keyText(b)) })
 	return out
 }

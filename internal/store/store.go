@@ -57,6 +57,9 @@ func (e *ConnectError) Error() string {
 	case e.Timeout > 0:
 		return fmt.Sprintf("store: %s at %s: connection timed out after %s", e.Dialect, e.Addr, e.Timeout)
 	}
+	if e.Dialect == Postgres {
+		return fmt.Sprintf("store: postgresql unavailable at %s: %v", e.Addr, e.Err)
+	}
 	return fmt.Sprintf("%v at %s: %v", ErrUnavailable, e.Addr, e.Err)
 }
 

@@ -93,37 +93,16 @@ func compile(e *entity.Entity, d Dialect) (*Table, error) {
 	t.keyList = strings.Join(keyCols, ", ")
 	t.insertCols = " INTO " + q(t.name) + " (" + strings.Join(cols, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES "
 
-	// The upsert assigns the data first, then the quarantine mark, then
-	// restore_count (a landed write on a soft-deleted row restores it),
-	// fence_token, deleted_at and erp_version last, in that order: MySQL
-	// evaluates the assignments left to right, a later one sees the
-	// columns earlier ones changed, and the guard reads fence_token and
-	// erp_version, unmark quarantined_version. A new fence_token keeps the
-	// guard's fence test true, and the guard does not read deleted_at: a
-	// higher version makes the row live.
-	var b strings.Builder
-	b.WriteString(" ON DUPLICATE KEY UPDATE ")
 	isKey := make([]bool, len(e.Columns))
 	for _, k := range t.keys {
 		isKey[k] = true
 	}
-	for i, c := range e.Columns {
-		if isKey[i] {
-			continue
-		}
-		fmt.Fprintf(&b, "%s = IF(%s, VALUES(%s), %s), ", q(c.Name), guard, q(c.Name), q(c.Name))
-	}
-	b.WriteString("erp_updated_at = IF(" + guard + ", VALUES(erp_updated_at), erp_updated_at), " +
-		"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
-		"quarantined_at = IF(" + unmark + ", NULL, quarantined_at), " +
-		"quarantined_version = IF(" + unmark + ", NULL, quarantined_version), " +
-		"restore_count = IF(" + guard + " AND deleted_at IS NOT NULL, COALESCE(restore_count, 0) + 1, restore_count), " +
-		"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
-		"deleted_at = IF(" + guard + ", NULL, deleted_at), " +
-		"erp_version = IF(" + guard + ", VALUES(erp_version), erp_version)")
-	t.upsert = b.String()
-
 	t.isKey = isKey
+	if d == Postgres {
+		t.upsert = t.upsertPostgres()
+	} else {
+		t.upsert = t.upsertMySQL()
+	}
 	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + q(t.name) + " WHERE "
 	if err := t.compileLines(); err != nil {
 		return nil, err
@@ -343,27 +322,23 @@ func (t *Table) updateRow(l *literal, r Row) error {
 	l.now()
 	l.sql(", fence_token = ")
 	l.int(r.Fence)
+	ops := rowOperands(incoming{Version: r.Version, Fence: r.Fence, UpdatedAt: r.UpdatedAt})
 	for _, col := range []string{"quarantined_at", "quarantined_version"} {
-		l.sql(", " + col + " = IF(deleted_at IS NOT NULL OR quarantined_version IS NULL OR ")
-		l.int(r.Version)
-		l.sql(" >= quarantined_version, NULL, " + col + ")")
+		l.sql(", " + col + " = CASE WHEN ")
+		if err := or(isNotNull(colDeleted), ruleUnmarks).render(l, ops); err != nil {
+			return fmt.Errorf("key %q: %w", r.Key, err)
+		}
+		l.sql(" THEN NULL ELSE " + col + " END")
 	}
-	l.sql(", restore_count = IF(deleted_at IS NULL, restore_count, COALESCE(restore_count, 0) + 1)")
+	l.sql(", restore_count = CASE WHEN deleted_at IS NULL THEN restore_count ELSE COALESCE(restore_count, 0) + 1 END")
 	l.sql(", deleted_at = NULL, erp_version = ")
 	l.int(r.Version)
 	l.sql(" WHERE ")
 	t.oneKey(l, r.Key)
-	l.sql(" AND fence_token <= ")
-	l.int(r.Fence)
-	l.sql(" AND (erp_version < ")
-	l.int(r.Version)
-	l.sql(" OR (deleted_at IS NOT NULL AND (erp_version <= ")
-	l.int(r.Version)
-	l.sql(" OR erp_updated_at < ")
-	if err := l.time(Millis(r.UpdatedAt)); err != nil {
+	l.sql(" AND ")
+	if err := ruleReplaces.render(l, ops); err != nil {
 		return fmt.Errorf("key %q: updated_at: %w", r.Key, err)
 	}
-	l.sql(")))")
 	return nil
 }
 
@@ -398,4 +373,63 @@ func (t *Table) liveKey(l *literal, key string, fence int64) {
 	t.oneKey(l, key)
 	l.sql(" AND deleted_at IS NULL AND fence_token <= ")
 	l.int(fence)
+}
+
+// upsertMySQL is the tail of MySQL's guarded upsert: ON DUPLICATE KEY
+// UPDATE, each assignment under ruleLands. It assigns the data first, then
+// the quarantine mark, then restore_count (a landed write on a
+// soft-deleted row restores it), fence_token, deleted_at and erp_version
+// last, in that order: MySQL evaluates the assignments left to right, a
+// later one sees the columns earlier ones changed, and the guard reads
+// fence_token and erp_version, the unmark quarantined_version. A new
+// fence_token keeps the guard's fence test true, and the guard does not
+// read deleted_at: a higher version makes the row live.
+func (t *Table) upsertMySQL() string {
+	q := t.d.ident
+	ops := upsertOperands(MySQL, t.name)
+	guard := ruleLands.sqlText(MySQL, ops)
+	unmark := and(ruleLands, ruleUnmarks).sqlText(MySQL, ops)
+	var b strings.Builder
+	b.WriteString(" ON DUPLICATE KEY UPDATE ")
+	for i, c := range t.ent.Columns {
+		if t.isKey[i] {
+			continue
+		}
+		fmt.Fprintf(&b, "%s = IF(%s, VALUES(%s), %s), ", q(c.Name), guard, q(c.Name), q(c.Name))
+	}
+	b.WriteString("erp_updated_at = IF(" + guard + ", VALUES(erp_updated_at), erp_updated_at), " +
+		"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
+		"quarantined_at = IF(" + unmark + ", NULL, quarantined_at), " +
+		"quarantined_version = IF(" + unmark + ", NULL, quarantined_version), " +
+		"restore_count = IF(" + guard + " AND deleted_at IS NOT NULL, COALESCE(restore_count, 0) + 1, restore_count), " +
+		"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
+		"deleted_at = IF(" + guard + ", NULL, deleted_at), " +
+		"erp_version = IF(" + guard + ", VALUES(erp_version), erp_version)")
+	return b.String()
+}
+
+// upsertPostgres is the tail of PostgreSQL's guarded upsert: ON CONFLICT
+// on the key DO UPDATE ... WHERE ruleLands. Every assignment reads the row
+// as it was (PostgreSQL evaluates them all before any lands), and a row
+// the WHERE refuses is left as it was.
+func (t *Table) upsertPostgres() string {
+	q := t.d.ident
+	ops := upsertOperands(Postgres, t.name)
+	self := q(t.name) + "."
+	var b strings.Builder
+	b.WriteString(" ON CONFLICT (" + t.keyList + ") DO UPDATE SET ")
+	for i, c := range t.ent.Columns {
+		if t.isKey[i] {
+			continue
+		}
+		b.WriteString(q(c.Name) + " = EXCLUDED." + q(c.Name) + ", ")
+	}
+	unmark := ruleUnmarks.sqlText(Postgres, ops)
+	b.WriteString("erp_updated_at = EXCLUDED.erp_updated_at, updated_at = EXCLUDED.updated_at, " +
+		"quarantined_at = CASE WHEN " + unmark + " THEN NULL ELSE " + self + "quarantined_at END, " +
+		"quarantined_version = CASE WHEN " + unmark + " THEN NULL ELSE " + self + "quarantined_version END, " +
+		"restore_count = CASE WHEN " + self + "deleted_at IS NOT NULL THEN COALESCE(" + self + "restore_count, 0) + 1 ELSE " + self + "restore_count END, " +
+		"fence_token = EXCLUDED.fence_token, deleted_at = NULL, erp_version = EXCLUDED.erp_version" +
+		" WHERE " + ruleLands.sqlText(Postgres, ops))
+	return b.String()
 }

@@ -172,10 +172,7 @@ func (r *run) skipCurrent(ctx context.Context, recs []erp.Record) []erp.Record {
 // higher version when rec is later (the record was created again, its
 // change counter starting over); a live row never goes back.
 func upToDate(c store.Current, rec erp.Record) bool {
-	if c.Deleted {
-		return !c.Restores(rec.Version, rec.UpdatedAt)
-	}
-	return c.Version >= rec.Version
+	return !c.Accepts(rec.Version, rec.UpdatedAt)
 }
 
 // obtainMany tries each key's lock once: in one round trip when the locker

@@ -2,55 +2,21 @@ package testenv
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"net/url"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/erpsync/erpsync/internal/store"
 )
 
 // What a test writes in SQL of its own, on either database of the matrix:
-// plain lower-case identifiers, CASE WHEN, values passed as arguments. The
-// few statements that differ go through the helpers below, which tell the
-// database by the DSN's form as erpsync does.
+// plain lower-case identifiers, CASE WHEN, values passed as arguments ('?'
+// through SQLDB). The few statements that differ go through the helpers
+// below, which tell the database by the DSN's form as erpsync does.
 
 // IsPostgres reports whether dsn names a PostgreSQL database.
 func IsPostgres(dsn string) bool { return store.DialectOf(dsn) == store.Postgres }
-
-// Rebind rewrites the '?' placeholders of query into PostgreSQL's $1, $2,
-// ... when dsn is PostgreSQL's; database/sql passes them to the driver as
-// written. No '?' may stand inside a literal of query.
-func Rebind(dsn, query string) string {
-	if !IsPostgres(dsn) {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, part := range strings.SplitAfter(query, "?") {
-		if !strings.HasSuffix(part, "?") {
-			b.WriteString(part)
-			continue
-		}
-		n++
-		b.WriteString(part[:len(part)-1] + "$" + strconv.Itoa(n))
-	}
-	return b.String()
-}
-
-// Text is a SQL expression that renders expr as text: CAST(expr AS CHAR)
-// on MySQL, CAST(expr AS TEXT) on PostgreSQL (where CHAR is one character).
-func Text(dsn, expr string) string {
-	if IsPostgres(dsn) {
-		return "CAST(" + expr + " AS TEXT)"
-	}
-	return "CAST(" + expr + " AS CHAR)"
-}
 
 // DatabaseName returns the name of the database dsn names.
 func DatabaseName(t testing.TB, dsn string) string {
@@ -136,32 +102,4 @@ func DatabaseExists(t testing.TB, dsn string) bool {
 		t.Fatalf("look for database %s: %v", name, err)
 	}
 	return n > 0
-}
-
-// OpenSQL opens a database/sql handle on dsn for a test's own queries (use
-// Rebind for their placeholders), with no default database on MySQL when
-// noDatabase is set (PostgreSQL has no such connection: it always opens
-// the database dsn names). On PostgreSQL the connections carry
-// application_name, so that a test can tell them from erpsync's.
-func OpenSQL(dsn string, noDatabase bool, application string) (*sql.DB, error) {
-	if IsPostgres(dsn) {
-		cfg, err := store.ParsePostgresDSN(dsn)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RuntimeParams["application_name"] = application
-		return stdlib.OpenDB(*cfg), nil
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
-	}
-	if noDatabase {
-		cfg.DBName = ""
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", cfg.Addr, err)
-	}
-	return db, nil
 }

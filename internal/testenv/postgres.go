@@ -71,3 +71,21 @@ func PostgresDSN(t testing.TB) string {
 	})
 	return dsn
 }
+
+// CreatePostgresDatabase creates the database a DSN of PostgresDSN names,
+// empty: for tests of what erpsync does before migrate.
+func CreatePostgresDatabase(t testing.TB, dsn string) {
+	t.Helper()
+	cfg, err := store.ParsePostgresDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(context.Background(), postgresBase()+"postgres?sslmode=disable", &store.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatalf("create database %s: %v", cfg.Database, err)
+	}
+	defer s.Close()
+	if err := s.DB().Exec(`CREATE DATABASE "` + cfg.Database + `"`).Error; err != nil {
+		t.Fatalf("create database %s: %v", cfg.Database, err)
+	}
+}

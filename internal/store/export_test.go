@@ -1,0 +1,44 @@
+package store
+
+import "time"
+
+// GuardRule is one guard rule as TestGuardRulesAgree sees it: its SQL for
+// a copy (the WHERE of a guarded UPDATE over the row's columns) and its Go
+// evaluation.
+type GuardRule struct {
+	Name  string
+	SQL   func(d Dialect, version, fence int64, updatedAt time.Time) (string, error)
+	Holds func(c Current, version, fence int64, updatedAt time.Time) bool
+}
+
+// GuardRules are every rule of guard.go, and the marks rule of each kind
+// of invalid copy.
+func GuardRules() []GuardRule {
+	named := []struct {
+		name string
+		r    rule
+	}{
+		{"newer", ruleNewer}, {"fence", ruleFence}, {"restores", ruleRestores}, {"accepts", ruleAccepts},
+		{"replaces", ruleReplaces}, {"lands", ruleLands}, {"unmarks", ruleUnmarks},
+		{"lands and unmarks", and(ruleLands, ruleUnmarks)},
+		{"update unmarks", or(isNotNull(colDeleted), ruleUnmarks)},
+		{"marks by version", ruleMarksVersion}, {"marks by updated_at", ruleMarksUpdated}, {"marks undated", ruleMarksUndated},
+	}
+	out := make([]GuardRule, len(named))
+	for i, n := range named {
+		r := n.r
+		out[i] = GuardRule{
+			Name: n.name,
+			SQL: func(d Dialect, version, fence int64, updatedAt time.Time) (string, error) {
+				l := newLiteral(d)
+				defer l.free()
+				err := r.render(l, rowOperands(incoming{Version: version, Fence: fence, UpdatedAt: updatedAt}))
+				return l.text(), err
+			},
+			Holds: func(c Current, version, fence int64, updatedAt time.Time) bool {
+				return r.holds(c, incoming{Version: version, Fence: fence, UpdatedAt: updatedAt})
+			},
+		}
+	}
+	return out
+}
