@@ -64,25 +64,6 @@ func adminDSN(t testing.TB, dsn string) string {
 	return WithDatabase(t, dsn, "mysql")
 }
 
-// CreateDatabase creates the database a DSN of DSN names, empty: for tests
-// of what erpsync does before migrate.
-func CreateDatabase(t testing.TB, dsn string) {
-	t.Helper()
-	name := DatabaseName(t, dsn)
-	q := "CREATE DATABASE `" + name + "`"
-	if IsPostgres(dsn) {
-		q = `CREATE DATABASE "` + name + `"`
-	}
-	s, err := store.Open(context.Background(), adminDSN(t, dsn), &store.Options{MaxOpenConns: 1})
-	if err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	defer s.Close()
-	if err := s.DB().Exec(q).Error; err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-}
-
 // DatabaseExists reports whether the database dsn names exists on its
 // server.
 func DatabaseExists(t testing.TB, dsn string) bool {

@@ -56,8 +56,28 @@ func MySQLDSNNamed(t testing.TB, prefix string) string {
 	return dsn
 }
 
+// CreateDatabase creates the database a DSN of MySQLDSN names, empty:
+// for tests of what erpsync does before migrate.
+func CreateDatabase(t testing.TB, dsn string) {
+	t.Helper()
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := cfg.DBName
+	cfg.DBName = "mysql"
+	s, err := store.Open(context.Background(), cfg.FormatDSN(), nil)
+	if err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	defer s.Close()
+	if err := s.DB().Exec("CREATE DATABASE `" + name + "`").Error; err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+}
+
 // MigratedStore returns a store on a fresh, migrated database of the
-// matrix (see DSN), and its DSN.
+// matrix (DSN), and its DSN.
 func MigratedStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	dsn := DSN(t)
