@@ -20,6 +20,7 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/secret"
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/lock"
 )
 
@@ -105,11 +106,23 @@ var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --eve
 // newRelay is the relay of cfg over d's outbox and locks, publishing to
 // om.
 func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
-	db, err := d.store.DB().DB()
+	ob, err := outboxOf(d.store)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, fmt.Errorf("%s: %w", d.store.Dialect(), err)
 	}
-	return relay.New(cfg, outbox.New(db), sink, d.locks, om, log), nil
+	return relay.New(cfg, ob, sink, d.locks, om, log), nil
+}
+
+// outboxOf is the outbox of st's database, in its dialect.
+func outboxOf(st *store.Store) (*outbox.Outbox, error) {
+	db, err := st.DB().DB()
+	if err != nil {
+		return nil, err
+	}
+	if st.Dialect() == store.Postgres {
+		return outbox.NewPostgres(db), nil
+	}
+	return outbox.New(db), nil
 }
 
 func orString(a, b string) string {
@@ -148,7 +161,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cfg relay.Config
 	var httpAddr string
 	fs := newFlagSet("erpsync relay", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	ev.flags(fs)
 	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md); the flags win")
@@ -209,7 +222,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openRelay ties ctx to SIGTERM and SIGINT and connects MySQL and the
+// openRelay ties ctx to SIGTERM and SIGINT and connects the database and the
 // locks' Redis (see open): the relay needs no ERP. With waitRedis, Redis
 // that does not answer is logged and waited for: the relay retries its
 // lock with backoff until it answers (relay.Config.Once false), as it
@@ -241,7 +254,7 @@ func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Log
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlagSet("erpsync events", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -253,11 +266,11 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	db, err := st.DB().DB()
+	ob, err := outboxOf(st)
 	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
+		return fmt.Errorf("%s: %w", st.Dialect(), err)
 	}
-	stats, err := outbox.New(db).Stats(cctx)
+	stats, err := ob.Stats(cctx)
 	if err != nil {
 		return err
 	}

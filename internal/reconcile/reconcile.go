@@ -231,7 +231,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	feed, err := verify.ScanParts(ctx, rc.src, rc.cfg.PageSize, rc.cfg.Fetchers, true)
+	feed, err := verify.ScanParts(ctx, rc.src, rc.store.Dialect(), rc.cfg.PageSize, rc.cfg.Fetchers, true)
 	if err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if rc.beforeConfirm != nil {
 		rc.beforeConfirm()
 	}
-	again, err := verify.ScanParts(ctx, rc.src, rc.cfg.PageSize, rc.cfg.Fetchers, false)
+	again, err := verify.ScanParts(ctx, rc.src, rc.store.Dialect(), rc.cfg.PageSize, rc.cfg.Fetchers, false)
 	if err != nil {
 		return fmt.Errorf("confirm the deletions: %w", err)
 	}

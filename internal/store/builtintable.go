@@ -9,8 +9,9 @@ import (
 )
 
 // builtinStatement matches a statement of a numbered migration that
-// creates or alters the built-in entity's table, memberships.
-var builtinStatement = regexp.MustCompile(`^(?:CREATE TABLE IF NOT EXISTS|ALTER TABLE)\s+` + MembershipsTable + `\s`)
+// creates or alters the built-in entity's table, memberships, or (on
+// PostgreSQL, where an index is a statement of its own) indexes it.
+var builtinStatement = regexp.MustCompile(`^(?:(?:CREATE TABLE IF NOT EXISTS|ALTER TABLE)\s+|CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+)` + MembershipsTable + `\s`)
 
 // numberedSteps are the numbered migrations ms as Migrate runs them on a
 // database that has applied those in applied. wantBuiltin says whether the
@@ -61,10 +62,15 @@ func builtinOnly(sql string, on bool) string {
 // migrated for, include memberships.
 func wantsBuiltin(tables []string) bool { return slices.Contains(tables, MembershipsTable) }
 
-// hasTable reports whether the database of q has the table name.
-func hasTable(ctx context.Context, q querier, name string) (bool, error) {
+// hasTable reports whether the database of q (of dialect d) has the table
+// name: in its current schema, on PostgreSQL.
+func hasTable(ctx context.Context, d Dialect, q querier, name string) (bool, error) {
+	query := "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+	if d == Postgres {
+		query = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1"
+	}
 	var n int
-	err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", name).Scan(&n)
+	err := q.QueryRowContext(ctx, query, name).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look up table %s: %w", name, err)
 	}

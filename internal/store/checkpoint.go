@@ -36,24 +36,24 @@ func (s *Store) Checkpoint(ctx context.Context, name string) (cp Checkpoint, ok 
 // ErrFenced and changes nothing. The statement is the equivalent of
 // `UPDATE ... WHERE fence_token <= ?` that also creates the row.
 func (s *Store) SaveCheckpoint(ctx context.Context, name string, pos time.Time, fence int64, runID string) error {
-	const ok = "VALUES(fence_token) >= fence_token"
-	res := s.db.WithContext(ctx).Exec(`INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
- VALUES (?, ?, ?, ?, UTC_TIMESTAMP(3))
- ON DUPLICATE KEY UPDATE
-  position = IF(`+ok+`, VALUES(position), position),
-  run_id = IF(`+ok+`, VALUES(run_id), run_id),
-  updated_at = IF(`+ok+`, VALUES(updated_at), updated_at),
-  fence_token = IF(`+ok+`, VALUES(fence_token), fence_token)`,
-		name, Millis(pos), fence, runID)
+	query := saveCheckpointMySQL
+	if s.d == Postgres {
+		query = saveCheckpointPostgres
+	}
+	res := s.db.WithContext(ctx).Exec(query, name, Millis(pos), fence, runID)
 	if res.Error != nil {
 		return fmt.Errorf("save checkpoint %s: %w", name, res.Error)
 	}
-	if res.RowsAffected == 2 {
+	switch {
+	case s.d == MySQL && res.RowsAffected == 2:
 		return nil // updated
+	case s.d == Postgres && res.RowsAffected == 1:
+		return nil // inserted, or updated: the WHERE let it through
 	}
-	// 1 is an insert, or with clientFoundRows=true in the DSN a row found
-	// and left as it was; 0 a row left as it was. Left as it was means
-	// refused, or the same values written again: the stored fence tells.
+	// MySQL: 1 is an insert, or with clientFoundRows=true in the DSN a row
+	// found and left as it was; 0 a row left as it was. Left as it was
+	// means refused, or the same values written again: the stored fence
+	// tells. PostgreSQL: 0 is refused by the WHERE.
 	cp, found, err := s.Checkpoint(ctx, name)
 	if err != nil {
 		return err
@@ -64,12 +64,32 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, pos time.Time, 
 	return nil
 }
 
+// The fenced checkpoint write of each dialect: the position, run and time
+// move only when the writer's fencing token is not older than the stored
+// one.
+const (
+	saveCheckpointMySQL = `INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
+ VALUES (?, ?, ?, ?, UTC_TIMESTAMP(3))
+ ON DUPLICATE KEY UPDATE
+  position = IF(` + fenceOK + `, VALUES(position), position),
+  run_id = IF(` + fenceOK + `, VALUES(run_id), run_id),
+  updated_at = IF(` + fenceOK + `, VALUES(updated_at), updated_at),
+  fence_token = IF(` + fenceOK + `, VALUES(fence_token), fence_token)`
+	fenceOK = "VALUES(fence_token) >= fence_token"
+
+	saveCheckpointPostgres = `INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
+ VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP(3))
+ ON CONFLICT (name) DO UPDATE SET
+  position = EXCLUDED.position, run_id = EXCLUDED.run_id, updated_at = EXCLUDED.updated_at, fence_token = EXCLUDED.fence_token
+ WHERE EXCLUDED.fence_token >= sync_checkpoints.fence_token`
+)
+
 // ResetCheckpoint moves the named checkpoint back to the start of time (a
 // finished backfill's: a new backfill of the window starts from scratch),
 // provided fence is not older than its last writer's. An UPDATE, not a
 // DELETE: the commands that sync need no DELETE grant.
 func (s *Store) ResetCheckpoint(ctx context.Context, name string, fence int64, runID string) error {
-	err := s.db.WithContext(ctx).Exec(`UPDATE sync_checkpoints SET position = ?, run_id = ?, updated_at = UTC_TIMESTAMP(3)
+	err := s.db.WithContext(ctx).Exec(`UPDATE sync_checkpoints SET position = ?, run_id = ?, updated_at = `+s.d.now()+`
  WHERE name = ? AND fence_token <= ?`, CheckpointStart, runID, name, fence).Error
 	if err != nil {
 		return fmt.Errorf("reset checkpoint %s: %w", name, err)
@@ -85,12 +105,20 @@ var CheckpointStart = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
 // It serves checkpoints that several writers may share, such as identical
 // backfills: each writer's low watermark is true, so the highest one is.
 func (s *Store) AdvanceCheckpoint(ctx context.Context, name string, pos time.Time, runID string) error {
-	err := s.db.WithContext(ctx).Exec(`INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
+	query := `INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
  VALUES (?, ?, 0, ?, UTC_TIMESTAMP(3))
  ON DUPLICATE KEY UPDATE
   run_id = IF(VALUES(position) > position, VALUES(run_id), run_id),
   updated_at = IF(VALUES(position) > position, VALUES(updated_at), updated_at),
-  position = GREATEST(position, VALUES(position))`, name, Millis(pos), runID).Error
+  position = GREATEST(position, VALUES(position))`
+	if s.d == Postgres {
+		query = `INSERT INTO sync_checkpoints (name, position, fence_token, run_id, updated_at)
+ VALUES (?, ?, 0, ?, CURRENT_TIMESTAMP(3))
+ ON CONFLICT (name) DO UPDATE SET
+  run_id = EXCLUDED.run_id, updated_at = EXCLUDED.updated_at, position = EXCLUDED.position
+ WHERE EXCLUDED.position > sync_checkpoints.position`
+	}
+	err := s.db.WithContext(ctx).Exec(query, name, Millis(pos), runID).Error
 	if err != nil {
 		return fmt.Errorf("advance checkpoint %s: %w", name, err)
 	}

@@ -12,8 +12,8 @@ import (
 // This file holds every MySQL text an entity's table compiles to (its
 // CREATE TABLE, the clauses of its ALTER TABLE) and the reading of a live
 // table back from information_schema, for MySQL 8 and MariaDB 10.5+. The
-// planner (entitytable.go) speaks of columns and types only; a PostgreSQL
-// dialect would be one more file like this one.
+// planner (entitytable.go) speaks of columns and types only;
+// ddl_postgres.go holds PostgreSQL's.
 
 // quoteIdent quotes a table, column or index name. Names of the config file
 // are [a-z][a-z0-9_]*, but one may be a reserved word (order, key).
@@ -45,9 +45,13 @@ const (
 var noPadCollations = []string{"utf8mb4_nopad_bin", "utf8mb4_0900_bin"}
 
 // keyCollationOf returns the collation the key columns take on the server
-// q is connected to: the first of noPadCollations it has, else
-// binCollation.
-func keyCollationOf(ctx context.Context, q querier) (string, error) {
+// q is connected to: on MySQL the first of noPadCollations it has, else
+// binCollation; on PostgreSQL "C" (pgKeyCollation), which every server
+// has.
+func keyCollationOf(ctx context.Context, d Dialect, q querier) (string, error) {
+	if d == Postgres {
+		return pgKeyCollation, nil
+	}
 	rows, err := q.QueryContext(ctx, "SELECT COLLATION_NAME FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN ('"+strings.Join(noPadCollations, "', '")+"')")
 	if err != nil {
 		return "", fmt.Errorf("read collations: %w", err)
@@ -166,14 +170,14 @@ func addColumnClause(c tableColumn) string    { return "ADD COLUMN " + columnDef
 func modifyColumnClause(c tableColumn) string { return "MODIFY COLUMN " + columnDef(c) }
 func addIndexClause(table string) string      { return "ADD " + quarantineIndex(table) }
 
-// alterTableSQL is one ALTER TABLE of table with clauses.
-func alterTableSQL(table string, clauses []string) string {
-	return "ALTER TABLE " + quoteIdent(table) + " " + strings.Join(clauses, ", ")
+// alterTableSQL is one ALTER TABLE of table with clauses, in dialect d.
+func alterTableSQL(d Dialect, table string, clauses []string) string {
+	return "ALTER TABLE " + d.ident(table) + " " + strings.Join(clauses, ", ")
 }
 
-// hasRowsSQL asks whether table holds a row.
-func hasRowsSQL(table string) string {
-	return "SELECT EXISTS (SELECT 1 FROM " + quoteIdent(table) + ")"
+// hasRowsSQL asks whether table holds a row, in dialect d.
+func hasRowsSQL(d Dialect, table string) string {
+	return "SELECT EXISTS (SELECT 1 FROM " + d.ident(table) + ")"
 }
 
 // strictSessionSQL makes the session refuse, not coerce, a NULL that a
@@ -197,9 +201,12 @@ type querier interface {
 }
 
 // readTables reads the columns and indexes of the given tables of the
-// connected database in one query. A table that does not exist is absent
-// from the map.
-func readTables(ctx context.Context, q querier, tables []string) (map[string]*liveTable, error) {
+// connected database (of dialect d) in one query. A table that does not
+// exist is absent from the map.
+func readTables(ctx context.Context, d Dialect, q querier, tables []string) (map[string]*liveTable, error) {
+	if d == Postgres {
+		return readTablesPostgres(ctx, q, tables)
+	}
 	out := map[string]*liveTable{}
 	if len(tables) == 0 {
 		return out, nil
@@ -226,11 +233,6 @@ FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 		return nil, fmt.Errorf("read tables: %w", err)
 	}
 	defer rows.Close()
-	type indexPart struct {
-		table, name, column string
-		seq                 int
-		unique              bool
-	}
 	var parts []indexPart
 	for rows.Next() {
 		var kind, table, column, dataType, colType, nullable, charset, collation string
@@ -259,13 +261,29 @@ FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tables: %w", err)
 	}
+	addIndexes(out, parts)
+	return out, nil
+}
+
+// indexPart is a column of an index as the catalog lists it: the seq-th
+// of index name on table.
+type indexPart struct {
+	table, name, column string
+	seq                 int
+	unique              bool
+}
+
+// addIndexes adds parts to the tables of out, and sorts each table's
+// columns.
+func addIndexes(out map[string]*liveTable, parts []indexPart) {
 	for _, p := range parts {
-		out[p.table].addIndexColumn(p.name, p.column, p.seq, p.unique)
+		if t := out[p.table]; t != nil {
+			t.addIndexColumn(p.name, p.column, p.seq, p.unique)
+		}
 	}
 	for _, t := range out {
 		t.sort()
 	}
-	return out, nil
 }
 
 // liveType is the entity type a column of the database has, tolerant of

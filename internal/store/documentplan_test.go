@@ -35,30 +35,42 @@ func TestChildTablesAdditiveChanges(t *testing.T) {
 	s := setup(t)
 	e := orders(t)
 	p := migrateEntities(t, s, e)
-	want := []string{
+	want := pick(s, []string{
 		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, `restore_count` BIGINT NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 		"CREATE TABLE IF NOT EXISTS `order_items` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `line_no` INT NOT NULL, `material` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `quantity` DECIMAL(13,3) NOT NULL, `note` TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_items_company_order_no_line_no` (`company`, `order_no`, `line_no`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 		"CREATE TABLE IF NOT EXISTS `order_texts` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `lang` VARCHAR(2) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `kind` INT NOT NULL, `body` VARCHAR(80) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_texts_company_order_no_lang_kind` (`company`, `order_no`, `lang`, `kind`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
-	}
+	}, []string{
+		`CREATE TABLE IF NOT EXISTS "orders" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "status" varchar(10) NOT NULL, "amount" numeric(15,2) NULL, "erp_version" bigint NOT NULL, "erp_updated_at" timestamptz(3) NOT NULL, "fence_token" bigint NOT NULL, "created_at" timestamptz(3) NOT NULL, "updated_at" timestamptz(3) NOT NULL, "deleted_at" timestamptz(3) NULL, "quarantined_at" timestamptz(3) NULL, "quarantined_version" bigint NULL, "restore_count" bigint NULL, CONSTRAINT "uq_orders_company_order_no" UNIQUE ("company", "order_no"))`,
+		`CREATE INDEX IF NOT EXISTS "ix_orders_quarantined" ON "orders" ("quarantined_at")`,
+		`CREATE TABLE IF NOT EXISTS "order_items" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "line_no" integer NOT NULL, "material" varchar(40) NOT NULL, "quantity" numeric(13,3) NOT NULL, "note" text NULL, "erp_version" bigint NOT NULL, CONSTRAINT "uq_order_items_company_order_no_line_no" UNIQUE ("company", "order_no", "line_no"))`,
+		`CREATE TABLE IF NOT EXISTS "order_texts" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "lang" varchar(2) COLLATE "C" NOT NULL, "kind" integer NOT NULL, "body" varchar(80) NULL, "erp_version" bigint NOT NULL, CONSTRAINT "uq_order_texts_company_order_no_lang_kind" UNIQUE ("company", "order_no", "lang", "kind"))`,
+	})
 	if !slices.Equal(p.Statements, want) {
 		t.Fatalf("create:\n%s\nwant:\n%s", strings.Join(p.Statements, "\n"), strings.Join(want, "\n"))
 	}
 	migrateSteps(t, s, e, cloneDocument, []migrateStep{
 		{"new nullable line column", func(e *entity.Entity) {
 			e.Children[0].Columns = append(e.Children[0].Columns, entity.Column{Name: "plant", Type: typ(t, "string(4)"), Nullable: true})
-		}, []string{"ALTER TABLE `order_items` ADD COLUMN `plant` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL"}},
+		}, pick(s, []string{"ALTER TABLE `order_items` ADD COLUMN `plant` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL"},
+			[]string{`ALTER TABLE "order_items" ADD COLUMN "plant" varchar(4) NULL`})},
 		{"longer line string and wider line decimal", func(e *entity.Entity) {
 			e.Children[0].Columns[1].Type = typ(t, "string(60)")
 			e.Children[0].Columns[2].Type = typ(t, "decimal(15,4)")
-		}, []string{"ALTER TABLE `order_items` MODIFY COLUMN `material` VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, MODIFY COLUMN `quantity` DECIMAL(15,4) NOT NULL"}},
-		{"longer parent key string: in every table", func(e *entity.Entity) { e.Columns[0].Type = typ(t, "string(6)") }, []string{
+		}, pick(s, []string{"ALTER TABLE `order_items` MODIFY COLUMN `material` VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, MODIFY COLUMN `quantity` DECIMAL(15,4) NOT NULL"},
+			[]string{`ALTER TABLE "order_items" ALTER COLUMN "material" TYPE varchar(60), ALTER COLUMN "quantity" TYPE numeric(15,4)`})},
+		{"longer parent key string: in every table", func(e *entity.Entity) { e.Columns[0].Type = typ(t, "string(6)") }, pick(s, []string{
 			"ALTER TABLE `orders` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL",
 			"ALTER TABLE `order_items` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL",
 			"ALTER TABLE `order_texts` MODIFY COLUMN `company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL",
-		}},
+		}, []string{
+			`ALTER TABLE "orders" ALTER COLUMN "company" TYPE varchar(6) COLLATE "C"`,
+			`ALTER TABLE "order_items" ALTER COLUMN "company" TYPE varchar(6) COLLATE "C"`,
+			`ALTER TABLE "order_texts" ALTER COLUMN "company" TYPE varchar(6) COLLATE "C"`,
+		})},
 		{"a new child", func(e *entity.Entity) {
 			e.Children = append(e.Children, &entity.Child{Name: "notes", Key: []string{"seq"}, Columns: []entity.Column{{Name: "seq", Type: typ(t, "int32")}}})
-		}, []string{"CREATE TABLE IF NOT EXISTS `notes` (`company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `seq` INT NOT NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_notes_company_order_no_seq` (`company`, `order_no`, `seq`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"}},
+		}, pick(s, []string{"CREATE TABLE IF NOT EXISTS `notes` (`company` VARCHAR(6) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `seq` INT NOT NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_notes_company_order_no_seq` (`company`, `order_no`, `seq`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"},
+			[]string{`CREATE TABLE IF NOT EXISTS "notes" ("company" varchar(6) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "seq" integer NOT NULL, "erp_version" bigint NOT NULL, CONSTRAINT "uq_notes_company_order_no_seq" UNIQUE ("company", "order_no", "seq"))`})},
 	})
 	var def string
 	s.DB().Raw("SELECT definition FROM erpsync_entities WHERE name = 'orders'").Scan(&def)
@@ -143,18 +155,18 @@ func TestMigrateAddsRestoreCount(t *testing.T) {
 	e := orders(t)
 	migrateEntities(t, s, e)
 	insertDocument(t, s, e)
-	if err := s.DB().Exec("ALTER TABLE `orders` DROP COLUMN `restore_count`").Error; err != nil {
+	if err := s.DB().Exec("ALTER TABLE orders DROP COLUMN restore_count").Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CheckEntities(ctx, []*entity.Entity{e}); err == nil || !strings.Contains(err.Error(), "restore_count") {
 		t.Fatalf("check of a table without restore_count: %v", err)
 	}
 	p := migrateEntities(t, s, e)
-	if want := []string{"ALTER TABLE `orders` ADD COLUMN `restore_count` BIGINT NULL"}; !slices.Equal(p.Statements, want) {
+	if want := pick(s, []string{"ALTER TABLE `orders` ADD COLUMN `restore_count` BIGINT NULL"}, []string{`ALTER TABLE "orders" ADD COLUMN "restore_count" bigint NULL`}); !slices.Equal(p.Statements, want) {
 		t.Fatalf("migrate planned %q, want %q", p.Statements, want)
 	}
 	var n int64
-	if err := s.DB().Raw("SELECT COUNT(*) FROM `orders` WHERE restore_count IS NULL").Scan(&n).Error; err != nil || n == 0 {
+	if err := s.DB().Raw("SELECT COUNT(*) FROM orders WHERE restore_count IS NULL").Scan(&n).Error; err != nil || n == 0 {
 		t.Fatalf("%d rows kept, %v", n, err)
 	}
 }

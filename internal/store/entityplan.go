@@ -135,8 +135,9 @@ func definition(e *entity.Entity) (string, error) {
 // PlanEntities compares each entity with its live table and with the
 // definition the last migrate recorded, and returns what ApplyEntities
 // would run: CREATE TABLE for a new entity; ADD COLUMN for a new column;
-// MODIFY for a longer string, a wider decimal or a NOT NULL column made
-// nullable; nothing where the table matches. A change that could lose
+// MODIFY (on PostgreSQL, ALTER COLUMN ... TYPE or DROP NOT NULL) for a
+// longer string, a wider decimal or a NOT NULL column made nullable;
+// nothing where the table matches. A change that could lose
 // data is refused with a *LossyChangeError, and nothing is planned.
 func (s *Store) PlanEntities(ctx context.Context, ents []*entity.Entity) (*EntityPlan, error) {
 	// Under the migrations' lock: information_schema is not
@@ -144,7 +145,7 @@ func (s *Store) PlanEntities(ctx context.Context, ents []*entity.Entity) (*Entit
 	// moment may show only some of its columns.
 	var p *EntityPlan
 	err := s.underMigrationLock(ctx, func(conn *sql.Conn) (err error) {
-		p, err = plan(ctx, conn, ents)
+		p, err = plan(ctx, s.d, conn, ents)
 		return err
 	})
 	return p, err
@@ -158,7 +159,7 @@ func (s *Store) underMigrationLock(ctx context.Context, fn func(conn *sql.Conn) 
 		return fmt.Errorf("%w: %s", ErrUnavailable, s.conn.redact(err))
 	}
 	defer conn.Close()
-	release, err := lockMigrations(ctx, conn, s.conn.db)
+	release, err := lockMigrations(ctx, s.d, conn, s.conn.db)
 	if err != nil {
 		return err
 	}
@@ -166,9 +167,9 @@ func (s *Store) underMigrationLock(ctx context.Context, fn func(conn *sql.Conn) 
 	return fn(conn)
 }
 
-func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, error) {
+func plan(ctx context.Context, dl Dialect, q querier, ents []*entity.Entity) (*EntityPlan, error) {
 	p := &EntityPlan{Entities: ents}
-	keyColl, err := keyCollationOf(ctx, q)
+	keyColl, err := keyCollationOf(ctx, dl, q)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 	if err != nil {
 		return nil, err
 	}
-	pending, err := pendingMigrations(ctx, q, wantsBuiltin(tables))
+	pending, err := pendingMigrations(ctx, dl, q, wantsBuiltin(tables))
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 		pending[i].SQL = dialectSQL(pending[i].SQL, keyColl)
 	}
 	p.Pending = pending
-	live, err := readTables(ctx, q, tables)
+	live, err := readTables(ctx, dl, q, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +205,7 @@ func plan(ctx context.Context, q querier, ents []*entity.Entity) (*EntityPlan, e
 				}
 				t = shippedTable(builtin[0])
 			}
-			stmts, err := planTable(ctx, q, d, t, live[d.name] != nil)
+			stmts, err := planTable(ctx, dl, q, d, t, live[d.name] != nil)
 			if err != nil {
 				return nil, err
 			}
@@ -236,20 +237,26 @@ func entityTables(ents []*entity.Entity, keyColl string) (defs [][]tableDef, nam
 	return defs, names, nil
 }
 
-// planTable is the statements that bring the live table t (nil: none) to
-// d. exists says whether the table is there to read rows from.
-func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists bool) ([]string, error) {
+// planTable is the statements of dialect dl that bring the live table t
+// (nil: none) to d. exists says whether the table is there to read rows
+// from.
+func planTable(ctx context.Context, dl Dialect, q querier, d tableDef, t *liveTable, exists bool) ([]string, error) {
 	table := d.name
-	var clauses, notNull []string
+	// after are PostgreSQL's statements that follow the ALTER TABLE: an
+	// index, a json column's comment.
+	var clauses, notNull, after []string
 	for _, ch := range compare(d, t) {
 		switch ch.kind {
 		case createTable:
+			if dl == Postgres {
+				return pgCreateTable(d), nil
+			}
 			return []string{createTableSQL(d)}, nil
 		case refuse:
 			return nil, ch.lossy(table)
 		case addColumn:
 			if !ch.column.Nullable {
-				rows, err := hasRows(ctx, q, table, exists)
+				rows, err := hasRows(ctx, dl, q, table, exists)
 				if err != nil {
 					return nil, err
 				}
@@ -260,9 +267,19 @@ func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists 
 				}
 				// Added NULL, then made NOT NULL: a row written in
 				// between stops the second statement (strict mode)
-				// rather than getting '' or 0.
-				notNull = append(notNull, modifyColumnClause(ch.column))
-				ch.column.Nullable = true
+				// rather than getting '' or 0. PostgreSQL refuses a NOT
+				// NULL column on a table with rows itself.
+				if dl == MySQL {
+					notNull = append(notNull, modifyColumnClause(ch.column))
+					ch.column.Nullable = true
+				}
+			}
+			if dl == Postgres {
+				clauses = append(clauses, pgAddColumnClause(ch.column))
+				if ch.column.Type.Kind == entity.JSON {
+					after = append(after, pgJSONCommentSQL(table, ch.column.Name))
+				}
+				continue
 			}
 			clauses = append(clauses, addColumnClause(ch.column))
 		case modifyColumn:
@@ -271,7 +288,7 @@ func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists 
 				// "1.500", another lock key and event key of one
 				// record, also between the processes of a rolling
 				// deploy. Only a table without rows may change it.
-				rows, err := hasRows(ctx, q, table, exists)
+				rows, err := hasRows(ctx, dl, q, table, exists)
 				if err != nil {
 					return nil, err
 				}
@@ -281,31 +298,39 @@ func planTable(ctx context.Context, q querier, d tableDef, t *liveTable, exists 
 					return nil, ch.lossy(table)
 				}
 			}
+			if dl == Postgres {
+				clauses = append(clauses, pgModifyColumnClauses(ch.column, t.column(ch.column.Name))...)
+				continue
+			}
 			clauses = append(clauses, modifyColumnClause(ch.column))
 		case addIndex:
+			if dl == Postgres {
+				after = append(after, pgQuarantineIndex(table))
+				continue
+			}
 			clauses = append(clauses, addIndexClause(table))
 		}
 	}
 	var out []string
 	if len(clauses) > 0 {
-		out = append(out, alterTableSQL(table, clauses))
+		out = append(out, alterTableSQL(dl, table, clauses))
 	}
 	if len(notNull) > 0 {
-		out = append(out, alterTableSQL(table, notNull))
+		out = append(out, alterTableSQL(dl, table, notNull))
 	}
-	return out, nil
+	return append(out, after...), nil
 }
 
 func (ch change) lossy(table string) *LossyChangeError {
 	return &LossyChangeError{Table: table, Subject: ch.subject, File: ch.file, Database: ch.db, Loss: ch.loss, Fix: ch.fix}
 }
 
-func hasRows(ctx context.Context, q querier, table string, exists bool) (bool, error) {
+func hasRows(ctx context.Context, dl Dialect, q querier, table string, exists bool) (bool, error) {
 	if !exists {
 		return false, nil
 	}
 	var rows bool
-	if err := q.QueryRowContext(ctx, hasRowsSQL(table)).Scan(&rows); err != nil {
+	if err := q.QueryRowContext(ctx, hasRowsSQL(dl, table)).Scan(&rows); err != nil {
 		return false, fmt.Errorf("count rows of %s: %w", table, err)
 	}
 	return rows, nil
@@ -315,12 +340,12 @@ func hasRows(ctx context.Context, q querier, table string, exists bool) (bool, e
 // would run (numberedSteps), for entities that have the built-in table
 // (wantBuiltin) or not: those schema_migrations does not list (all of them
 // when it does not exist).
-func pendingMigrations(ctx context.Context, q querier, wantBuiltin bool) ([]Migration, error) {
-	ms, err := Migrations()
+func pendingMigrations(ctx context.Context, dl Dialect, q querier, wantBuiltin bool) ([]Migration, error) {
+	ms, err := MigrationsOf(dl)
 	if err != nil {
 		return nil, err
 	}
-	exists, err := hasTable(ctx, q, MembershipsTable)
+	exists, err := hasTable(ctx, dl, q, MembershipsTable)
 	if err != nil {
 		return nil, err
 	}
@@ -371,10 +396,11 @@ func readRecorded(ctx context.Context, q querier) (map[string]recordedEntity, er
 	return out, nil
 }
 
-// isNoTable reports whether err is MySQL's 1146 (ER_NO_SUCH_TABLE).
+// isNoTable reports whether err is MySQL's 1146 (ER_NO_SUCH_TABLE) or
+// PostgreSQL's 42P01 (undefined_table).
 func isNoTable(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1146
+	return errors.As(err, &me) && me.Number == 1146 || pgCode(err) == pgUndefinedTable
 }
 
 // ApplyEntities brings the entities' tables to plan's entities and records
@@ -386,12 +412,14 @@ func isNoTable(err error) bool {
 // numbered migrations are pending (run Migrate first).
 func (s *Store) ApplyEntities(ctx context.Context, p *EntityPlan) (applied *EntityPlan, err error) {
 	err = s.underMigrationLock(ctx, func(conn *sql.Conn) error {
-		applied, err = plan(ctx, conn, p.Entities)
+		applied, err = plan(ctx, s.d, conn, p.Entities)
 		switch {
 		case err != nil:
 			return err
 		case len(applied.Pending) > 0:
 			return fmt.Errorf("%w: migration %03d_%s is pending", ErrNotMigrated, applied.Pending[0].Version, applied.Pending[0].Name)
+		case s.d == Postgres:
+			return applyPostgres(ctx, conn, applied)
 		}
 		if len(applied.Statements) > 0 {
 			if err := execStrict(ctx, conn, applied.Statements); err != nil {
@@ -411,6 +439,33 @@ func (s *Store) ApplyEntities(ctx context.Context, p *EntityPlan) (applied *Enti
 		return nil, err
 	}
 	return applied, nil
+}
+
+// applyPostgres runs the statements of p and records its definitions in
+// one transaction: PostgreSQL's DDL is transactional, and strict without
+// a mode to set (execStrict has no counterpart).
+func applyPostgres(ctx context.Context, conn *sql.Conn, p *EntityPlan) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	for _, stmt := range p.Statements {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("apply %s: %w", stmt, err)
+		}
+	}
+	for _, r := range p.record {
+		_, err := tx.ExecContext(ctx, `INSERT INTO erpsync_entities (name, table_name, definition, applied_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP(3))
+ ON CONFLICT (name) DO UPDATE SET table_name = EXCLUDED.table_name, definition = EXCLUDED.definition, applied_at = EXCLUDED.applied_at`, r.name, r.table, r.definition)
+		if err != nil {
+			return fmt.Errorf("record entity %s: %w", r.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // execStrict runs stmts on conn in strict mode, and puts the session's
@@ -436,7 +491,7 @@ func execStrict(ctx context.Context, conn *sql.Conn, stmts []string) error {
 // table matches the config file: what every command that writes runs
 // before it starts. It reads every table in one query.
 func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error {
-	keyColl, err := keyCollationOf(ctx, s.sql)
+	keyColl, err := keyCollationOf(ctx, s.d, s.sql)
 	if err != nil {
 		return err
 	}
@@ -444,7 +499,7 @@ func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error 
 	if err != nil {
 		return err
 	}
-	live, err := readTables(ctx, s.sql, tables)
+	live, err := readTables(ctx, s.d, s.sql, tables)
 	if err != nil {
 		return err
 	}

@@ -213,33 +213,53 @@ func describeEntity(e *entity.Entity) string {
 
 var displayWidth = regexp.MustCompile(`^(int|bigint)\(\d+\)$`)
 
-// assertTable reads the table's columns from information_schema and
-// compares them with e's as MySQL would write the types, on its own
-// reading: every declared column and erpsync's own, nothing else.
+// assertTable reads the table's columns from information_schema (on
+// PostgreSQL, pg_attribute) and compares them with e's as the database
+// would write the types, on its own reading: every declared column and
+// erpsync's own, nothing else.
 func assertTable(t *testing.T, s *store.Store, e *entity.Entity) {
 	t.Helper()
-	sqlType := map[entity.Kind]string{entity.Text: "text", entity.Int32: "int", entity.Int64: "bigint", entity.Bool: "tinyint(1)",
+	pg := s.Dialect() == store.Postgres
+	names := map[entity.Kind]string{entity.Text: "text", entity.Int32: "int", entity.Int64: "bigint", entity.Bool: "tinyint(1)",
 		entity.Date: "date", entity.DateTime: "datetime(3)", entity.JSON: "longtext"}
+	if pg {
+		names = map[entity.Kind]string{entity.Text: "text", entity.Int32: "integer", entity.Int64: "bigint", entity.Bool: "boolean",
+			entity.Date: "date", entity.JSON: "text"}
+	}
+	typeName := func(ty entity.Type) string {
+		switch {
+		case ty.Kind == entity.String && pg:
+			return fmt.Sprintf("character varying(%d)", ty.Length)
+		case ty.Kind == entity.String:
+			return fmt.Sprintf("varchar(%d)", ty.Length)
+		case ty.Kind == entity.Decimal && pg:
+			return fmt.Sprintf("numeric(%d,%d)", ty.Precision, ty.Scale)
+		case ty.Kind == entity.Decimal:
+			return fmt.Sprintf("decimal(%d,%d)", ty.Precision, ty.Scale)
+		case ty.Kind == entity.DateTime && pg:
+			return fmt.Sprintf("timestamp(%d) with time zone", ty.Digits())
+		}
+		return names[ty.Kind]
+	}
 	want := map[string]string{}
 	for _, c := range e.Columns {
-		ty := sqlType[c.Type.Kind]
-		switch c.Type.Kind {
-		case entity.String:
-			ty = fmt.Sprintf("varchar(%d)", c.Type.Length)
-		case entity.Decimal:
-			ty = fmt.Sprintf("decimal(%d,%d)", c.Type.Precision, c.Type.Scale)
-		}
-		want[c.Name] = fmt.Sprintf("%s %v", ty, c.Nullable)
+		want[c.Name] = fmt.Sprintf("%s %v", typeName(c.Type), c.Nullable)
 	}
-	for _, own := range []string{"erp_version bigint false", "erp_updated_at datetime(3) false", "fence_token bigint false",
-		"created_at datetime(3) false", "updated_at datetime(3) false", "deleted_at datetime(3) true",
-		"quarantined_at datetime(3) true", "quarantined_version bigint true", "restore_count bigint true"} {
-		name, rest, _ := strings.Cut(own, " ")
-		want[name] = rest
+	bigint, datetime := entity.Type{Kind: entity.Int64}, entity.Type{Kind: entity.DateTime}
+	for _, own := range []entity.Column{{Name: "erp_version", Type: bigint}, {Name: "erp_updated_at", Type: datetime}, {Name: "fence_token", Type: bigint},
+		{Name: "created_at", Type: datetime}, {Name: "updated_at", Type: datetime}, {Name: "deleted_at", Type: datetime, Nullable: true},
+		{Name: "quarantined_at", Type: datetime, Nullable: true}, {Name: "quarantined_version", Type: bigint, Nullable: true},
+		{Name: "restore_count", Type: bigint, Nullable: true}} {
+		want[own.Name] = fmt.Sprintf("%s %v", typeName(own.Type), own.Nullable)
+	}
+	query := `SELECT COLUMN_NAME AS name, LOWER(COLUMN_TYPE) AS type, IS_NULLABLE AS nullable FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+	if pg {
+		query = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type, CASE WHEN attnotnull THEN 'NO' ELSE 'YES' END AS nullable
+FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`
 	}
 	var live []struct{ Name, Type, Nullable string }
-	s.DB().Raw(`SELECT COLUMN_NAME AS name, LOWER(COLUMN_TYPE) AS type, IS_NULLABLE AS nullable FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, e.TableName()).Scan(&live)
+	s.DB().Raw(query, e.TableName()).Scan(&live)
 	got := map[string]string{}
 	for _, c := range live {
 		got[c.Name] = fmt.Sprintf("%s %v", displayWidth.ReplaceAllString(c.Type, "$1"), c.Nullable == "YES")
@@ -257,8 +277,12 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 	t.Helper()
 	var names, values []string
 	var args []any
+	ident := func(name string) string { return "`" + name + "`" }
+	if s.Dialect() == store.Postgres {
+		ident = func(name string) string { return `"` + name + `"` }
+	}
 	for _, c := range e.Columns {
-		names = append(names, "`"+c.Name+"`")
+		names = append(names, ident(c.Name))
 		values = append(values, "?")
 		var v any
 		switch c.Type.Kind {
@@ -283,6 +307,9 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 			}
 		case entity.Bool:
 			v = 1
+			if s.Dialect() == store.Postgres {
+				v = true
+			}
 		case entity.Date:
 			v = "2024-02-29"
 		case entity.DateTime:
@@ -293,8 +320,8 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 		args = append(args, v)
 	}
 	names = append(names, "erp_version", "erp_updated_at", "fence_token", "created_at", "updated_at")
-	values = append(values, "1", "UTC_TIMESTAMP(3)", "1", "UTC_TIMESTAMP(3)", "UTC_TIMESTAMP(3)")
-	q := fmt.Sprintf("INSERT INTO `%s` (%s) VALUES (%s)", e.TableName(), strings.Join(names, ", "), strings.Join(values, ", "))
+	values = append(values, "1", nowSQL(s), "1", nowSQL(s), nowSQL(s))
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", ident(e.TableName()), strings.Join(names, ", "), strings.Join(values, ", "))
 	if err := s.DB().Exec(q, args...).Error; err != nil {
 		t.Fatalf("insert a full row into %s: %v", describeEntity(e), err)
 	}
@@ -304,15 +331,27 @@ func insertFull(t *testing.T, s *store.Store, e *entity.Entity, n int) {
 func rowsSum(t *testing.T, s *store.Store, e *entity.Entity) string {
 	t.Helper()
 	var cols []string
+	pg := s.Dialect() == store.Postgres
 	for _, c := range e.Columns {
 		as := "CHAR"
 		if c.Type.Kind == entity.Decimal {
 			as = "DECIMAL(65,30)" // a wider scale writes more zeros
 		}
+		if pg {
+			as = "text" // CHAR would be char(1)
+			if c.Type.Kind == entity.Decimal {
+				as = "numeric(65,30)"
+			}
+			cols = append(cols, `COALESCE(CAST(CAST("`+c.Name+`" AS `+as+`) AS text), 'NULL')`)
+			continue
+		}
 		cols = append(cols, "COALESCE(CAST(`"+c.Name+"` AS "+as+"), 'NULL')")
 	}
 	var out []string
 	q := fmt.Sprintf("SELECT CONCAT_WS('|', %s) FROM `%s` ORDER BY `k`", strings.Join(cols, ", "), e.TableName())
+	if pg {
+		q = fmt.Sprintf(`SELECT CONCAT_WS('|', %s) FROM "%s" ORDER BY "k"`, strings.Join(cols, ", "), e.TableName())
+	}
 	if err := s.DB().Raw(q).Scan(&out).Error; err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,11 @@ func TestKeysCompareExactly(t *testing.T) {
 	}
 	var n int64
 	var distinct int64
-	if err := s.DB().Raw("SELECT COUNT(*), COUNT(DISTINCT code, part) FROM code_parts").Row().Scan(&n, &distinct); err != nil || n != 9 || distinct != 9 {
+	count := "SELECT COUNT(*), COUNT(DISTINCT code, part) FROM code_parts"
+	if s.Dialect() == store.Postgres {
+		count = "SELECT COUNT(*), COUNT(DISTINCT (code, part)) FROM code_parts"
+	}
+	if err := s.DB().Raw(count).Row().Scan(&n, &distinct); err != nil || n != 9 || distinct != 9 {
 		t.Errorf("lines: %d rows, %d distinct (%v), want 9", n, distinct, err)
 	}
 	var evKeys []string
@@ -105,7 +109,7 @@ func TestMigrateMakesKeysExact(t *testing.T) {
 // customersKeyed is a migrated customers table with the row (1000, C1),
 // its customer column then made of collation coll.
 func customersKeyed(t *testing.T, coll string) (*store.Store, *entity.Entity) {
-	s := setup(t)
+	s, _ := mysqlStore(t) // MySQL's collations
 	e := customers(t)
 	migrateEntities(t, s, e)
 	insertCustomer(t, s, "1000", "C1")
@@ -138,7 +142,7 @@ func TestDecimalKeyScale(t *testing.T) {
 	}
 	e = widen("decimal(11,3)") // an empty table: its scale may change
 	migrateEntities(t, s, e)
-	if err := s.DB().Exec("INSERT INTO prices (amount, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES (1.5, 1, UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))").Error; err != nil {
+	if err := s.DB().Exec(strings.ReplaceAll("INSERT INTO prices (amount, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES (1.5, 1, NOW, 1, NOW, NOW)", "NOW", nowSQL(s))).Error; err != nil {
 		t.Fatal(err)
 	}
 	migrateEntities(t, s, widen("decimal(14,3)"))

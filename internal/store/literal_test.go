@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,20 @@ func TestLiteralValuesRoundTrip(t *testing.T) {
 		"\u00c2\\", // the byte a GBK lead byte would swallow, after a multi-byte one
 	}
 	base, dsn := testenv.MigratedStore(t)
-	for _, mode := range []struct{ name, params string }{
+	modes := []struct{ name, params string }{
 		{"default", ""},
 		{"NO_BACKSLASH_ESCAPES", "&sql_mode=" + url.QueryEscape("'NO_BACKSLASH_ESCAPES,STRICT_TRANS_TABLES'")},
 		{"ANSI_QUOTES", "&sql_mode=" + url.QueryEscape("'ANSI_QUOTES,STRICT_TRANS_TABLES'")},
 		{"latin1 connection", "&charset=latin1"},
-	} {
+	}
+	if base.Dialect() == store.Postgres {
+		// PostgreSQL has no such modes, and its text holds no NUL: the
+		// sync quarantines a record with one (erp.SplitUnstorableIn).
+		modes = modes[:1]
+		hostile = slices.DeleteFunc(hostile, func(s string) bool { return strings.ContainsRune(s, 0) })
+		hostile = append(hostile, `E'\x41'`, "$$dollar$$", "U&'\0041'")
+	}
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()
 			st, err := store.Open(ctx, dsn+mode.params, nil)

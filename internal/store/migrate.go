@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
@@ -27,9 +29,18 @@ type Migration struct {
 
 var migrationName = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
 
-// Migrations lists the embedded up-migrations in version order.
-func Migrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(migrations.FS, ".")
+// Migrations lists the embedded up-migrations of MySQL in version order.
+// PostgreSQL's (MigrationsOf) have the same versions and names.
+func Migrations() ([]Migration, error) { return MigrationsOf(MySQL) }
+
+// MigrationsOf lists the embedded up-migrations of dialect d in version
+// order.
+func MigrationsOf(d Dialect) ([]Migration, error) {
+	dir := "."
+	if d == Postgres {
+		dir = migrations.PostgresDir
+	}
+	entries, err := fs.ReadDir(migrations.FS, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
@@ -40,7 +51,7 @@ func Migrations() ([]Migration, error) {
 			continue
 		}
 		v, _ := strconv.Atoi(m[1])
-		body, err := fs.ReadFile(migrations.FS, e.Name())
+		body, err := fs.ReadFile(migrations.FS, path.Join(dir, e.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
@@ -93,7 +104,8 @@ type MigrateResult struct {
 // Migrate creates the database named in dsn when it is missing and applies
 // the embedded migrations not yet recorded in schema_migrations, for the
 // built-in entity. Several instances may call it at once: they serialise
-// on a MySQL named lock (GET_LOCK), and every statement is idempotent.
+// on the migration lock (lockMigrations), and every statement is
+// idempotent. A postgres:// or key=value DSN migrates PostgreSQL.
 func Migrate(ctx context.Context, dsn string) (*MigrateResult, error) {
 	return MigrateWith(ctx, dsn, nil, []*entity.Entity{entity.Memberships()})
 }
@@ -103,62 +115,33 @@ func Migrate(ctx context.Context, dsn string) (*MigrateResult, error) {
 // table run only when one of ents has that table or the database has it
 // already (numberedSteps).
 func MigrateWith(ctx context.Context, dsn string, opt *Options, ents []*entity.Entity) (*MigrateResult, error) {
-	cfg, err := ParseDSN(dsn)
-	if err != nil {
-		return nil, err
+	var s *Store
+	var res *MigrateResult
+	var err error
+	if DialectOf(dsn) == Postgres {
+		s, res, err = createPostgres(ctx, dsn, opt)
+	} else {
+		s, res, err = createMySQL(ctx, dsn, opt)
 	}
-	o := Options{MaxOpenConns: 2, PingTimeout: cfg.Timeout}
-	if opt != nil {
-		o.TLS = opt.TLS
-	}
-	res := &MigrateResult{Database: cfg.DBName}
-
-	// Create the database through a connection that names none.
-	admin := cfg.Clone()
-	admin.DBName = ""
-	as, err := open(ctx, admin, o)
-	if err != nil {
-		return nil, err
-	}
-	var n int64
-	if err := as.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", cfg.DBName).Scan(&n).Error; err != nil {
-		as.Close()
-		return nil, fmt.Errorf("look up database: %w", err)
-	}
-	if n == 0 {
-		err := as.db.WithContext(ctx).Exec(CreateDatabaseSQL(cfg.DBName)).Error
-		if err != nil {
-			as.Close()
-			return nil, fmt.Errorf("create database %s: %w", cfg.DBName, err)
-		}
-		res.CreatedDatabase = true
-	}
-	as.Close()
-
-	s, err := open(ctx, cfg, o)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	ms, err := Migrations()
+	ms, err := MigrationsOf(s.d)
 	if err != nil {
 		return nil, err
 	}
 	err = s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		release, err := lockMigrations(ctx, conn.Statement.ConnPool, cfg.DBName)
+		release, err := lockMigrations(ctx, s.d, conn.Statement.ConnPool, res.Database)
 		if err != nil {
 			return err
 		}
 		defer release()
 
-		if err := conn.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-  version    INT NOT NULL PRIMARY KEY,
-  name       VARCHAR(255) NOT NULL,
-  applied_at DATETIME(3) NOT NULL
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`).Error; err != nil {
+		if err := conn.Exec(schemaMigrationsSQL(s.d)).Error; err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
-		keyColl, err := keyCollationOf(ctx, conn.Statement.ConnPool)
+		keyColl, err := keyCollationOf(ctx, s.d, conn.Statement.ConnPool)
 		if err != nil {
 			return err
 		}
@@ -177,21 +160,16 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options, ents []*entity.E
 		if err != nil {
 			return err
 		}
-		exists, err := hasTable(ctx, conn.Statement.ConnPool, MembershipsTable)
+		exists, err := hasTable(ctx, s.d, conn.Statement.ConnPool, MembershipsTable)
 		if err != nil {
 			return err
 		}
 		for _, m := range numberedSteps(ms, applied, wantsBuiltin(tables), exists) {
-			for _, stmt := range statements(dialectSQL(m.SQL, keyColl)) {
-				if err := conn.Exec(stmt).Error; err != nil && !alreadyApplied(err) {
-					return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
-				}
+			if err := applyMigration(conn, s.d, m, keyColl, !applied[m.Version]); err != nil {
+				return err
 			}
 			if applied[m.Version] {
 				continue
-			}
-			if err := conn.Exec("INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))", m.Version, m.Name).Error; err != nil {
-				return fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
 			}
 			res.Applied = append(res.Applied, m)
 			res.Current = m.Version
@@ -204,20 +182,191 @@ func MigrateWith(ctx context.Context, dsn string, opt *Options, ents []*entity.E
 	return res, nil
 }
 
+// createMySQL creates the MySQL database of dsn when it is missing, and
+// opens it.
+func createMySQL(ctx context.Context, dsn string, opt *Options) (*Store, *MigrateResult, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := Options{MaxOpenConns: 2, PingTimeout: cfg.Timeout}
+	if opt != nil {
+		o.TLS = opt.TLS
+	}
+	res := &MigrateResult{Database: cfg.DBName}
+
+	// Create the database through a connection that names none.
+	admin := cfg.Clone()
+	admin.DBName = ""
+	as, err := open(ctx, admin, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	var n int64
+	if err := as.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", cfg.DBName).Scan(&n).Error; err != nil {
+		as.Close()
+		return nil, nil, fmt.Errorf("look up database: %w", err)
+	}
+	if n == 0 {
+		err := as.db.WithContext(ctx).Exec(CreateDatabaseSQL(cfg.DBName)).Error
+		if err != nil {
+			as.Close()
+			return nil, nil, fmt.Errorf("create database %s: %w", cfg.DBName, err)
+		}
+		res.CreatedDatabase = true
+	}
+	as.Close()
+
+	s, err := open(ctx, cfg, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, res, nil
+}
+
+// createPostgres opens the PostgreSQL database of dsn, and creates it
+// first when the server has none of that name (3D000), through a
+// connection to the server's "postgres" database: a database that exists
+// is migrated without one. Two migrates that create it at once both go
+// on: the one whose CREATE DATABASE lost finds it there.
+func createPostgres(ctx context.Context, dsn string, opt *Options) (*Store, *MigrateResult, error) {
+	cfg, err := ParsePostgresDSN(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := Options{MaxOpenConns: 2, PingTimeout: cfg.ConnectTimeout}
+	if opt != nil {
+		o.TLS = opt.TLS
+	}
+	res := &MigrateResult{Database: cfg.Database}
+	s, err := openPostgres(ctx, cfg, o)
+	if !errors.Is(err, ErrNoDatabase) {
+		return s, res, err
+	}
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	as, err := openPostgres(ctx, admin, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, cerr := as.sql.ExecContext(ctx, CreateDatabaseSQLFor(Postgres, cfg.Database))
+	if cerr == nil {
+		res.CreatedDatabase = true
+	} else {
+		var n int64
+		if err := as.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_database WHERE datname = $1", cfg.Database).Scan(&n); err != nil {
+			as.Close()
+			return nil, nil, fmt.Errorf("look up database: %w", err)
+		}
+		if n == 0 {
+			as.Close()
+			return nil, nil, fmt.Errorf("create database %s: %s", cfg.Database, as.conn.redact(cerr))
+		}
+	}
+	as.Close()
+	s, err = openPostgres(ctx, cfg, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, res, nil
+}
+
+// schemaMigrationsSQL creates the bookkeeping table of the numbered
+// migrations.
+func schemaMigrationsSQL(d Dialect) string {
+	if d == Postgres {
+		return `CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    integer NOT NULL PRIMARY KEY,
+  name       varchar(255) NOT NULL,
+  applied_at timestamptz(3) NOT NULL
+)`
+	}
+	return `CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    INT NOT NULL PRIMARY KEY,
+  name       VARCHAR(255) NOT NULL,
+  applied_at DATETIME(3) NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
+}
+
+// applyMigration runs the statements of m on conn and, when record says
+// so, its row in schema_migrations. On MySQL each statement commits on its
+// own, and one whose change is in place already (alreadyApplied) is
+// passed; on PostgreSQL, whose DDL is transactional, the statements and
+// the row commit together or not at all, and every statement of its
+// migrations is idempotent (IF NOT EXISTS).
+func applyMigration(conn *gorm.DB, d Dialect, m Migration, keyColl string, record bool) error {
+	run := func(tx *gorm.DB) error {
+		for _, stmt := range statements(dialectSQL(m.SQL, keyColl)) {
+			if err := tx.Exec(stmt).Error; err != nil && (d == Postgres || !alreadyApplied(err)) {
+				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
+			}
+		}
+		if !record {
+			return nil
+		}
+		insert := "INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))"
+		if d == Postgres {
+			insert = "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, CURRENT_TIMESTAMP(3)) ON CONFLICT (version) DO NOTHING"
+		}
+		if err := tx.Exec(insert, m.Version, m.Name).Error; err != nil {
+			return fmt.Errorf("record migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		return nil
+	}
+	if d == Postgres {
+		return conn.Transaction(run)
+	}
+	return run(conn)
+}
+
 // lockMigrations takes the migration lock of database db on the
-// connection q: a MySQL named lock (GET_LOCK), held until release or until
-// the connection ends. Migrate and ApplyEntities take it, so that several
-// instances migrating at once take turns.
-func lockMigrations(ctx context.Context, q querier, db string) (release func(), err error) {
+// connection q, held until release or until the connection ends: a MySQL
+// named lock (GET_LOCK), or a PostgreSQL session advisory lock. Migrate
+// and ApplyEntities take it, so that several instances migrating at once
+// take turns. Either waits 60s at most.
+func lockMigrations(ctx context.Context, d Dialect, q querier, db string) (release func(), err error) {
 	name := "erpsync_migrate:" + db
+	if d == Postgres {
+		return lockMigrationsPostgres(ctx, q, name)
+	}
 	var got sql.NullInt64
 	if err := q.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", name).Scan(&got); err != nil {
 		return nil, fmt.Errorf("take migration lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return nil, errors.New("take migration lock: timed out after 60s (another migrate is running?)")
+		return nil, errMigrationLockTimeout
 	}
 	return func() { _, _ = q.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", name) }, nil
+}
+
+var errMigrationLockTimeout = errors.New("take migration lock: timed out after 60s (another migrate is running?)")
+
+// lockMigrationsPostgres takes the session advisory lock of name (its
+// 64-bit hash; advisory locks are per database), trying again until 60s
+// have passed: pg_advisory_lock would wait without a bound.
+func lockMigrationsPostgres(ctx context.Context, q querier, name string) (release func(), err error) {
+	deadline := time.Now().Add(60 * time.Second)
+	wait := 10 * time.Millisecond
+	for {
+		var got bool
+		if err := q.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name).Scan(&got); err != nil {
+			return nil, fmt.Errorf("take migration lock: %w", err)
+		}
+		if got {
+			return func() {
+				_, _ = q.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtextextended($1, 0))", name)
+			}, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errMigrationLockTimeout
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("take migration lock: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 250*time.Millisecond)
+	}
 }
 
 // alreadyApplied reports whether err says that a statement's change is in
@@ -233,14 +382,14 @@ func alreadyApplied(err error) bool {
 // CheckSchema returns ErrNotMigrated unless every embedded migration has
 // been applied.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	ms, err := Migrations()
+	ms, err := MigrationsOf(s.d)
 	if err != nil {
 		return err
 	}
 	var current *int
 	err = s.db.WithContext(ctx).Raw("SELECT MAX(version) FROM schema_migrations").Scan(&current).Error
 	if err != nil {
-		if strings.Contains(err.Error(), "1146") || strings.Contains(err.Error(), "doesn't exist") {
+		if pgCode(err) == pgUndefinedTable || strings.Contains(err.Error(), "1146") || strings.Contains(err.Error(), "doesn't exist") {
 			return ErrNotMigrated
 		}
 		return fmt.Errorf("read schema version: %w", err)

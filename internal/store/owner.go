@@ -47,8 +47,13 @@ func (s *Store) ClaimTable(ctx context.Context, table, job string) error {
 	// claims at once queue rather than deadlock (an upsert's exclusive
 	// locks would). The job name fits: the syncer takes 150 characters at
 	// most.
-	err := s.db.WithContext(ctx).Exec("INSERT IGNORE INTO sync_table_owners (table_name, job, claimed_at) VALUES (?, ?, UTC_TIMESTAMP(3))",
-		table, job).Error
+	// PostgreSQL's ON CONFLICT DO NOTHING waits for a claim in flight and
+	// then does nothing: no deadlock either.
+	query := "INSERT IGNORE INTO sync_table_owners (table_name, job, claimed_at) VALUES (?, ?, UTC_TIMESTAMP(3))"
+	if s.d == Postgres {
+		query = "INSERT INTO sync_table_owners (table_name, job, claimed_at) VALUES (?, ?, CURRENT_TIMESTAMP(3)) ON CONFLICT DO NOTHING"
+	}
+	err := s.db.WithContext(ctx).Exec(query, table, job).Error
 	if err != nil {
 		return fmt.Errorf("claim table %s: %w", table, err)
 	}
@@ -73,8 +78,13 @@ func (s *Store) TakeTable(ctx context.Context, table, job string) (prev Owner, o
 	if err != nil {
 		return Owner{}, false, err
 	}
-	_, err = s.execRetrying(ctx, `INSERT INTO sync_table_owners (table_name, job, claimed_at) VALUES (?, ?, UTC_TIMESTAMP(3))
- ON DUPLICATE KEY UPDATE job = VALUES(job), claimed_at = VALUES(claimed_at)`, table, job)
+	query := `INSERT INTO sync_table_owners (table_name, job, claimed_at) VALUES (?, ?, UTC_TIMESTAMP(3))
+ ON DUPLICATE KEY UPDATE job = VALUES(job), claimed_at = VALUES(claimed_at)`
+	if s.d == Postgres {
+		query = `INSERT INTO sync_table_owners (table_name, job, claimed_at) VALUES (?, ?, CURRENT_TIMESTAMP(3))
+ ON CONFLICT (table_name) DO UPDATE SET job = EXCLUDED.job, claimed_at = EXCLUDED.claimed_at`
+	}
+	_, err = s.execRetrying(ctx, query, table, job)
 	if err != nil {
 		return Owner{}, false, fmt.Errorf("take table %s: %w", table, err)
 	}

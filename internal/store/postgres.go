@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -100,7 +101,7 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 		cfg.Fallbacks = nil
 	}
 	info := connInfo{addr: pgAddr(cfg), db: cfg.Database, password: cfg.Password}
-	pool := stdlib.OpenDB(*cfg)
+	pool := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(utcTimes))
 	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
 	defer cancel()
 	if err := pool.PingContext(pctx); err != nil {
@@ -120,10 +121,19 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 	pool.SetMaxOpenConns(o.MaxOpenConns)
 	pool.SetMaxIdleConns(o.MaxOpenConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
-	// Events are recorded with a multi-row INSERT: COPY has no ON CONFLICT,
-	// and the outbox's UNIQUE index must drop a change recorded twice.
-	rec := outbox.NewInsertRecorder()
+	// Events are recorded with PostgreSQL's INSERT ... ON CONFLICT DO
+	// NOTHING: COPY has no ON CONFLICT, and the outbox's UNIQUE index
+	// must drop a change recorded twice.
+	rec := outbox.NewPostgresRecorder()
 	return &Store{db: db, sql: pool, d: Postgres, conn: info, rec: rec, t: memberships.in(Postgres)}, nil
+}
+
+// utcTimes makes a connection read timestamptz values in time.UTC, as
+// MySQL's DATETIME reads with loc=UTC: pgx reads them in an unnamed zone
+// of offset 0, which prints "+00:00" where a time.UTC prints "Z".
+func utcTimes(_ context.Context, c *pgx.Conn) error {
+	c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+	return nil
 }
 
 // pgUnavailable translates a failure to reach PostgreSQL within bound:

@@ -17,6 +17,12 @@ type Quarantined struct {
 	Payload []byte
 }
 
+// quarantineRow is a record to quarantine and its payload's hash.
+type quarantineRow struct {
+	hash string
+	q    Quarantined
+}
+
 // Quarantine stores invalid records with their reason and raw payload. A
 // payload already quarantined is counted again, not stored twice.
 func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quarantined) error {
@@ -27,16 +33,15 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 	// Several instances quarantine the same replayed payloads at once, and
 	// concurrent upserts on one unique index can deadlock in InnoDB: write
 	// in hash order, and retry a deadlock or a lock wait timeout.
-	type row struct {
-		hash string
-		q    Quarantined
-	}
-	rows := make([]row, len(qs))
+	rows := make([]quarantineRow, len(qs))
 	for i, q := range qs {
 		sum := sha256.Sum256(q.Payload)
-		rows[i] = row{hex.EncodeToString(sum[:]), q}
+		rows[i] = quarantineRow{hex.EncodeToString(sum[:]), q}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].hash < rows[j].hash })
+	if s.d == Postgres {
+		return s.quarantinePostgres(ctx, job, runID, now, len(qs), rows)
+	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO quarantined_records (payload_hash, job, run_id, erp_id, reason, payload, seen_count, first_seen, last_seen) VALUES ")
 	args := make([]any, 0, len(qs)*8)
@@ -46,19 +51,59 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 			b.WriteByte(',')
 		}
 		b.WriteString("(?,?,?,?,?,?,1,?,?)")
-		var id any
-		if q.ErpID != "" {
-			id = truncate(strings.ToValidUTF8(q.ErpID, "?"), 255)
-		}
-		payload := q.Payload
-		if payload == nil {
-			payload = []byte{} // NOT NULL: an empty payload is still a quarantined record
-		}
-		args = append(args, r.hash, job, runID, id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), payload, now, now)
+		id, reason, payload := quarantineValues(q)
+		args = append(args, r.hash, job, runID, id, reason, payload, now, now)
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE seen_count = seen_count + 1, last_seen = VALUES(last_seen), run_id = VALUES(run_id)")
 	if _, err := s.execRetrying(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("quarantine %d records: %w", len(qs), err)
+	}
+	return nil
+}
+
+// quarantineValues are the erp_id (nil: none), reason and payload columns
+// of q.
+func quarantineValues(q Quarantined) (id any, reason string, payload []byte) {
+	if q.ErpID != "" {
+		id = truncate(strings.ToValidUTF8(q.ErpID, "?"), 255)
+	}
+	payload = q.Payload
+	if payload == nil {
+		payload = []byte{} // NOT NULL: an empty payload is still a quarantined record
+	}
+	return id, truncate(strings.ToValidUTF8(q.Reason, "?"), 1024), payload
+}
+
+// quarantinePostgres is Quarantine's upsert on PostgreSQL, of rows in hash
+// order. ON CONFLICT DO UPDATE refuses a batch that carries one key twice:
+// a payload the batch holds n times is one row with seen_count n (the
+// first copy's erp_id and reason), which counts as MySQL's n rows do.
+func (s *Store) quarantinePostgres(ctx context.Context, job, runID string, now time.Time, n int, rows []quarantineRow) error {
+	var b strings.Builder
+	b.WriteString("INSERT INTO quarantined_records (payload_hash, job, run_id, erp_id, reason, payload, seen_count, first_seen, last_seen) VALUES ")
+	args := make([]any, 0, len(rows)*9)
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].hash == rows[i].hash {
+			j++
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?)")
+		id, reason, payload := quarantineValues(rows[i].q)
+		// PostgreSQL's text holds no U+0000: an erp_id or reason with one
+		// is kept readable (the payload, bytea, keeps it).
+		if text, ok := id.(string); ok {
+			id = strings.ReplaceAll(text, "\x00", "?")
+		}
+		reason = strings.ReplaceAll(reason, "\x00", "?")
+		args = append(args, rows[i].hash, job, runID, id, reason, payload, int64(j-i), now, now)
+		i = j
+	}
+	b.WriteString(" ON CONFLICT (payload_hash) DO UPDATE SET seen_count = quarantined_records.seen_count + EXCLUDED.seen_count, last_seen = EXCLUDED.last_seen, run_id = EXCLUDED.run_id")
+	if _, err := s.execRetrying(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("quarantine %d records: %w", n, err)
 	}
 	return nil
 }
@@ -77,7 +122,7 @@ func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
 // valid data.
 func (s *Store) QuarantinedRows(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM " + quoteIdent(s.t.name) + " WHERE quarantined_at IS NOT NULL AND deleted_at IS NULL").Scan(&n).Error; err != nil {
+	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM " + s.d.ident(s.t.name) + " WHERE quarantined_at IS NOT NULL AND deleted_at IS NULL").Scan(&n).Error; err != nil {
 		return 0, fmt.Errorf("count quarantined rows: %w", err)
 	}
 	return n, nil

@@ -13,11 +13,52 @@ import (
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
-func testDSN(t testing.TB) string { return testenv.MySQLDSN(t) }
+// testDSN is a fresh database of the matrix (testenv.DSN).
+func testDSN(t testing.TB) string { return testenv.DSN(t) }
 
 func setup(t *testing.T) *store.Store {
 	s, _ := testenv.MigratedStore(t)
 	return s
+}
+
+// pick is my on MySQL, pg on PostgreSQL: the statements a test expects
+// of s's dialect.
+func pick(s *store.Store, my, pg []string) []string {
+	if s.Dialect() == store.Postgres {
+		return pg
+	}
+	return my
+}
+
+// nowSQL is the database's clock in UTC to the millisecond, in s's
+// dialect: for rows a test writes by hand.
+func nowSQL(s *store.Store) string {
+	if s.Dialect() == store.Postgres {
+		return "CURRENT_TIMESTAMP(3)"
+	}
+	return "UTC_TIMESTAMP(3)"
+}
+
+// mysqlStore is MigratedStore on MySQL whatever the matrix says: for the
+// tests of what only MySQL has (collations, sql_mode).
+func mysqlStore(t *testing.T) (*store.Store, string) {
+	t.Helper()
+	return migratedStore(t, testenv.MySQLDSN(t))
+}
+
+// migratedStore migrates the database of dsn and opens it.
+func migratedStore(t *testing.T, dsn string) (*store.Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	s, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dsn
 }
 
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
@@ -159,7 +200,11 @@ func TestGuardedWrites(t *testing.T) {
 // was as affected.
 func TestCheckpointFencing(t *testing.T) {
 	t.Parallel()
-	for _, foundRows := range []bool{false, true} {
+	foundRows := []bool{false, true}
+	if testenv.Postgres() {
+		foundRows = foundRows[:1] // a go-sql-driver setting
+	}
+	for _, foundRows := range foundRows {
 		t.Run(fmt.Sprintf("clientFoundRows=%v", foundRows), func(t *testing.T) {
 			t.Parallel()
 			_, dsn := testenv.MigratedStore(t)
@@ -295,5 +340,82 @@ func TestQuarantineConcurrently(t *testing.T) {
 	}
 	if n, _ := s.QuarantineCount(ctx); n != 20 {
 		t.Fatalf("quarantine count %d, want 20", n)
+	}
+}
+
+// A batch that carries one payload twice stores it once, seen twice: on
+// PostgreSQL, whose upsert refuses a batch with one key twice, as on MySQL.
+func TestQuarantineDuplicateInBatch(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	dup := store.Quarantined{ErpID: "X", Reason: "bad", Payload: []byte(`{"erp_id":"X"}`)}
+	other := store.Quarantined{ErpID: "Y", Reason: "bad", Payload: []byte(`{"erp_id":"Y"}`)}
+	for round, want := range []int64{2, 4} {
+		if err := s.Quarantine(ctx, "j", fmt.Sprint("r", round), []store.Quarantined{dup, other, dup}); err != nil {
+			t.Fatal(err)
+		}
+		var seen []int64
+		if err := s.DB().Raw("SELECT seen_count FROM quarantined_records ORDER BY erp_id").Scan(&seen).Error; err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(seen, []int64{want, want / 2}) {
+			t.Fatalf("round %d: seen_count %v, want [%d %d]", round, seen, want, want/2)
+		}
+	}
+}
+
+// The deletion guard's window sums the deletions of the job's reconciles
+// since a time, forced ones not counted; a checkpoint reset obeys the
+// fence; QuarantinedRows counts the live rows marked.
+func TestDeletedSinceResetAndMarkedRows(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)
+	for i, r := range []store.Run{
+		{RunID: "old", Mode: "reconcile", StartedAt: t0.Add(-time.Hour), Counters: store.Counters{Deleted: 100}},
+		{RunID: "a", Mode: "reconcile", StartedAt: t0, Counters: store.Counters{Deleted: 3}},
+		{RunID: "forced", Mode: "reconcile", StartedAt: t0.Add(time.Minute), Forced: true, Counters: store.Counters{Deleted: 50}},
+		{RunID: "b", Mode: "reconcile", StartedAt: t0.Add(2 * time.Minute), Counters: store.Counters{Deleted: 4}},
+		{RunID: "run", Mode: "run", StartedAt: t0.Add(3 * time.Minute), Counters: store.Counters{Deleted: 1000}},
+	} {
+		r.Job, r.Status, r.Host, r.PID = "j", store.StatusSucceeded, "h", i
+		if err := s.StartRun(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.ReconcileDeletedSince(ctx, "j", "reconcile", t0); err != nil || n != 7 {
+		t.Fatalf("deleted since: %d, %v; want 7", n, err)
+	}
+	if n, err := s.ReconcileDeletedSince(ctx, "other", "reconcile", t0); err != nil || n != 0 {
+		t.Fatalf("deleted since, another job: %d, %v; want 0", n, err)
+	}
+
+	if err := s.SaveCheckpoint(ctx, "w", t0, 10, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ResetCheckpoint(ctx, "w", 9, "r0"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _ := s.Checkpoint(ctx, "w"); !cp.Position.Equal(t0) {
+		t.Fatalf("an older token reset the checkpoint: %+v", cp)
+	}
+	if err := s.ResetCheckpoint(ctx, "w", 10, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _ := s.Checkpoint(ctx, "w"); !cp.Position.Equal(store.CheckpointStart) || cp.RunID != "r2" {
+		t.Fatalf("reset: %+v, want at %s", cp, store.CheckpointStart)
+	}
+
+	for _, row := range []struct{ id, marked, deleted string }{{"A", nowSQL(s), "NULL"}, {"B", nowSQL(s), nowSQL(s)}, {"C", "NULL", "NULL"}} {
+		err := s.DB().Exec(`INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token,
+ created_at, updated_at, quarantined_at, deleted_at) VALUES (?, 'U', 'P', 'ACTIVE', `+nowSQL(s)+`, 1, `+nowSQL(s)+`, 1, `+nowSQL(s)+`, `+nowSQL(s)+`, `+row.marked+`, `+row.deleted+`)`, row.id).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.QuarantinedRows(ctx); err != nil || n != 1 {
+		t.Fatalf("quarantined rows: %d, %v; want 1 (A: B is deleted, C unmarked)", n, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -42,15 +43,22 @@ const partsPerFetcher = 4
 
 // Plan splits the window [since, until) for n fetchers: one part when n
 // is 1 or the window holds a page or less; else parts of the feed's own
-// count (Counter) of at most total/(4n) records and never less than a
-// page: the range cut into n pieces of equal time, each counted, and each
-// piece that holds more cut again while it is wider than a millisecond (a
-// dense day, a busy hour), neighbours that together hold no more merged. A part whose range
+// count (Counter) of about target = total/(4n) records, at most one and a
+// half times that, and never less than a page: the range cut into as many
+// pieces of equal time as the count says it holds targets (4n at first),
+// each counted, and each piece that holds more cut again the same way
+// while it is wider than a millisecond (a dense day, a busy hour),
+// neighbours that together hold no more merged. Every round of counts is
+// a round trip to the ERP before the first page: cutting a range into as
+// many pieces as it needs at once, not in halves or n-ths, keeps them few,
+// and the slack above the target keeps a piece a little over it from
+// being cut again. A part whose range
 // cannot be split (every record at one time) stays one part, paged on its
 // own keyset. Without a count the range is cut into 4n parts of equal
 // time, as when a count fails after its retries (the window's or a
-// piece's). A window open at the start begins at the feed's first record (one
-// page of one record is read to learn it); one open at the end is cut up
+// piece's). The cuts begin at the window's first record (one page of one
+// record is read to learn it, at the same time as the window's count); a
+// window open at the end is cut up
 // to now, its last part staying open. The parts cover the window exactly,
 // in order. seen is that page of one record, when it was read: a record
 // of the first part, which its reader may take as read.
@@ -65,21 +73,39 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 		return one, nil
 	}
 	from, to := since, until
-	if from.IsZero() {
-		p, err := src.Page(ctx, erp.Query{Since: since, Until: until, Limit: 1})
-		if err != nil {
-			return nil, fmt.Errorf("plan the parts: first record: %w", err)
-		}
-		*seen = p
-		switch {
-		case len(p.Records) > 0:
-			from = p.Records[0].UpdatedAt
-		case len(p.Invalid) > 0:
-			from = p.Invalid[0].UpdatedAt
-		}
-		if from.IsZero() {
-			return one, nil
-		}
+	c, counts := src.(Counter)
+	var total int64
+	countErr := errors.ErrUnsupported
+	// The window's count and its first record at once: two round trips
+	// in the time of one.
+	var counted sync.WaitGroup
+	if counts {
+		counted.Add(1)
+		go func() {
+			defer counted.Done()
+			total, countErr = c.Count(ctx, since, until)
+		}()
+	}
+	defer counted.Wait()
+	// The window's first record: where its records start, which a window
+	// since 2000 says nothing of.
+	p, err := src.Page(ctx, erp.Query{Since: since, Until: until, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("plan the parts: first record: %w", err)
+	}
+	*seen = p
+	var first time.Time
+	switch {
+	case len(p.Records) > 0:
+		first = p.Records[0].UpdatedAt
+	case len(p.Invalid) > 0:
+		first = p.Invalid[0].UpdatedAt
+	}
+	if first.IsZero() {
+		return one, nil
+	}
+	if first.After(from) {
+		from = first
 	}
 	if to.IsZero() {
 		to = time.Now()
@@ -90,13 +116,8 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 		return one, nil
 	}
 	whole := Part{Since: since, Until: until, from: from, to: to, n: -1}
-	c, ok := src.(Counter)
-	var total int64
-	err := errors.ErrUnsupported
-	if ok {
-		total, err = c.Count(ctx, since, until)
-	}
-	if err != nil {
+	counted.Wait()
+	if err := countErr; err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("plan the parts: count: %w", err)
 		}
@@ -107,8 +128,8 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 	}
 	whole.n = total
 	target := max(int64(pageSize), (total+int64(n*partsPerFetcher)-1)/int64(n*partsPerFetcher))
-	sp := splitter{c: c, target: target, ways: max(n, 2), sem: make(chan struct{}, n)}
-	parts, err := sp.split(ctx, whole)
+	sp := splitter{c: c, target: target, ways: n * partsPerFetcher, sem: make(chan struct{}, 2*n)}
+	parts, err := sp.split(ctx, whole, geometricCuts)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, fmt.Errorf("plan the parts: count: %w", err)
@@ -117,13 +138,17 @@ func plan(ctx context.Context, src Pager, since, until time.Time, n, pageSize in
 		// their sizes.
 		return evenParts(whole, n*partsPerFetcher), nil
 	}
-	return merge(parts, target), nil
+	return merge(parts, slack(target)), nil
 }
 
+// slack is the most a part of a target holds: one and a half times it.
+func slack(target int64) int64 { return target + target/2 }
+
 // splitter cuts parts by time while the count says they are too large,
-// each into ways pieces of equal time (a search for where the records
-// are that narrows a range ways times a round of counts, not twice), with
-// at most cap(sem) counts at once.
+// each into as many pieces of equal time as it holds targets, at most
+// ways (a search for where the records are that narrows a range that many
+// times a round of counts, not twice), with at most cap(sem) counts at
+// once.
 type splitter struct {
 	c      Counter
 	target int64
@@ -131,14 +156,15 @@ type splitter struct {
 	sem    chan struct{}
 }
 
-func (sp *splitter) split(ctx context.Context, p Part) ([]Part, error) {
-	if p.n <= sp.target {
+func (sp *splitter) split(ctx context.Context, p Part, cutAt func(p Part, i, ways int) time.Time) ([]Part, error) {
+	if p.n <= slack(sp.target) {
 		return []Part{p}, nil
 	}
+	ways := int(min(int64(sp.ways), max(2, (p.n+sp.target-1)/sp.target)))
 	// The pieces' bounds: p's own at the ends, whole milliseconds between.
 	cuts := []time.Time{p.from}
-	for i := 1; i < sp.ways; i++ {
-		cut := p.from.Add(p.to.Sub(p.from) / time.Duration(sp.ways) * time.Duration(i)).Truncate(time.Millisecond)
+	for i := 1; i < ways; i++ {
+		cut := cutAt(p, i, ways).Truncate(time.Millisecond)
 		if cut.After(cuts[len(cuts)-1]) && cut.Before(p.to) {
 			cuts = append(cuts, cut)
 		}
@@ -179,7 +205,7 @@ func (sp *splitter) split(ctx context.Context, p Part) ([]Part, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outs[i], errs[i] = sp.split(ctx, pieces[i])
+			outs[i], errs[i] = sp.split(ctx, pieces[i], evenCuts)
 		}()
 	}
 	wg.Wait()
@@ -191,6 +217,28 @@ func (sp *splitter) split(ctx context.Context, p Part) ([]Part, error) {
 		out = append(out, o...)
 	}
 	return out, nil
+}
+
+// evenCuts cuts p into ways pieces of equal time: the i-th bound.
+func evenCuts(p Part, i, ways int) time.Time {
+	return p.from.Add(p.to.Sub(p.from) / time.Duration(ways) * time.Duration(i))
+}
+
+// geometricCuts cuts p into ways pieces each about as much longer than
+// the one before as the first is long, from a millisecond after p.from to
+// p.to: the i-th bound. It is the first cut of a window, which the first
+// record and the clock bound: a feed whose records crowd one end of it
+// (a backfill since 2000 of changes made this year, or of a system loaded
+// in one afternoon) is found in a round of counts, where pieces of equal
+// time would find it one round of counts for each ways-fold narrowing.
+// Records spread evenly fill the last pieces, which the next round cuts
+// evenly.
+func geometricCuts(p Part, i, ways int) time.Time {
+	span := float64(p.to.Sub(p.from) / time.Millisecond)
+	if span <= 1 {
+		return evenCuts(p, i, ways)
+	}
+	return p.from.Add(time.Duration(math.Pow(span, float64(i)/float64(ways)) * float64(time.Millisecond)))
 }
 
 // merge joins neighbours that together hold no more than target.

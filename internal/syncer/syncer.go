@@ -611,7 +611,7 @@ func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, se
 func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt time.Time, prev map[string]pageEntry, last bool, queue chan<- chunk) (map[string]pageEntry, error) {
 	cfg := r.s.cfg
 	r.c.fetched.Add(int64(len(page.Records) + len(page.Invalid)))
-	page.Records, page.Invalid = erp.SplitUnstorable(page.Records, page.Invalid)
+	page.Records, page.Invalid = erp.SplitUnstorableIn(page.Records, page.Invalid, r.s.store.Dialect() == store.Postgres)
 	p := r.t.addPage(i, pageWatermark(page, fetchedAt))
 	failed := false
 	if len(page.Invalid) > 0 {

@@ -85,7 +85,7 @@ func CreatePostgresDatabase(t testing.TB, dsn string) {
 		t.Fatalf("create database %s: %v", cfg.Database, err)
 	}
 	defer s.Close()
-	if err := s.DB().Exec(`CREATE DATABASE "` + cfg.Database + `"`).Error; err != nil {
+	if err := s.DB().Exec(store.CreateDatabaseSQLFor(store.Postgres, cfg.Database)).Error; err != nil {
 		t.Fatalf("create database %s: %v", cfg.Database, err)
 	}
 }

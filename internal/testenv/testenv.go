@@ -56,10 +56,14 @@ func MySQLDSNNamed(t testing.TB, prefix string) string {
 	return dsn
 }
 
-// CreateDatabase creates the database a DSN of MySQLDSN names, empty:
-// for tests of what erpsync does before migrate.
+// CreateDatabase creates the database a DSN of MySQLDSN or PostgresDSN
+// names, empty: for tests of what erpsync does before migrate.
 func CreateDatabase(t testing.TB, dsn string) {
 	t.Helper()
+	if store.DialectOf(dsn) == store.Postgres {
+		CreatePostgresDatabase(t, dsn)
+		return
+	}
 	cfg, err := store.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)

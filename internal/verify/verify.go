@@ -168,6 +168,9 @@ type Feed struct {
 	// ERP still has these records, so a row of one is never absent, and a
 	// row older than such a copy is not current.
 	quarantined map[string]erp.Invalid
+	// noNUL says the table's database cannot store U+0000 in text
+	// (PostgreSQL): a record with one is quarantined, as a run does.
+	noNUL bool
 }
 
 // Records is the number of distinct erp_ids of valid records the scan saw.
@@ -197,7 +200,7 @@ func (f *Feed) Quarantined(erpID string) bool {
 // keep, the feed keeps each record (Compare's Diff lists them for a
 // repair); without, a hash of its fields.
 func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
-	return ScanParts(ctx, e, pageSize, 1, keep)
+	return ScanParts(ctx, e, store.MySQL, pageSize, 1, keep)
 }
 
 // scan pages q's window to its end into f. It returns the newest
@@ -245,7 +248,7 @@ func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
 	var buf [store.MembershipColumns]entity.Value
 	var newest time.Time
 	// As a run does: a record the table cannot store is quarantined.
-	p.Records, p.Invalid = erp.SplitUnstorable(p.Records, p.Invalid)
+	p.Records, p.Invalid = erp.SplitUnstorableIn(p.Records, p.Invalid, f.noNUL)
 	for _, inv := range p.Invalid {
 		if count {
 			f.items++
@@ -313,7 +316,7 @@ func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Resul
 // VerifyParts is Verify with the feed scanned in parts, up to fetchers at
 // once (ScanParts).
 func VerifyParts(ctx context.Context, e Pager, st *store.Store, pageSize, fetchers int) (*Result, error) {
-	f, err := ScanParts(ctx, e, pageSize, fetchers, false)
+	f, err := ScanParts(ctx, e, st.Dialect(), pageSize, fetchers, false)
 	if err != nil {
 		return nil, err
 	}

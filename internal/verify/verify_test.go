@@ -89,7 +89,7 @@ func TestScanPartsSeesRecordsThatMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &gate{Client: src, lastDone: make(chan struct{}), change: func() { m.Change(3000) }}
-	f, err := verify.ScanParts(context.Background(), g, 50, 8, false)
+	f, err := verify.ScanParts(context.Background(), g, store.MySQL, 50, 8, false)
 	if err != nil {
 		t.Fatal(err)
 	}

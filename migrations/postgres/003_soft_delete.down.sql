@@ -1,0 +1,2 @@
+ALTER TABLE sync_runs DROP COLUMN IF EXISTS deleted, DROP COLUMN IF EXISTS restored, DROP COLUMN IF EXISTS repaired;
+ALTER TABLE memberships DROP COLUMN IF EXISTS deleted_at;

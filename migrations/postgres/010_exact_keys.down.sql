@@ -1,0 +1,1 @@
+-- Nothing to undo on PostgreSQL: see 010_exact_keys.up.sql.

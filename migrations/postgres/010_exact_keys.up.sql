@@ -1,0 +1,3 @@
+-- Keys compare byte for byte. On MySQL this migration moves the key columns
+-- to a NO PAD binary collation; on PostgreSQL they are COLLATE "C" from
+-- the migrations that make them, and there is nothing to do.
