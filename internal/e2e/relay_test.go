@@ -39,7 +39,11 @@ func relayEnv(t *testing.T, keys []string, n int) (*env, *sql.DB) {
 			evs = append(evs, outbox.Event{Entity: "customers", Key: map[string]any{"customer": k}, Op: outbox.OpUpdate, Version: int64(v), RunID: "r",
 				Data: map[string]any{"customer": k}})
 		}
-		if err := outbox.Record(ctx, tx, evs); err != nil {
+		rec := new(outbox.Recorder) // outbox.Record's, a load first
+		if e.Postgres {
+			rec = outbox.NewPostgresRecorder()
+		}
+		if err := rec.Record(ctx, tx, evs); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
