@@ -17,10 +17,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/metrics"
-	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/secret"
-	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/lock"
 )
 
@@ -106,23 +104,7 @@ var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --eve
 // newRelay is the relay of cfg over d's outbox and locks, publishing to
 // om.
 func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
-	ob, err := outboxOf(d.store)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", d.store.Dialect(), err)
-	}
-	return relay.New(cfg, ob, sink, d.locks, om, log), nil
-}
-
-// outboxOf is the outbox of st's database, in its dialect.
-func outboxOf(st *store.Store) (*outbox.Outbox, error) {
-	db, err := st.DB().DB()
-	if err != nil {
-		return nil, err
-	}
-	if st.Dialect() == store.Postgres {
-		return outbox.NewPostgres(db), nil
-	}
-	return outbox.New(db), nil
+	return relay.New(cfg, d.store.Outbox(), sink, d.locks, om, log), nil
 }
 
 func orString(a, b string) string {
@@ -266,11 +248,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	ob, err := outboxOf(st)
-	if err != nil {
-		return fmt.Errorf("%s: %w", st.Dialect(), err)
-	}
-	stats, err := ob.Stats(cctx)
+	stats, err := st.Outbox().Stats(cctx)
 	if err != nil {
 		return err
 	}

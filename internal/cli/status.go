@@ -21,11 +21,7 @@ func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Wr
 		ent := entity.Memberships()
 		targets = []*target{{ent: ent, src: ent.Sources[0], job: s.Job, table: store.Memberships()}}
 	}
-	ob, err := outboxOf(st)
-	if err != nil {
-		return dbError(st, err)
-	}
-	events, err := ob.Stats(ctx)
+	events, err := st.Outbox().Stats(ctx)
 	if err != nil {
 		return dbError(st, err)
 	}
