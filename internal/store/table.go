@@ -41,6 +41,9 @@ type Table struct {
 	keyList string
 	// insertCols is " INTO t (cols...) VALUES ": an INSERT without its verb.
 	insertCols string
+	// unnest is the head of PostgreSQL's INSERT ... SELECT FROM unnest
+	// (unnestInsert).
+	unnest string
 	upsert     string // the ON DUPLICATE KEY UPDATE tail
 	versions   string // SELECT key..., guards FROM t WHERE
 	isKey      []bool // of each column
@@ -99,6 +102,7 @@ func compile(e *entity.Entity, d Dialect) (*Table, error) {
 	}
 	t.isKey = isKey
 	if d == Postgres {
+		t.unnest = t.compileUnnest()
 		t.upsert = t.upsertPostgres()
 	} else {
 		t.upsert = t.upsertMySQL()
@@ -298,10 +302,18 @@ func (t *Table) values(l *literal, rows []Row) error {
 func (t *Table) insert(ctx context.Context, db querier, verb string, rows []Row, tail string) error {
 	l := t.lit()
 	defer l.free()
-	l.sql(verb)
-	l.sql(t.insertCols)
-	if err := t.values(l, rows); err != nil {
-		return err
+	if t.d == Postgres {
+		// verb is INSERT there: INSERT IGNORE is a tail, ON CONFLICT DO
+		// NOTHING.
+		if err := t.unnestInsert(l, rows); err != nil {
+			return err
+		}
+	} else {
+		l.sql(verb)
+		l.sql(t.insertCols)
+		if err := t.values(l, rows); err != nil {
+			return err
+		}
 	}
 	l.sql(tail)
 	_, err := db.ExecContext(ctx, l.text())
