@@ -43,10 +43,10 @@ type Table struct {
 	insertCols string
 	// unnest is the head of PostgreSQL's INSERT ... SELECT FROM unnest
 	// (unnestInsert).
-	unnest string
-	upsert     string // the ON DUPLICATE KEY UPDATE tail
-	versions   string // SELECT key..., guards FROM t WHERE
-	isKey      []bool // of each column
+	unnest   string
+	upsert   string // the ON DUPLICATE KEY UPDATE tail
+	versions string // SELECT key..., guards FROM t WHERE
+	isKey    []bool // of each column
 	// lines are the tables of the entity's children, in order.
 	lines []*lineTable
 	// evJSON encodes the table's change events.

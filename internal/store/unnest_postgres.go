@@ -100,7 +100,7 @@ func (t *Table) unnestInsert(l *literal, rows []Row) error {
 // element writes v, a value of kind k, as an element of an array literal
 // inside a string literal: NULL bare, numbers and booleans bare, the rest
 // in double quotes with '"' and '\' escaped by a backslash (the array's
-// syntax) and '\'' doubled (the string literal's).
+// syntax) and '\” doubled (the string literal's).
 func (l *literal) element(k entity.Kind, v entity.Value) error {
 	switch {
 	case v.Null:
