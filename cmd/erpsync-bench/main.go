@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")
 	fs.StringVar(&childArgs, "child-args", "", "more flags for the backfill processes, space-separated")
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here (on PostgreSQL with --postgres-dsn)")
 	fs.StringVar(&profileLocks, "profile-locks", "redis", "with --cpuprofile: where the record locks live: redis (--redis-addr), redlock (5 redis-servers of its own) or cluster (a 3-master Redis Cluster of its own)")
 	fs.StringVar(&profileEntity, "profile-entity", "memberships", "with --cpuprofile: the entity of the backfill: memberships (erpmock's feed), typed (the 12-column "+bench.TypedEntity+" of the typed row) or typed-events (the same with change events on, as the events row's)")
 	fs.BoolVar(&rerun, "rerun", false, "with --cpuprofile: profile the re-run over unchanged rows instead")
