@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin
 CAP_MODULES := internal/captest/cap/node_modules/.package-lock.json
 
-.PHONY: all build test vet fuzz clean deploy-check docs-check cap-deps
+.PHONY: all build test test-mysql test-postgres vet fuzz clean deploy-check docs-check cap-deps
 
 all: build
 
@@ -21,10 +21,24 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 
 # Tests talk to the real MariaDB/MySQL (ERPSYNC_TEST_MYSQL_DSN, default
-# root@tcp(127.0.0.1:3306)/) and Redis (ERPSYNC_TEST_REDIS_ADDR, default
-# 127.0.0.1:6379). Each test makes its own database or key prefix.
-test: vet build $(CAP_MODULES)
+# root@tcp(127.0.0.1:3306)/), PostgreSQL (ERPSYNC_TEST_POSTGRES_URL, default
+# postgres://root@127.0.0.1:5432/) and Redis (ERPSYNC_TEST_REDIS_ADDR,
+# default 127.0.0.1:6379). Each test makes its own database or key prefix.
+# make test runs every package on MySQL, then the packages that touch the
+# database again on PostgreSQL (ERPSYNC_TEST_DB=postgres): the same tests,
+# a matrix of two databases.
+DB_PKGS := store outbox relay syncer verify reconcile e2e guarantee capentity capsync cli
+DB_PKG_DIRS := $(DB_PKGS:%=./internal/%/)
+
+test: test-mysql test-postgres
+
+# One side of the matrix: every package on MySQL, or the database's
+# packages on PostgreSQL.
+test-mysql: vet build $(CAP_MODULES)
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-postgres: build $(CAP_MODULES)
+	ERPSYNC_TEST_DB=postgres $(GO) test -race -count=1 -timeout 20m $(DB_PKG_DIRS)
 
 # The SAP CAP project internal/captest serves as a real OData v4 server
 # (Node.js 20+): its node_modules from the committed lockfile, no install
@@ -79,7 +93,7 @@ bench: build
 loadtest: build
 	$(BIN)/erpsync loadtest $(LOADTESTFLAGS)
 
-.PHONY: demo chaos
+.PHONY: demo chaos chaos-mysql chaos-postgres
 
 # The whole job on embedded servers (erpmock, Redis and MySQL in this
 # process): nothing to set up. DEMOFLAGS="--records 10000" for more.
@@ -87,11 +101,17 @@ demo:
 	$(GO) run ./cmd/erpsync demo $(DEMOFLAGS)
 
 # The chaos suite (internal/chaos, build tag chaos): real erpsync processes
-# killed, frozen and starved of Redis, MySQL and the ERP, each scenario
-# ending with the table equal to the ERP's truth. A few minutes; the table is
-# printed and written to ./chaos-report/chaos-report.md.
-chaos:
+# killed, frozen and starved of Redis, the database and the ERP, each
+# scenario ending with the table equal to the ERP's truth, on MySQL and then
+# on PostgreSQL. A few minutes each; the tables are printed and written to
+# ./chaos-report/chaos-report.md and ./chaos-report/postgres/chaos-report.md.
+chaos: chaos-mysql chaos-postgres
+
+chaos-mysql:
 	ERPSYNC_CHAOS_OUT=$(CURDIR)/chaos-report $(GO) test -race -tags chaos -count=1 -v -timeout 10m ./internal/chaos/
+
+chaos-postgres:
+	ERPSYNC_TEST_DB=postgres ERPSYNC_CHAOS_OUT=$(CURDIR)/chaos-report/postgres $(GO) test -race -tags chaos -count=1 -v -timeout 10m ./internal/chaos/
 
 .PHONY: guarantee fuzz-guarantee
 

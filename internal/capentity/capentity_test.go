@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,8 +88,8 @@ func (e *env) use(path string) {
 // cfg returns args with --config and the loaded file's path.
 func (e *env) cfg(args ...string) []string { return append(args, "--config", e.file.Path) }
 
-// row is one table row as text (MySQL's CAST AS CHAR of each declared
-// column; NULL is !Valid), with erpsync's own columns.
+// row is one table row as text (columnText of each declared column; NULL
+// is !Valid), with erpsync's own columns.
 type row struct {
 	cols    []sql.NullString // the entity's columns, in declaration order
 	version int64
@@ -102,7 +103,7 @@ func (e *env) rows(ent *entity.Entity) map[string]row {
 	e.T.Helper()
 	sel := make([]string, len(ent.Columns))
 	for i, c := range ent.Columns {
-		sel[i] = "CAST(`" + c.Name + "` AS CHAR)"
+		sel[i] = columnText(e.Postgres, c)
 	}
 	q := "SELECT " + strings.Join(sel, ", ") + ", erp_version, erp_updated_at, deleted_at IS NOT NULL FROM " + e.Table(ent.Table)
 	rs, err := e.DB.Query(q)
@@ -130,6 +131,27 @@ func (e *env) rows(ent *entity.Entity) map[string]row {
 		e.T.Fatal(err)
 	}
 	return out
+}
+
+// columnText is the SQL that reads column c as text as MySQL's CAST AS
+// CHAR prints it, on MySQL or, pg, on PostgreSQL: there a boolean reads 1
+// or 0 and a date-time reads in UTC with the column's digits, as on MySQL.
+func columnText(pg bool, c entity.Column) string {
+	if !pg {
+		return "CAST(`" + c.Name + "` AS CHAR)"
+	}
+	col := `"` + c.Name + `"`
+	switch c.Type.Kind {
+	case entity.Bool:
+		return "CASE WHEN " + col + " THEN '1' WHEN NOT " + col + " THEN '0' END"
+	case entity.DateTime:
+		layout := "YYYY-MM-DD HH24:MI:SS"
+		if p := c.Type.Digits(); p > 0 {
+			layout += ".FF" + strconv.Itoa(p)
+		}
+		return "to_char(" + col + " AT TIME ZONE 'UTC', '" + layout + "')"
+	}
+	return "CAST(" + col + " AS TEXT)"
 }
 
 // keyOf joins the text of ent's key columns; text returns the text of the
@@ -392,9 +414,8 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 		if n := len(e.file.Entities); n != 2 {
 			t.Fatalf("the discovered file has %d entities, want customers and sales_orders", n)
 		}
-		var tables int
-		if err := e.DB.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'sales_order_items'", e.DBName).Scan(&tables); err != nil || tables != 0 {
-			t.Errorf("sales_order_items, which the file comments out: %d tables, %v", tables, err)
+		if e.TableExists("sales_order_items") {
+			t.Error("sales_order_items, which the file comments out, has a table")
 		}
 		report := filepath.Join(t.TempDir(), "report.json")
 		e.MustRun(e.cfg("run", "--report", report)...)
@@ -414,7 +435,7 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 			t.Errorf("%d customers soft-deleted", deleted)
 		}
 		var rating string
-		if err := e.DB.QueryRow("SELECT CAST(rating AS CHAR) FROM " + e.Table("customers") + " WHERE company_code = '1000' AND customer = 'C0001'").Scan(&rating); err != nil || rating != captest.SalesBigRating {
+		if err := e.DB.QueryRow("SELECT rating FROM " + e.Table("customers") + " WHERE company_code = '1000' AND customer = 'C0001'").Scan(&rating); err != nil || rating != captest.SalesBigRating {
 			t.Errorf("rating of 1000/C0001: %q, %v; want %s", rating, err, captest.SalesBigRating)
 		}
 	})
@@ -813,7 +834,11 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// A column narrowed behind erpsync's back: exit 2, one line, nothing run.
-	if _, err := e.DB.Exec("ALTER TABLE " + e.Table("customers") + " MODIFY credit_limit DECIMAL(7,2) NULL"); err != nil {
+	narrowed := "ALTER TABLE " + e.Table("customers") + " MODIFY credit_limit DECIMAL(7,2) NULL"
+	if e.Postgres {
+		narrowed = "ALTER TABLE customers ALTER COLUMN credit_limit TYPE NUMERIC(7,2), ALTER COLUMN credit_limit DROP NOT NULL"
+	}
+	if _, err := e.DB.Exec(narrowed); err != nil {
 		t.Fatal(err)
 	}
 	r = e.Run(ctx, e.cfg("run")...)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,10 +133,10 @@ func (e *docEnv) lines(ent *entity.Entity) map[string]line {
 	child := ent.Children[0]
 	var sel []string
 	for _, k := range ent.Key {
-		sel = append(sel, "CAST(`"+k+"` AS CHAR)")
+		sel = append(sel, columnText(e.Postgres, *ent.Column(k)))
 	}
 	for _, c := range child.Columns {
-		sel = append(sel, "CAST(`"+c.Name+"` AS CHAR)")
+		sel = append(sel, columnText(e.Postgres, c))
 	}
 	rs, err := e.DB.Query("SELECT " + strings.Join(sel, ", ") + ", erp_version FROM " + e.Table(child.Table))
 	if err != nil {
@@ -521,9 +522,17 @@ func TestDocumentsSync(t *testing.T) {
 		// consumers held the lines the table no longer has.
 		lines := e.Table("sales_order_items")
 		a, b := docs[0]["OrderNo"].(string), docs[1]["OrderNo"].(string)
+		firstItem := func(order string) string {
+			var item int64
+			if err := e.DB.QueryRow("SELECT MIN(item_no) FROM "+lines+" WHERE order_no = ?", order).Scan(&item); err != nil {
+				t.Fatal(err)
+			}
+			return strconv.FormatInt(item, 10)
+		}
+		firstA, firstB := firstItem(a), firstItem(b)
 		for _, q := range []string{
-			"DELETE FROM " + lines + " WHERE order_no = '" + a + "' ORDER BY item_no LIMIT 1",
-			"UPDATE " + lines + " SET quantity = quantity + 1 WHERE order_no = '" + b + "' ORDER BY item_no LIMIT 1",
+			"DELETE FROM " + lines + " WHERE order_no = '" + a + "' AND item_no = " + firstA,
+			"UPDATE " + lines + " SET quantity = quantity + 1 WHERE order_no = '" + b + "' AND item_no = " + firstB,
 			"INSERT INTO " + lines + " (order_no, item_no, material, quantity, net_amount, unit_price, batch, erp_version) SELECT order_no, 99999, 'EXTRA', 1, 1, 1, NULL, erp_version FROM " + e.Table("sales_orders") + " WHERE order_no = '" + b + "'",
 		} {
 			if res, err := e.DB.Exec(q); err != nil {

@@ -154,8 +154,8 @@ func lockedIDs(t *testing.T, rdb *redis.Client, prefix string) []string {
 
 // freezeHolding stops p with SIGSTOP while it holds the record lock of a
 // record it has not written yet (its row is absent or below want), and
-// returns those erp_ids. To catch it there, it holds memberships with LOCK
-// TABLES ... WRITE: the workers that got their record locks block on the
+// returns those erp_ids. To catch it there, it holds memberships locked
+// (Env.LockTable): the workers that got their record locks block on the
 // table, p is stopped, the table is released. A pause during a Redis call
 // would not do: the call times out when p wakes and the chunk is locked
 // again, fresh.
@@ -164,13 +164,9 @@ func freezeHolding(t *testing.T, e *proctest.Env, rdb *redis.Client, p *proctest
 	ctx := context.Background()
 	var held []string
 	ok := proctest.Eventually(2*time.Minute, func() bool {
-		conn, err := e.DB.Conn(ctx)
+		unlock, err := e.LockTable(ctx, "memberships")
 		if err != nil {
-			t.Fatalf("harness connection: %v", err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(ctx, "LOCK TABLES "+e.Table("memberships")+" WRITE"); err != nil {
-			t.Fatalf("lock memberships: %v", err)
+			t.Fatal(err)
 		}
 		var locked []string
 		proctest.Eventually(5*time.Second, func() bool {
@@ -186,7 +182,7 @@ func freezeHolding(t *testing.T, e *proctest.Env, rdb *redis.Client, p *proctest
 		time.Sleep(time.Second)
 		locked = lockedIDs(t, rdb, e.Prefix)
 		p.Signal(syscall.SIGSTOP)
-		if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		if err := unlock(); err != nil {
 			t.Fatalf("unlock memberships: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond) // statements sent before the stop land
@@ -340,16 +336,28 @@ func TestRedisDownAtStart(t *testing.T) {
 	w.settle(t)
 }
 
-func TestMySQLConnectionsKilledMidRun(t *testing.T) {
+// database is the name of the matrix's database in the scenarios' names.
+func database() string {
+	if testenv.Postgres() {
+		return "PostgreSQL"
+	}
+	return "MySQL"
+}
+
+func TestDatabaseConnectionsKilledMidRun(t *testing.T) {
 	t.Parallel()
-	w := setup(t, 6, "MySQL connections killed mid-run, then a rerun", erpmock.Options{Records: 4000, Seed: 105, Faults: erpmock.Faults{Latency: 30 * time.Millisecond}})
+	w := setup(t, 6, database()+" connections killed mid-run, then a rerun", erpmock.Options{Records: 4000, Seed: 105, Faults: erpmock.Faults{Latency: 30 * time.Millisecond}})
 	exitedZeroOrOne(t, w.midRun(t, 800, func([]*proctest.Proc) {
 		killed, rounds := 0, 5
 		for range rounds {
 			killed += w.KillSessions()
 			time.Sleep(300 * time.Millisecond) // let them reconnect and write
 		}
-		w.row.fault("KILL CONNECTION %d (%d rounds)", killed, rounds)
+		kill := "KILL CONNECTION"
+		if w.Postgres {
+			kill = "pg_terminate_backend"
+		}
+		w.row.fault("%s %d (%d rounds)", kill, killed, rounds)
 		if killed == 0 {
 			t.Error("found no erpsync session to kill")
 		}
@@ -357,12 +365,15 @@ func TestMySQLConnectionsKilledMidRun(t *testing.T) {
 	w.settle(t)
 }
 
-func TestMySQLDownAtStart(t *testing.T) {
+func TestDatabaseDownAtStart(t *testing.T) {
 	t.Parallel()
-	w := setup(t, 7, "MySQL down at start (exit 2, one line)", erpmock.Options{Records: 500, Seed: 106})
-	w.row.fault("MySQL down 1")
-	dead := "root@tcp(" + proctest.FreeAddr(t) + ")/" + w.DBName + "?parseTime=true"
-	w.downAtStart(t, "erpsync: mysql", true, "--mysql-dsn", dead)
+	w := setup(t, 7, database()+" down at start (exit 2, one line)", erpmock.Options{Records: 500, Seed: 106})
+	w.row.fault("%s down 1", database())
+	dead, says := "root@tcp("+proctest.FreeAddr(t)+")/"+w.DBName+"?parseTime=true", "erpsync: mysql"
+	if w.Postgres {
+		dead, says = "postgres://root@"+proctest.FreeAddr(t)+"/"+w.DBName+"?sslmode=disable", "erpsync: postgresql"
+	}
+	w.downAtStart(t, says, true, testenv.DSNFlag(dead), dead)
 	w.settle(t)
 }
 

@@ -158,8 +158,12 @@ func report(w io.Writer, took time.Duration) error {
 	fmt.Fprintf(w, "%d scenarios in %s\n", len(rows), took.Round(time.Second))
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "# Chaos suite\n\n`make chaos`, %s, %d scenarios in %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), len(rows), took.Round(time.Second))
+	title, target := "Chaos suite", "make chaos"
+	if testenv.Postgres() {
+		title, target = "Chaos suite on PostgreSQL", "make chaos-postgres"
+	}
+	fmt.Fprintf(&md, "# %s\n\n`%s`, %s, %d scenarios in %s.\n\n",
+		title, target, time.Now().UTC().Format("2006-01-02 15:04 MST"), len(rows), took.Round(time.Second))
 	fmt.Fprintf(&md, "| %s |\n|%s\n", strings.Join(head, " | "), " --- | --- | ---: | ---: | ---: | ---: | --- |")
 	for _, c := range cells {
 		fmt.Fprintf(&md, "| %s |\n", strings.Join(c, " | "))

@@ -46,8 +46,9 @@ const (
 	ExitUsage  = 2
 )
 
-const usage = `erpsync copies an ERP's records into MySQL, exactly once per change: the built-in
-memberships, or any entity a config file declares (--config FILE, docs/entities.md).
+const usage = `erpsync copies an ERP's records into MySQL or PostgreSQL (--postgres-dsn), exactly
+once per change: the built-in memberships, or any entity a config file declares
+(--config FILE, docs/entities.md).
 
 Usage: erpsync <command> [flags]
 
@@ -67,7 +68,7 @@ Commands:
   version    the module version and the VCS commit it was built from
 {{extra}}
 Every flag is also an environment variable: --lock-ttl is ERPSYNC_LOCK_TTL.
-A secret (--mysql-dsn, --migrate-dsn, --redis-password, --erp-token,
+A secret (--mysql-dsn, --postgres-dsn, --migrate-dsn, --redis-password, --erp-token,
 --erp-password, --erp-oauth-client-secret) may come from a file instead: --erp-token-file or ERPSYNC_ERP_TOKEN_FILE.
 Run "erpsync <command> -h" for a command's flags.
 
@@ -452,7 +453,7 @@ func (d *deps) Close() {
 	}
 }
 
-// connect opens MySQL, Redis and the ERP client and checks that each
+// connect opens the database, Redis and the ERP client and checks that each
 // answers, then applies the table's ownership (claimTable). Any failure is
 // a depError or a usageError: exit 2, nothing written.
 func connect(ctx context.Context, s *settings, probeERP bool, m *metrics.Metrics, log zerolog.Logger) (*deps, error) {
@@ -645,16 +646,14 @@ func erpHost(v string) string {
 }
 
 // checkRun validates, before anything connects, what a command that runs
-// the job needs: the sync settings cfg and the MySQL DSN. Bad usage then
+// the job needs: the sync settings cfg and the database's DSN. Bad usage then
 // writes nothing.
 func checkRun(s *settings, cfg syncer.Config, log zerolog.Logger) error {
 	if _, err := syncer.New(cfg, nil, nil, nil, log); err != nil {
 		return usageError{err}
 	}
-	if _, err := store.ParseDSN(s.MySQLDSN); err != nil {
-		return usageError{fmt.Errorf("--mysql-dsn: %w", err)}
-	}
-	return nil
+	_, _, err := s.database()
+	return err
 }
 
 // open ties ctx to SIGTERM and SIGINT and connects (see connect); done

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -13,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/erpsync/erpsync/internal/secret"
-	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/tlsconf"
 )
@@ -25,6 +21,7 @@ import (
 // variable, the flag winning.
 type settings struct {
 	MySQLDSN      string
+	PostgresDSN   string
 	MigrateDSN    string
 	MySQLTLS      tlsconf.Files
 	RedisTLSFiles tlsconf.Files
@@ -101,9 +98,10 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// connection flags: every command that talks to MySQL, Redis or the ERP.
+// connection flags: every command that talks to the database, Redis or
+// the ERP.
 func (s *settings) connFlags(fs *flag.FlagSet) {
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	fs.StringVar(&s.ERPURL, "erp-url", "http://127.0.0.1:8090", "the ERP's URL: rest, the API's base URL; odata, with --config the service root (its sources name the entity sets), without it the entity set's URL")
 	s.ERP.flags(fs)
@@ -140,23 +138,6 @@ func (s *settings) erpRequestFlags(fs *flag.FlagSet, timeout time.Duration) {
 	intVar(fs, &s.ERPRetries, "erp-retries", 6, 0, 100, "retries of one ERP request (5xx, 429, network, truncated body); 0: none")
 }
 
-// mysqlFlags: the DSN and the TLS files of MySQL.
-func (s *settings) mysqlFlags(fs *flag.FlagSet) {
-	secretVar(fs, &s.MySQLDSN, "mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true", "MySQL DSN (go-sql-driver format); the database is created by migrate")
-	fs.StringVar(&s.MySQLTLS.CA, "mysql-tls-ca", "", "PEM CA bundle that MySQL's certificate must chain to; turns TLS on (overrides the DSN's tls=)")
-	fs.StringVar(&s.MySQLTLS.Cert, "mysql-tls-cert", "", "PEM client certificate for MySQL (with --mysql-tls-key); turns TLS on")
-	fs.StringVar(&s.MySQLTLS.Key, "mysql-tls-key", "", "PEM private key of --mysql-tls-cert")
-}
-
-// storeOptions are the store options the MySQL flags describe.
-func (s *settings) storeOptions() (*store.Options, error) {
-	t, err := loadTLS("--mysql-tls-*", s.MySQLTLS)
-	if t == nil {
-		return nil, err
-	}
-	return &store.Options{TLS: t}, nil
-}
-
 // loadTLS loads the TLS files of flags; nil when none is given. A bad file
 // is a usage error.
 func loadTLS(flags string, f tlsconf.Files) (*tls.Config, error) {
@@ -168,49 +149,6 @@ func loadTLS(flags string, f tlsconf.Files) (*tls.Config, error) {
 		return nil, usageError{fmt.Errorf("%s: %w", flags, err)}
 	}
 	return c, nil
-}
-
-// openStore opens the store the MySQL flags describe and checks its schema
-// and the entities' tables.
-// Failures are depErrors (exit 2), bad TLS files usageErrors.
-func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
-	opt, err := s.storeOptions()
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, s.MySQLDSN, opt)
-	if errors.Is(err, store.ErrNoDatabase) {
-		cfg, _ := store.ParseDSN(s.MySQLDSN)
-		return nil, depError{fmt.Errorf("database %q does not exist: run erpsync migrate", cfg.DBName)}
-	}
-	if err != nil {
-		return nil, mysqlUnavailable(err, "--mysql-dsn")
-	}
-	if err := st.CheckSchema(ctx); err != nil {
-		st.Close()
-		return nil, depError{fmt.Errorf("mysql: %w", err)}
-	}
-	if err := checkEntities(ctx, st, s.entityList()); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return st, nil
-}
-
-// mysqlUnavailable is the exit-2 line of a MySQL that did not answer at
-// start: where, what happened (refused, timed out) and what to check. The
-// DSN came from dsnFlag.
-func mysqlUnavailable(err error, dsnFlag string) error {
-	var ce *store.ConnectError
-	switch {
-	case !errors.As(err, &ce):
-		return depError{fmt.Errorf("mysql: %w", err)}
-	case ce.Refused:
-		return depError{fmt.Errorf("mysql at %s: connection refused: nothing listens there; check the host and port of %s", ce.Addr, dsnFlag)}
-	case ce.Timeout > 0:
-		return depError{fmt.Errorf("mysql at %s: connection timed out after %s: no MySQL answered; check the host and port of %s and that no firewall drops the packets (timeout= in the DSN sets the bound)", ce.Addr, ce.Timeout, dsnFlag)}
-	}
-	return depError{fmt.Errorf("mysql: %w", err)}
 }
 
 // secretVar defines a secret string setting: --name (ERPSYNC_NAME), or
@@ -225,6 +163,7 @@ func secretVar(fs *flag.FlagSet, p *string, name, value, usage string) {
 // of its value that the output redactor masks.
 var secretParts = map[string]func(string) []string{
 	"mysql-dsn":               dsnPassword,
+	"postgres-dsn":            dsnPassword,
 	"migrate-dsn":             dsnPassword,
 	"redis-password":          whole,
 	"erp-token":               whole,
@@ -238,15 +177,6 @@ var secretParts = map[string]func(string) []string{
 }
 
 func whole(v string) []string { return []string{v} }
-
-func dsnPassword(v string) []string {
-	cfg, err := mysql.ParseDSN(v)
-	if err != nil {
-		// Unparseable: mask the whole value, which may hold a password.
-		return []string{v}
-	}
-	return []string{cfg.Passwd}
-}
 
 // urlPasswords returns the passwords of the comma-separated URLs in v.
 func urlPasswords(v string) []string {

@@ -226,7 +226,13 @@ func parse(fs *flag.FlagSet, args []string) error {
 		_ = resolveSecrets(fs) // the redactor learns the secrets all the same
 		return usageError{errors.Join(errs...)}
 	}
-	return resolveSecrets(fs)
+	if err := resolveSecrets(fs); err != nil {
+		return err
+	}
+	if errs := checkExclusive(fs, given); len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
 }
 
 // ParseFlags parses the flags of a command outside this package (loadtest,
@@ -269,11 +275,12 @@ when several instances start at once; run it before the other commands after
 every upgrade. --plan prints the statements and changes nothing.`,
 	"erpsync run": `One incremental pass from the job checkpoint, under the job lock: reads the
 ERP's records changed since the checkpoint (less --overlap), writes each new
-or changed one to MySQL under its record lock, then moves the checkpoint.
-When another instance holds the job lock it records a skipped run and exits
-0. Exit 1 when the run failed (too many invalid records, a feed whose paging
-does not advance, records that failed after their retries); exit 2, nothing
-written, on bad flags or a dependency that does not answer at start.`,
+or changed one to the database under its record lock, then moves the
+checkpoint. When another instance holds the job lock it records a skipped run
+and exits 0. Exit 1 when the run failed (too many invalid records, a feed
+whose paging does not advance, records that failed after their retries); exit
+2, nothing written, on bad flags or a dependency that does not answer at
+start.`,
 	"erpsync backfill": `Syncs one bounded window (--since, --until, --shard) without the job lock and
 without moving the checkpoint; started again, it resumes where it stopped.
 Exit codes as for run.`,
@@ -301,7 +308,7 @@ pending. Serves /metrics, /healthz and /readyz.`,
 // names it; a flag of none is the command's own.
 var flagGroups = []struct{ title, names string }{
 	{"Sync", "job workers fetchers page-size lock-ttl overlap max-invalid max-attempts chunk-size db-writers grace max-duration take-table"},
-	{"Database", "mysql-dsn migrate-dsn"},
+	{"Database", "mysql-dsn postgres-dsn migrate-dsn"},
 	{"Redis and locks", "redis-addr redis-username redis-password redis-db redis-tls lock-prefix"},
 	{"ERP", "erp-url erp-kind erp-token erp-username erp-password erp-oauth-* erp-map erp-status-map erp-paging erp-timeout erp-retries erp-rate erp-*"},
 	{"Output", "log-* report json"},

@@ -120,7 +120,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var limit int
 	var asJSON, all, status bool
 	fs := newFlagSet("erpsync runs", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name")
 	s.entityFlags(fs)
 	fs.BoolVar(&all, "all-jobs", false, "show every job's runs")

@@ -12,8 +12,8 @@ import (
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlagSet("erpsync migrate", stderr)
-	s.mysqlFlags(fs)
-	secretVar(fs, &s.MigrateDSN, "migrate-dsn", "", "DSN of a user allowed to create and alter the tables (default: --mysql-dsn); run and the others need only SELECT, INSERT, UPDATE")
+	s.databaseFlags(fs)
+	secretVar(fs, &s.MigrateDSN, "migrate-dsn", "", "DSN of a user allowed to create and alter the tables, of the database's form (default: --mysql-dsn or --postgres-dsn); run and the others need only SELECT, INSERT, UPDATE")
 	var plan bool
 	fs.BoolVar(&plan, "plan", false, "print the statements migrate would run (one a line) and change nothing")
 	s.entityFlags(fs)
@@ -25,14 +25,23 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	dsn, flagName := s.MySQLDSN, "--mysql-dsn"
-	if s.MigrateDSN != "" {
-		dsn, flagName = s.MigrateDSN, "--migrate-dsn"
+	d := s.dialect()
+	dsn, flagName := s.MigrateDSN, "--migrate-dsn"
+	if dsn == "" {
+		if dsn, flagName, err = s.database(); err != nil {
+			return err
+		}
+	} else {
+		// --migrate-dsn alone names the database too: its form tells
+		// which, as --mysql-dsn's and --postgres-dsn's do.
+		if s.PostgresDSN == "" && !isSet(fs, "mysql-dsn") {
+			d = store.DialectOf(dsn)
+		}
+		if err := checkDSN(dsn, flagName, d); err != nil {
+			return err
+		}
 	}
-	if _, err := store.ParseDSN(dsn); err != nil {
-		return usageError{fmt.Errorf("%s: %w", flagName, err)}
-	}
-	opt, err := s.storeOptions()
+	opt, err := s.storeOptions(d)
 	if err != nil {
 		return err
 	}
@@ -42,17 +51,16 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if errors.Is(err, store.ErrNoDatabase) {
 			// A fresh install: migrate would create the database, then
 			// everything in it.
-			cfg, _ := store.ParseDSN(dsn)
 			p, err := store.PlanNewDatabase(ctx, dsn, opt, ents)
 			if err != nil {
-				return entitiesError(err)
+				return entitiesError(d, err)
 			}
-			fmt.Fprintln(stdout, store.CreateDatabaseSQL(cfg.DBName)+";")
+			fmt.Fprintln(stdout, store.CreateDatabaseSQLFor(d, databaseName(dsn))+";")
 			printMigratePlan(stdout, p)
 			return nil
 		}
 		if err != nil {
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return dbUnavailable(err, d, flagName)
 		}
 		defer st.Close()
 		return migrateEntities(ctx, st, ents, true, stdout)
@@ -60,7 +68,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	res, err := store.MigrateWith(ctx, dsn, opt, ents)
 	if err != nil {
 		if isUnavailable(err) {
-			return mysqlUnavailable(err, flagName)
+			return dbUnavailable(err, d, flagName)
 		}
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -72,7 +80,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "database %s at version %d (%d applied)\n", res.Database, res.Current, len(res.Applied))
 	st, err := store.Open(ctx, dsn, opt)
 	if err != nil {
-		return depError{fmt.Errorf("mysql: %w", err)}
+		return dbUnavailable(err, d, flagName)
 	}
 	defer st.Close()
 	return migrateEntities(ctx, st, ents, false, stdout)

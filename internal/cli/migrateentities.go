@@ -23,7 +23,7 @@ const nothingToMigrate = "nothing to migrate: the database matches"
 func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity, plan bool, out io.Writer) error {
 	p, err := st.PlanEntities(ctx, ents)
 	if err != nil {
-		return entitiesError(err)
+		return entitiesError(st.Dialect(), err)
 	}
 	if plan {
 		if p.Empty() {
@@ -35,7 +35,7 @@ func migrateEntities(ctx context.Context, st *store.Store, ents []*entity.Entity
 	}
 	applied, err := st.ApplyEntities(ctx, p)
 	if err != nil {
-		return entitiesError(err)
+		return entitiesError(st.Dialect(), err)
 	}
 	names := make([]string, len(ents))
 	for i, e := range ents {
@@ -78,18 +78,18 @@ func checkEntities(ctx context.Context, st *store.Store, ents []*entity.Entity) 
 		if errors.As(err, &me) {
 			return depError{err}
 		}
-		return depError{fmt.Errorf("mysql: %w", err)}
+		return dbError(st, err)
 	}
 	return nil
 }
 
-func entitiesError(err error) error {
+func entitiesError(d store.Dialect, err error) error {
 	var le *store.LossyChangeError
 	if errors.As(err, &le) {
 		return usageError{err}
 	}
 	if isUnavailable(err) {
-		return depError{fmt.Errorf("mysql: %w", err)}
+		return depError{fmt.Errorf("%s: %w", d, err)}
 	}
 	return fmt.Errorf("migrate entities: %w", err)
 }

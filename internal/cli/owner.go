@@ -39,7 +39,7 @@ func claimTable(ctx context.Context, s *settings, st *store.Store, job string, l
 	case s.TakeTable:
 		prev, ok, err := st.TakeTable(ctx, table, job)
 		if err != nil {
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return dbError(st, err)
 		}
 		if ok && prev.Job != job {
 			log.Warn().Str("table", table).Str("job", job).Str("previous_job", prev.Job).
@@ -51,7 +51,7 @@ func claimTable(ctx context.Context, s *settings, st *store.Store, job string, l
 		if err == nil && ok && o.Job != job {
 			err = &store.OwnedError{Table: table, Owner: o, Job: job}
 		}
-		return refusal(err)
+		return refusal(st, err)
 	}
 	return claim(ctx, st, job)
 }
@@ -60,18 +60,18 @@ func claimTable(ctx context.Context, s *settings, st *store.Store, job string, l
 // schedule's ticks call it too, so that a --take-table of another job
 // since the start refuses them.
 func claim(ctx context.Context, st *store.Store, job string) error {
-	return refusal(st.ClaimTable(ctx, st.Table().Name(), job))
+	return refusal(st, st.ClaimTable(ctx, st.Table().Name(), job))
 }
 
 // refusal turns a store's *OwnedError into the command's one line.
-func refusal(err error) error {
+func refusal(st *store.Store, err error) error {
 	var oe *store.OwnedError
 	switch {
 	case errors.As(err, &oe):
 		return usageError{fmt.Errorf("table %s belongs to job %q; this is job %q (one table, one job: two jobs' reconciles would soft-delete each other's rows; to move the table to job %q, stop job %q and start this command once with --take-table)",
 			oe.Table, oe.Owner.Job, oe.Job, oe.Job, oe.Owner.Job)}
 	case err != nil:
-		return depError{fmt.Errorf("mysql: %w", err)}
+		return dbError(st, err)
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/metrics"
-	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/lock"
@@ -105,11 +104,7 @@ var errNoSink = errors.New("--events-sink: no sink (give --events-sink and --eve
 // newRelay is the relay of cfg over d's outbox and locks, publishing to
 // om.
 func newRelay(cfg relay.Config, d *deps, sink relay.Sink, om *metrics.Outbox, log zerolog.Logger) (*relay.Relay, error) {
-	db, err := d.store.DB().DB()
-	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
-	}
-	return relay.New(cfg, outbox.New(db), sink, d.locks, om, log), nil
+	return relay.New(cfg, d.store.Outbox(), sink, d.locks, om, log), nil
 }
 
 func orString(a, b string) string {
@@ -148,7 +143,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cfg relay.Config
 	var httpAddr string
 	fs := newFlagSet("erpsync relay", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	ev.flags(fs)
 	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md); the flags win")
@@ -209,7 +204,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openRelay ties ctx to SIGTERM and SIGINT and connects MySQL and the
+// openRelay ties ctx to SIGTERM and SIGINT and connects the database and the
 // locks' Redis (see open): the relay needs no ERP. With waitRedis, Redis
 // that does not answer is logged and waited for: the relay retries its
 // lock with backoff until it answers (relay.Config.Once false), as it
@@ -241,7 +236,7 @@ func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Log
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	fs := newFlagSet("erpsync events", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.logFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -253,11 +248,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	db, err := st.DB().DB()
-	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
-	}
-	stats, err := outbox.New(db).Stats(cctx)
+	stats, err := st.Outbox().Stats(cctx)
 	if err != nil {
 		return err
 	}

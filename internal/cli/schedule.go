@@ -295,7 +295,7 @@ func serveOps(ctx context.Context, addr string, m *metrics.Metrics, d *deps, log
 	}, nil
 }
 
-// opsMux serves /metrics, /healthz (the process lives) and /readyz (MySQL
+// opsMux serves /metrics, /healthz (the process lives) and /readyz (the database
 // and Redis answer).
 func opsMux(m *metrics.Metrics, d *deps) *http.ServeMux {
 	mux := http.NewServeMux()
@@ -307,7 +307,7 @@ func opsMux(m *metrics.Metrics, d *deps) *http.ServeMux {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := d.store.Ping(ctx); err != nil {
-			http.Error(w, "mysql: "+err.Error(), http.StatusServiceUnavailable)
+			http.Error(w, d.store.Dialect().String()+": "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		if err := d.rdb.Ping(ctx).Err(); err != nil {

@@ -117,3 +117,21 @@ func TestERPPasswordAndClientSecretFromFiles(t *testing.T) {
 		t.Errorf("the redactor let through %q", got)
 	}
 }
+
+// TestDSNPasswordOfEitherForm: the redactor learns the password of a
+// DSN of MySQL's form, of a postgres:// URL (percent-decoded) and of a
+// libpq key=value string (unquoted); a DSN that does not parse is masked
+// whole.
+func TestDSNPasswordOfEitherForm(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"app:my-pw-1@tcp(db:3306)/erpsync", "my-pw-1"},
+		{"postgres://app:pg-pw-2@db:5432/erpsync?sslmode=disable", "pg-pw-2"},
+		{"postgresql://app:pg%40pw%2F3@db/erpsync", "pg@pw/3"},
+		{"host=db user=app password='pg pw 4' dbname=erpsync", "pg pw 4"},
+		{"postgres://app:pg-pw-5@db:5432/erpsync?sslmode=bogus", "postgres://app:pg-pw-5@db:5432/erpsync?sslmode=bogus"},
+	} {
+		if got := dsnPassword(c.dsn); len(got) != 1 || got[0] != c.want {
+			t.Errorf("dsnPassword(%q) = %q, want [%q]", c.dsn, got, c.want)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var s settings
 	var yes bool
 	fs := newFlagSet("erpsync state", stderr)
-	s.mysqlFlags(fs)
+	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	nameVar(fs, &s.Job, "job", "membership-sync", "job name: its lock, checkpoint and run history")
 	s.entityFlags(fs)
@@ -69,7 +69,7 @@ func cmdState(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cp, ok, err := st.Checkpoint(ctx, j)
 		switch {
 		case err != nil:
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return dbError(st, err)
 		case !ok || cp.Position.Equal(store.CheckpointStart):
 			fmt.Fprintf(tw, "%s\tnone: the next run reads the whole feed\t-\t-\n", j)
 		default:

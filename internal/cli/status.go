@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
-	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -22,13 +21,9 @@ func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Wr
 		ent := entity.Memberships()
 		targets = []*target{{ent: ent, src: ent.Sources[0], job: s.Job, table: store.Memberships()}}
 	}
-	db, err := st.DB().DB()
+	events, err := st.Outbox().Stats(ctx)
 	if err != nil {
-		return depError{fmt.Errorf("mysql: %w", err)}
-	}
-	events, err := outbox.New(db).Stats(ctx)
-	if err != nil {
-		return depError{fmt.Errorf("mysql: %w", err)}
+		return dbError(st, err)
 	}
 	pending := map[string]int64{}
 	for _, e := range events.Entities {
@@ -39,7 +34,7 @@ func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Wr
 	for _, t := range targets {
 		runs, err := st.Runs(ctx, t.job, 1000)
 		if err != nil {
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return dbError(st, err)
 		}
 		last, success := "-", "never"
 		if len(runs) > 0 {
@@ -53,13 +48,13 @@ func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Wr
 		}
 		lag := "-"
 		if cp, ok, err := st.Checkpoint(ctx, t.job); err != nil {
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return dbError(st, err)
 		} else if ok && !cp.Position.Equal(store.CheckpointStart) {
 			lag = max(events.Now.Sub(cp.Position), 0).Round(time.Second).String()
 		}
 		q, err := st.For(t.table).QuarantinedRows(ctx)
 		if err != nil {
-			return depError{fmt.Errorf("mysql: %w", err)}
+			return dbError(st, err)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", t.ent.Name, t.job, last, success, lag, q, pending[t.ent.Name])
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/erpsync/erpsync/internal/proctest"
 )
 
-// TestAnUnreachableMySQLIsOneBoundedLine: a closed port and a blackhole (a
-// listener that accepts the TCP connection and never sends MySQL's
-// handshake, as a dropped route or a proxy with nothing behind it does)
-// are each one line on stderr, exit 2, that says the connection was
-// refused or timed out, where, and after how long; no driver log lines.
-func TestAnUnreachableMySQLIsOneBoundedLine(t *testing.T) {
+// TestAnUnreachableDatabaseIsOneBoundedLine: a closed port and a blackhole
+// (a listener that accepts the TCP connection and never sends the
+// database's handshake, as a dropped route or a proxy with nothing behind
+// it does) are each one line on stderr, exit 2, that says the connection
+// was refused or timed out, where, and after how long; no driver log
+// lines. On MySQL the lines name the remedy too.
+func TestAnUnreachableDatabaseIsOneBoundedLine(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 10, Seed: 61})
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
@@ -32,11 +33,12 @@ func TestAnUnreachableMySQLIsOneBoundedLine(t *testing.T) {
 	defer hole.Close() // never accepted: the kernel completes the handshake, nobody answers
 	holeAddr := hole.Addr().String()
 
-	for _, c := range []struct {
+	type connectCase struct {
 		args  []string
 		want  string
 		bound time.Duration
-	}{
+	}
+	cases := []connectCase{
 		{[]string{"run", "--mysql-dsn", "root@tcp(" + closedAddr + ")/erpsync"},
 			"erpsync: mysql at " + closedAddr + ": connection refused: nothing listens there; check the host and port of --mysql-dsn", 5 * time.Second},
 		{[]string{"migrate", "--migrate-dsn", "root@tcp(" + closedAddr + ")/erpsync"},
@@ -45,7 +47,17 @@ func TestAnUnreachableMySQLIsOneBoundedLine(t *testing.T) {
 			"erpsync: mysql at " + holeAddr + ": connection timed out after 5s: no MySQL answered; check the host and port of --mysql-dsn and that no firewall drops the packets (timeout= in the DSN sets the bound)", 5 * time.Second},
 		{[]string{"verify", "--mysql-dsn", "root@tcp(" + holeAddr + ")/erpsync?timeout=2s"},
 			"erpsync: mysql at " + holeAddr + ": connection timed out after 2s: no MySQL answered;", 2 * time.Second},
-	} {
+	}
+	if e.Postgres {
+		pg := func(addr string) string { return "postgres://root@" + addr + "/erpsync?sslmode=disable" }
+		cases = []connectCase{
+			{[]string{"run", "--postgres-dsn", pg(closedAddr)}, "erpsync: postgresql at " + closedAddr + ": connection refused", 5 * time.Second},
+			{[]string{"migrate", "--migrate-dsn", pg(closedAddr)}, "erpsync: postgresql at " + closedAddr + ": connection refused", 5 * time.Second},
+			{[]string{"run", "--postgres-dsn", pg(holeAddr)}, "erpsync: postgresql at " + holeAddr + ": connection timed out after 5s", 5 * time.Second},
+			{[]string{"verify", "--postgres-dsn", pg(holeAddr) + "&connect_timeout=2"}, "erpsync: postgresql at " + holeAddr + ": connection timed out after 2s", 2 * time.Second},
+		}
+	}
+	for _, c := range cases {
 		start := time.Now()
 		r := e.Run(context.Background(), c.args...)
 		took := time.Since(start)

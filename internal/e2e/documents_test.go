@@ -46,7 +46,7 @@ func checkOrderLines(t *testing.T, e *proctest.Env) int {
 	t.Helper()
 	want := map[string][]string{}
 	versions := map[string]int64{}
-	rows, err := e.DB.Query("SELECT region, `no`, erp_version FROM " + e.Table("orders") + " WHERE deleted_at IS NULL")
+	rows, err := e.DB.Query("SELECT region, no, erp_version FROM " + e.Table("orders") + " WHERE deleted_at IS NULL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func checkOrderLines(t *testing.T, e *proctest.Env) int {
 	}
 	rows.Close()
 	got := map[string][]string{}
-	rows, err = e.DB.Query("SELECT region, `no`, pos, material, qty, erp_version FROM " + e.Table("order_lines") + " ORDER BY region, `no`, pos")
+	rows, err = e.DB.Query("SELECT region, no, pos, material, qty, erp_version FROM " + e.Table("order_lines") + " ORDER BY region, no, pos")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +142,19 @@ func TestDocumentsSyncWhole(t *testing.T) {
 	var region string
 	var no int64
 	var pos int
-	if err := e.DB.QueryRow("SELECT region, `no`, pos FROM "+e.Table("order_lines")+" ORDER BY region, `no`, pos LIMIT 1").Scan(&region, &no, &pos); err != nil {
+	if err := e.DB.QueryRow("SELECT region, no, pos FROM "+e.Table("order_lines")+" ORDER BY region, no, pos LIMIT 1").Scan(&region, &no, &pos); err != nil {
+		t.Fatal(err)
+	}
+	var lastRegion string
+	var lastNo int64
+	var lastPos int
+	if err := e.DB.QueryRow("SELECT region, no, pos FROM "+e.Table("order_lines")+" ORDER BY region DESC, no DESC, pos DESC LIMIT 1").Scan(&lastRegion, &lastNo, &lastPos); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		fmt.Sprintf("DELETE FROM %s WHERE region = '%s' AND `no` = %d AND pos = %d", e.Table("order_lines"), region, no, pos),
-		fmt.Sprintf("UPDATE %s SET qty = qty + 1 ORDER BY region DESC, `no` DESC, pos DESC LIMIT 1", e.Table("order_lines")),
-		fmt.Sprintf("INSERT INTO %s (region, `no`, pos, material, qty, erp_version) SELECT region, `no`, 99, 'EXTRA', 1, erp_version FROM %s WHERE deleted_at IS NULL ORDER BY region, `no` LIMIT 1 OFFSET 5", e.Table("order_lines"), e.Table("orders")),
+		fmt.Sprintf("DELETE FROM %s WHERE region = '%s' AND no = %d AND pos = %d", e.Table("order_lines"), region, no, pos),
+		fmt.Sprintf("UPDATE %s SET qty = qty + 1 WHERE region = '%s' AND no = %d AND pos = %d", e.Table("order_lines"), lastRegion, lastNo, lastPos),
+		fmt.Sprintf("INSERT INTO %s (region, no, pos, material, qty, erp_version) SELECT region, no, 99, 'EXTRA', 1, erp_version FROM %s WHERE deleted_at IS NULL ORDER BY region, no LIMIT 1 OFFSET 5", e.Table("order_lines"), e.Table("orders")),
 	} {
 		if _, err := e.DB.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

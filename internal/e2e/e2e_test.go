@@ -211,6 +211,10 @@ func TestBadUsageAndUnreachableDependenciesExit2(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 10, Seed: 1, Token: "right"})
 	ctx := context.Background()
+	unreachable := "root@tcp(127.0.0.1:1)/x"
+	if e.Postgres {
+		unreachable = "postgres://root@127.0.0.1:1/x?sslmode=disable"
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -221,7 +225,7 @@ func TestBadUsageAndUnreachableDependenciesExit2(t *testing.T) {
 		{"bad shard", []string{"backfill", "--since", "2025-01-01T00:00:00Z", "--shard", "4/4"}},
 		{"wrong erp token", []string{"run", "--erp-token", "wrong"}},
 		{"redis unreachable", []string{"run", "--erp-token", "right", "--redis-addr", "127.0.0.1:1"}},
-		{"mysql unreachable", []string{"run", "--erp-token", "right", "--mysql-dsn", "root@tcp(127.0.0.1:1)/x"}},
+		{"database unreachable", []string{"run", "--erp-token", "right", testenv.DSNFlag(e.DSN), unreachable}},
 		{"erp unreachable", []string{"run", "--erp-url", "http://127.0.0.1:1", "--erp-retries", "1"}},
 	}
 	for _, c := range cases {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/captest"
 	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // lastScreenLine is what a terminal shows on the line of the progress bar:
@@ -82,7 +84,7 @@ func TestSecretThatIsTheProgramsNameLeavesItsLinesReadable(t *testing.T) {
 	assertExit(t, c, 2, `erpsync: typo1.yaml:18: unknown key "evry" (did you mean "every"?)`+"\n")
 
 	nodb := strings.Replace(e.DSN, "/"+e.DBName, "/"+e.DBName+"_none", 1)
-	c = e.Cmd(context.Background(), "run", "--mysql-dsn", nodb)
+	c = e.Cmd(context.Background(), "run", testenv.DSNFlag(nodb), nodb)
 	c.Env = append(c.Env, "ERPSYNC_ERP_USERNAME=u", "ERPSYNC_ERP_PASSWORD=erpsync")
 	assertExit(t, c, 2, `erpsync: database "`+e.DBName+`_none" does not exist: run erpsync migrate`+"\n")
 
@@ -282,20 +284,30 @@ func TestMigratePlanBeforeTheDatabaseExists(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 10, Seed: 1})
 	fresh, dsn := e.freshDatabase("_fresh")
+	flag := testenv.DSNFlag(dsn)
 	cfg := customersConfig(t, "http://127.0.0.1:4004/odata/v4/sales/")
 
-	r := e.Run(context.Background(), "migrate", "--plan", "--mysql-dsn", dsn, "--config", cfg)
+	r := e.Run(context.Background(), "migrate", "--plan", flag, dsn, "--config", cfg)
 	lines := proctest.Lines(r.Stdout)
-	if r.Code != 0 || len(lines) < 3 || lines[0] != "CREATE DATABASE IF NOT EXISTS `"+fresh+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;" ||
-		!strings.HasPrefix(lines[len(lines)-1], "CREATE TABLE IF NOT EXISTS `customers` (") {
+	if r.Code != 0 || len(lines) < 3 {
 		t.Fatalf("migrate --plan on a fresh install: exit %d:\n%s", r.Code, r.Out())
 	}
-	var n int
-	if err := e.DB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", fresh).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("migrate --plan created the database (%d, %v)", n, err)
+	createsDatabase := lines[0] == "CREATE DATABASE IF NOT EXISTS `"+fresh+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;"
+	createsTable := strings.HasPrefix(lines[len(lines)-1], "CREATE TABLE IF NOT EXISTS `customers` (")
+	if e.Postgres {
+		// PostgreSQL's CREATE DATABASE has no IF NOT EXISTS and no
+		// character set of MySQL's; a table's indexes follow it.
+		createsDatabase = strings.HasPrefix(lines[0], `CREATE DATABASE "`+fresh+`"`) && !strings.ContainsAny(r.Stdout, "`") && !strings.Contains(r.Stdout, "utf8mb4")
+		createsTable = slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, `CREATE TABLE IF NOT EXISTS "customers" (`) })
 	}
-	e.MustRun("migrate", "--mysql-dsn", dsn, "--config", cfg)
-	r = e.MustRun("migrate", "--plan", "--mysql-dsn", dsn, "--config", cfg)
+	if !createsDatabase || !createsTable {
+		t.Fatalf("migrate --plan on a fresh install: exit %d:\n%s", r.Code, r.Out())
+	}
+	if testenv.DatabaseExists(t, dsn) {
+		t.Fatal("migrate --plan created the database")
+	}
+	e.MustRun("migrate", flag, dsn, "--config", cfg)
+	r = e.MustRun("migrate", "--plan", flag, dsn, "--config", cfg)
 	if r.Stdout != "nothing to migrate: the database matches\n" {
 		t.Errorf("the plan after migrate: %q", r.Stdout)
 	}

@@ -250,11 +250,21 @@ func TestVerifyCatchesTamperedRows(t *testing.T) {
 	}
 	truth := e.Mock.Truth()
 	m := e.Table("memberships")
-	e.DB.Exec("UPDATE "+m+" SET member_id = 'TAMPERED' WHERE erp_id = ?", truth[1].ErpID)
-	e.DB.Exec("UPDATE "+m+" SET erp_version = erp_version - 1 WHERE erp_id = ?", truth[2].ErpID)
-	e.DB.Exec("DELETE FROM "+m+" WHERE erp_id = ?", truth[3].ErpID)
-	e.DB.Exec("INSERT INTO " + m + ` (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
-		VALUES ('GHOST', 'U', 'P', 'ACTIVE', UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{"UPDATE " + m + " SET member_id = 'TAMPERED' WHERE erp_id = ?", []any{truth[1].ErpID}},
+		{"UPDATE " + m + " SET erp_version = erp_version - 1 WHERE erp_id = ?", []any{truth[2].ErpID}},
+		{"DELETE FROM " + m + " WHERE erp_id = ?", []any{truth[3].ErpID}},
+		{"INSERT INTO " + m + ` (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
+		VALUES ('GHOST', 'U', 'P', 'ACTIVE', ?, 1, ?, 1, ?, ?)`, []any{now, now, now, now}},
+	} {
+		if _, err := e.DB.Exec(q.sql, q.args...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
 	res, code := e.Verify(ctx)
 	if code != 1 {
 		t.Fatalf("verify over tampered rows: exit %d, want exit 1", code)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,17 +13,57 @@ import (
 	"github.com/erpsync/erpsync/internal/testenv"
 )
 
-// runtimeGrants are docs/security.md's grants for run, backfill, schedule, verify
-// and runs: SELECT, INSERT, UPDATE on erpsync's tables and SELECT on
-// schema_migrations. No DELETE anywhere: a finished backfill resets its
-// window's checkpoint with an UPDATE.
+// runtimeTables are the tables the runtime commands write: SELECT, INSERT,
+// UPDATE on each, and SELECT on schema_migrations. No DELETE anywhere: a
+// finished backfill resets its window's checkpoint with an UPDATE.
+var runtimeTables = []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"}
+
+// runtimeGrants are docs/security.md's grants for run, backfill, schedule,
+// verify and runs on MySQL.
 func runtimeGrants(db, user string) []string {
 	var out []string
-	for _, table := range []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"} {
+	for _, table := range runtimeTables {
 		out = append(out, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON `%s`.`%s` TO '%s'@'%%'", db, table, user))
 	}
 	return append(out,
 		fmt.Sprintf("GRANT SELECT ON `%s`.`schema_migrations` TO '%s'@'%%'", db, user))
+}
+
+// runtimeUser creates a user that holds only the runtime grants on e's
+// database (MySQL's of docs/security.md, or the same on PostgreSQL),
+// dropped when the test ends, and returns its DSN.
+func (e *env) runtimeUser(t *testing.T) string {
+	t.Helper()
+	user, pass := testenv.RandomName("erpsync_lp_"), testenv.RandomName("pw-")
+	if e.Postgres {
+		admin := testenv.WithDatabase(t, e.DSN, "postgres")
+		t.Cleanup(func() {
+			testenv.ExecSQL(t, e.DSN, `DROP OWNED BY "`+user+`"`)
+			testenv.ExecSQL(t, admin, `DROP ROLE IF EXISTS "`+user+`"`)
+		})
+		testenv.ExecSQL(t, admin, fmt.Sprintf(`CREATE ROLE "%s" LOGIN PASSWORD '%s'`, user, pass))
+		grants := []string{fmt.Sprintf(`GRANT SELECT ON schema_migrations TO "%s"`, user)}
+		for _, table := range runtimeTables {
+			grants = append(grants, fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE ON %s TO "%s"`, table, user))
+		}
+		testenv.ExecSQL(t, e.DSN, grants...)
+		u, err := url.Parse(e.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, pass)
+		return u.String()
+	}
+	root, err := store.ParseDSN(e.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := root.Clone()
+	admin.DBName = "mysql"
+	adminDSN := admin.FormatDSN()
+	t.Cleanup(func() { testenv.ExecSQL(t, adminDSN, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
+	testenv.ExecSQL(t, adminDSN, append([]string{fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, pass)}, runtimeGrants(root.DBName, user)...)...)
+	return fmt.Sprintf("%s:%s@tcp(%s)/%s?parseTime=true", user, pass, root.Addr, root.DBName)
 }
 
 // TestLeastPrivilege runs every command but migrate as a user that holds
@@ -31,23 +72,14 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 1200, Seed: 23, Faults: erpmock.Faults{InvalidRate: 0.02, DuplicateRate: 0.3}})
 	ctx := context.Background()
-	root, err := store.ParseDSN(e.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, pass := testenv.RandomName("erpsync_lp_"), testenv.RandomName("pw-")
-	admin := root.Clone()
-	admin.DBName = "mysql"
-	adminDSN := admin.FormatDSN()
-	t.Cleanup(func() { testenv.ExecSQL(t, adminDSN, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
-	testenv.ExecSQL(t, adminDSN, append([]string{fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, pass)}, runtimeGrants(root.DBName, user)...)...)
-	limited := fmt.Sprintf("%s:%s@tcp(%s)/%s?parseTime=true", user, pass, root.Addr, root.DBName)
+	limited := e.runtimeUser(t)
+	flag := testenv.DSNFlag(limited)
 
 	// The runtime user cannot migrate; --migrate-dsn can.
-	if r := e.Run(ctx, "migrate", "--mysql-dsn", limited); r.Code == 0 || !strings.Contains(r.Out(), "denied") {
+	if r := e.Run(ctx, "migrate", flag, limited); r.Code == 0 || !strings.Contains(r.Out(), "denied") {
 		t.Fatalf("migrate as the runtime user: exit %d, want a denial: %s", r.Code, r.Out())
 	}
-	if r := e.Run(ctx, "migrate", "--mysql-dsn", limited, "--migrate-dsn", e.DSN); r.Code != 0 {
+	if r := e.Run(ctx, "migrate", flag, limited, "--migrate-dsn", e.DSN); r.Code != 0 {
 		t.Fatalf("migrate with --migrate-dsn: exit %d: %s", r.Code, r.Out())
 	}
 	lst, err := store.Open(ctx, limited, nil)
@@ -56,7 +88,8 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	defer lst.Close()
 	for _, q := range []string{"DELETE FROM memberships", "DELETE FROM sync_checkpoints", "DROP TABLE sync_runs", "CREATE TABLE x (a INT)", "ALTER TABLE memberships ADD COLUMN x INT"} {
-		if err := lst.DB().Exec(q).Error; err == nil || !strings.Contains(err.Error(), "denied") {
+		// PostgreSQL refuses DROP and ALTER to all but the table's owner.
+		if err := lst.DB().Exec(q).Error; err == nil || !strings.Contains(err.Error(), "denied") && !strings.Contains(err.Error(), "must be owner") {
 			t.Fatalf("%s as the runtime user: %v, want denied", q, err)
 		}
 	}
@@ -64,7 +97,7 @@ func TestLeastPrivilege(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "run.json")
 	as := func(args ...string) string {
 		t.Helper()
-		r := e.Run(ctx, append(args, "--mysql-dsn", limited)...)
+		r := e.Run(ctx, append(args, flag, limited)...)
 		if r.Code != 0 {
 			t.Fatalf("%v as the runtime user: exit %d: %s", args, r.Code, r.Out())
 		}

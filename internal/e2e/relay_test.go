@@ -20,17 +20,14 @@ import (
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/redisproc"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // relayEnv is an Env whose outbox holds events: n versions of each key.
 func relayEnv(t *testing.T, keys []string, n int) (*env, *sql.DB) {
 	t.Helper()
 	e := setup(t, erpmock.Options{Records: 1})
-	db, err := sql.Open("mysql", e.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := testenv.SQLDB(t, e.DSN)
 	ctx := context.Background()
 	for v := 1; v <= n; v++ {
 		tx, err := db.BeginTx(ctx, nil)
@@ -42,7 +39,11 @@ func relayEnv(t *testing.T, keys []string, n int) (*env, *sql.DB) {
 			evs = append(evs, outbox.Event{Entity: "customers", Key: map[string]any{"customer": k}, Op: outbox.OpUpdate, Version: int64(v), RunID: "r",
 				Data: map[string]any{"customer": k}})
 		}
-		if err := outbox.Record(ctx, tx, evs); err != nil {
+		rec := new(outbox.Recorder) // outbox.Record's, a load first
+		if e.Postgres {
+			rec = outbox.NewPostgresRecorder()
+		}
+		if err := rec.Record(ctx, tx, evs); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {

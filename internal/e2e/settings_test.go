@@ -9,6 +9,7 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/proctest"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // TestEverySettingCheckedAtItsSource: a value out of range, from a flag or
@@ -73,14 +74,21 @@ func TestErrorsAPersonCanActOn(t *testing.T) {
 		w.Write([]byte("<html><head><title>Sign in</title></head>\n<body>proxy login</body></html>"))
 	}))
 	defer html.Close()
+	// A DSN of the other database's form given to the flag of this one.
+	wrongForm := []string{"run", "--mysql-dsn", "mysql://root@127.0.0.1:3306/erpsync"}
+	wrongFormSays := "erpsync: --mysql-dsn: parse mysql dsn: a mysql:// URL: want the go-sql-driver form user:pass@tcp(host:port)/db?parseTime=true"
+	if e.Postgres {
+		wrongForm = []string{"run", "--postgres-dsn", "root@tcp(127.0.0.1:5432)/erpsync"}
+		wrongFormSays = "erpsync: --postgres-dsn: parse postgres dsn: want a postgres:// URL (postgres://user@host:5432/db?sslmode=disable) or a libpq key=value string (host=... dbname=...), not MySQL's user@tcp(host:port)/db form"
+	}
+	nosuch := testenv.WithDatabase(t, e.DSN, "erpsync_e2e_nosuch")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--mysql-dsn", "root@tcp(127.0.0.1:3306)/erpsync_e2e_nosuch?parseTime=true"},
+		{[]string{"run", testenv.DSNFlag(nosuch), nosuch},
 			`erpsync: database "erpsync_e2e_nosuch" does not exist: run erpsync migrate`},
-		{[]string{"run", "--mysql-dsn", "mysql://root@127.0.0.1:3306/erpsync"},
-			"erpsync: --mysql-dsn: parse mysql dsn: a mysql:// URL: want the go-sql-driver form user:pass@tcp(host:port)/db?parseTime=true"},
+		{wrongForm, wrongFormSays},
 		{[]string{"run", "--erp-url", html.URL, "--erp-count-path", "", "--erp-retries", "0"},
 			`erpsync: erp at ` + html.URL + ` answered, but not with the feed (check --erp-url and that no proxy or login page stands in front): erp: page request: giving up after 1 attempts: erp: GET ` + html.URL + `/api/v1/memberships?limit=1: status 200, Content-Type "text/html": not JSON: "<html><head><title>Sign in</title></head> <body>proxy login</body></html>"`},
 		{[]string{"run", "--erp-url", e.ERPURL + "/api/v1/memberships"},

@@ -42,7 +42,7 @@ entities:
 // counting each.
 func tenantRows(t *testing.T, e *proctest.Env) map[string]int {
 	t.Helper()
-	rows, err := e.DB.Query("SELECT tenant, plant, region, `no` FROM " + e.Table("contracts") + " WHERE deleted_at IS NULL")
+	rows, err := e.DB.Query("SELECT tenant, plant, region, no FROM " + e.Table("contracts") + " WHERE deleted_at IS NULL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,8 @@ func TestSourcesThatReadTheSameRecordsAreRefused(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2 and %q:\n%s", args, r.Code, want, r.Out())
 		}
 	}
-	var tables int
-	if err := e.DB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'contracts'", e.DBName).Scan(&tables); err != nil || tables != 0 {
-		t.Errorf("the refused file created its table (%d, %v)", tables, err)
+	if e.TableExists("contracts") {
+		t.Error("the refused file created its table")
 	}
 	if n := e.Count("SELECT COUNT(*) FROM %s", "sync_runs"); n != 0 {
 		t.Errorf("the refused file ran %d times", n)

@@ -52,6 +52,9 @@ func newPool(t testing.TB, n int) pool {
 	return p
 }
 
+// postgres reports whether the world's database is PostgreSQL.
+func (w *world) postgres() bool { return testenv.IsPostgres(w.dsn) }
+
 func (w *world) reset(t testing.TB) {
 	for _, table := range append([]string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "erpsync_events", "erpsync_relay_fence"}, w.entities...) {
 		if err := w.st.DB().Exec("DELETE FROM " + table).Error; err != nil {
@@ -496,7 +499,7 @@ func (f *feed) reconcileChecked(ctx context.Context, id string, x execSpec, tab 
 }
 
 func (f *feed) env(id string) *proctest.Env {
-	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
+	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, Postgres: f.w.postgres(), ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
 }
 
 func processArgs(x execSpec, report string) []string {

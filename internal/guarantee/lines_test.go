@@ -234,7 +234,7 @@ func (f *feed) docEvents() (map[string][]docEvent, error) {
 // tableLines reads the lines of every document of contract_lines as
 // "pos material qty", by position.
 func tableLines(w *world) (map[string][]string, error) {
-	rows, err := w.st.DB().Raw("SELECT CONCAT(region, `no`), pos, material, CAST(qty AS CHAR) FROM contract_lines ORDER BY region, `no`, pos").Rows()
+	rows, err := w.st.DB().Raw("SELECT CONCAT(region, no), pos, material, qty FROM contract_lines ORDER BY region, no, pos").Rows()
 	if err != nil {
 		return nil, err
 	}

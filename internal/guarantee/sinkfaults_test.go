@@ -261,11 +261,7 @@ func msgSize(e outbox.Pending) int {
 // wait of first) and returns up to 256 of them; nil when the faults
 // ended first.
 func (s *sink) pending(first time.Duration) []outbox.Pending {
-	db, err := s.f.w.st.DB().DB()
-	if err != nil {
-		return nil
-	}
-	ob := outbox.New(db)
+	ob := s.f.w.st.Outbox()
 	wait := first
 	for {
 		select {

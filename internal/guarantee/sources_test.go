@@ -187,7 +187,7 @@ func runSources(t *testing.T, sp *sourcesSpec) {
 	for _, rec := range e.Mock.Truth() {
 		want[rec.Tenant+"|"+sp.plants[rec.Tenant]+"|"+rec.ErpID] = rec.Version
 	}
-	rows, err := e.DB.Query("SELECT tenant, plant, region, `no`, erp_version FROM " + e.Table("contracts") + " WHERE deleted_at IS NULL")
+	rows, err := e.DB.Query("SELECT tenant, plant, region, no, erp_version FROM " + e.Table("contracts") + " WHERE deleted_at IS NULL")
 	if err != nil {
 		t.Fatal(err)
 	}

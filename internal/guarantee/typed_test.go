@@ -121,9 +121,9 @@ type table struct {
 var (
 	membershipsTable = &table{name: "memberships", erpID: "erp_id", entity: syncer.MembershipsEntity, read: readMemberships}
 	// contractsTable's erp_id is ContractID(region, no).
-	contractsTable = &table{name: "contracts", erpID: "CONCAT(region, `no`)", entity: "contracts", typed: true, read: readContracts}
+	contractsTable = &table{name: "contracts", erpID: "CONCAT(region, no)", entity: "contracts", typed: true, read: readContracts}
 	// ordersTable is contractsTable read as documents: each row's lines too.
-	ordersTable = &table{name: "contracts", erpID: "CONCAT(region, `no`)", entity: "contracts", typed: true, docs: true, read: readOrders}
+	ordersTable = &table{name: "contracts", erpID: "CONCAT(region, no)", entity: "contracts", typed: true, docs: true, read: readOrders}
 )
 
 // tables returns the tables a feed of sc writes.
@@ -166,12 +166,13 @@ func (tab *table) jobOf(f *feed) string {
 }
 
 // readContracts reads every row of contracts as the records they hold,
-// each typed column read back as MySQL stores it: the key split from the
+// each typed column read back as the database stores it (a decimal as its
+// text): the key split from the
 // erp_id, the status through the code map, the numbers that derive from the
 // version exact to the last digit.
 func readContracts(ctx context.Context, w *world) ([]row, error) {
-	return scanRows(ctx, w, "SELECT region, `no`, customer, plan, status, starts_at, ends_at, signed_on, "+
-		"CAST(amount AS CHAR), CAST(balance AS CHAR), serial, erp_version, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL, quarantined_version FROM contracts",
+	return scanRows(ctx, w, "SELECT region, no, customer, plan, status, starts_at, ends_at, signed_on, "+
+		"amount, balance, serial, erp_version, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL, quarantined_version FROM contracts",
 		func(rows *sql.Rows) (row, error) {
 			var r row
 			var region, amount, balance string
@@ -215,7 +216,7 @@ func readOrders(ctx context.Context, w *world) ([]row, error) {
 		return nil, err
 	}
 	lines, lineMaterials := map[string][]string{}, map[string][]string{}
-	rs, err := w.st.DB().WithContext(ctx).Raw("SELECT region, `no`, pos, material, CAST(qty AS CHAR), erp_version FROM contract_lines ORDER BY region, `no`, pos").Rows()
+	rs, err := w.st.DB().WithContext(ctx).Raw("SELECT region, no, pos, material, qty, erp_version FROM contract_lines ORDER BY region, no, pos").Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -680,8 +681,8 @@ func TestTypedFaceKeepsEveryFlaw(t *testing.T) {
 	if n := count("SELECT COUNT(*) FROM " + c); n != truth {
 		t.Errorf("%d contracts, the mock has %d valid records", n, truth)
 	}
-	if n := count("SELECT COUNT(*) FROM " + m + " JOIN " + c + " ON CONCAT(region, `no`) = erp_id AND customer = member_id AND plan = product_code AND " + c + ".status = " + m + ".status AND " +
-		c + ".starts_at = " + m + ".starts_at AND " + c + ".ends_at <=> " + m + ".ends_at AND " + c + ".erp_version = " + m + ".erp_version"); n != truth {
+	if n := count("SELECT COUNT(*) FROM " + m + " JOIN " + c + " ON CONCAT(region, no) = erp_id AND customer = member_id AND plan = product_code AND " + c + ".status = " + m + ".status AND " +
+		c + ".starts_at = " + m + ".starts_at AND (" + c + ".ends_at = " + m + ".ends_at OR " + c + ".ends_at IS NULL AND " + m + ".ends_at IS NULL) AND " + c + ".erp_version = " + m + ".erp_version"); n != truth {
 		t.Errorf("%d contracts equal their membership, want %d", n, truth)
 	}
 	q := env.Table("quarantined_records")

@@ -51,7 +51,7 @@ const tailLines = 20
 // line, where any user of the machine could read a password.
 func (c *child) start(ctx context.Context, bin, dsn, logPath string, t0 time.Time) error {
 	c.cmd = exec.CommandContext(ctx, bin, c.args...)
-	c.cmd.Env = append(cli.EnvWithoutSettings(), "ERPSYNC_MYSQL_DSN="+dsn)
+	c.cmd.Env = append(cli.EnvWithoutSettings(), dsnEnv(dsn)+"="+dsn)
 	// Cancelled: ask for a clean stop first (the syncer writes what it
 	// holds, within its grace), then kill.
 	c.cmd.Cancel = func() error { return c.cmd.Process.Signal(syscall.SIGTERM) }

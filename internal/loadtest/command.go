@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/cli"
+	"github.com/erpsync/erpsync/internal/store"
 )
 
 // Command returns `erpsync loadtest` for cli.Main.
@@ -95,6 +96,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	retries := -1
 	cli.IntVar(fs, &retries, "erp-retries", -1, -1, 100, "--erp-retries of each process (0: none; -1: erpsync's default)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", DefaultMySQLDSN, "MySQL DSN; the database is created and migrated when missing")
+	var postgresDSN string
+	fs.StringVar(&postgresDSN, "postgres-dsn", "", "PostgreSQL DSN (a postgres:// URL or a key=value string) in place of --mysql-dsn; the database is created and migrated when missing")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", DefaultRedisAddr, "Redis address of the locks")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the rows in memberships instead of emptying it first")
 	fs.StringVar(&cfg.Job, "job", "", "job name of the processes (default loadtest-<random>)")
@@ -103,6 +106,20 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	cfg.Faults.Flags(fs, "erpmock: ")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return cfg, 0, err
+	}
+	mysqlSet := false
+	fs.Visit(func(f *flag.Flag) { mysqlSet = mysqlSet || f.Name == "mysql-dsn" })
+	if postgresDSN != "" {
+		if mysqlSet {
+			return cfg, 0, cli.UsageError(errors.New("--mysql-dsn and --postgres-dsn both given: give one database"))
+		}
+		if store.DialectOf(postgresDSN) != store.Postgres {
+			_, err := store.ParsePostgresDSN(postgresDSN)
+			return cfg, 0, cli.UsageError(fmt.Errorf("--postgres-dsn: %w", err))
+		}
+		cfg.MySQLDSN = postgresDSN
+	} else if store.DialectOf(cfg.MySQLDSN) == store.Postgres {
+		return cfg, 0, cli.UsageError(errors.New("--mysql-dsn: that is a PostgreSQL DSN: give it as --postgres-dsn"))
 	}
 	if cfg.Records < 1 {
 		return cfg, 0, cli.UsageError(errors.New("--records: want at least 1"))

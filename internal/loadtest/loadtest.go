@@ -62,7 +62,9 @@ type Config struct {
 	// (0: none). Nil leaves erpsync's default.
 	ERPRetries *int
 	// MySQLDSN names the database. It is created and migrated when missing.
-	// Defaults to DefaultMySQLDSN.
+	// Defaults to DefaultMySQLDSN. A postgres:// URL or a libpq key=value
+	// string names a PostgreSQL database (store.DialectOf), which the
+	// processes get as ERPSYNC_POSTGRES_DSN.
 	MySQLDSN string
 	// RedisAddr is the Redis of the locks. Defaults to DefaultRedisAddr.
 	RedisAddr string
@@ -127,11 +129,11 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.Faults.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	cfg, err := store.ParseDSN(c.MySQLDSN)
+	name, err := databaseName(c.MySQLDSN)
 	if err != nil {
 		errs = append(errs, err)
-	} else if !c.Keep && !strings.Contains(strings.ToLower(cfg.DBName), "loadtest") {
-		errs = append(errs, fmt.Errorf("refusing to empty memberships in database %q: use a database whose name contains \"loadtest\", or keep its rows", cfg.DBName))
+	} else if !c.Keep && !strings.Contains(strings.ToLower(name), "loadtest") {
+		errs = append(errs, fmt.Errorf("refusing to empty memberships in database %q: use a database whose name contains \"loadtest\", or keep its rows", name))
 	}
 	return c, errors.Join(errs...)
 }
@@ -256,10 +258,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, "loadtest: "+format+"\n", args...) }
-	dbName := ""
-	if pc, err := store.ParseDSN(cfg.MySQLDSN); err == nil {
-		dbName = pc.DBName
-	}
+	dbName, _ := databaseName(cfg.MySQLDSN)
 	rep := &Report{
 		Config: ReportConfig{
 			Records: cfg.Records, Seed: cfg.Seed, Processes: cfg.Processes, Workers: cfg.Workers,
@@ -531,7 +530,11 @@ func dbClockOffset(ctx context.Context, st *store.Store) (offset, slack time.Dur
 	for range 5 {
 		var now time.Time
 		before := time.Now()
-		if err := st.DB().WithContext(ctx).Raw("SELECT UTC_TIMESTAMP(6)").Row().Scan(&now); err != nil {
+		clock := "SELECT UTC_TIMESTAMP(6)"
+		if st.Dialect() == store.Postgres {
+			clock = "SELECT clock_timestamp()"
+		}
+		if err := st.DB().WithContext(ctx).Raw(clock).Row().Scan(&now); err != nil {
 			return 0, 0, fmt.Errorf("read database clock: %w", err)
 		}
 		rtt := time.Since(before)
@@ -627,4 +630,30 @@ func (r *Report) write(dir string) error {
 		return fmt.Errorf("write html report: %w", err)
 	}
 	return f.Close()
+}
+
+// databaseName is the name of the database dsn names, MySQL's or
+// PostgreSQL's.
+func databaseName(dsn string) (string, error) {
+	if store.DialectOf(dsn) == store.Postgres {
+		cfg, err := store.ParsePostgresDSN(dsn)
+		if err != nil {
+			return "", err
+		}
+		return cfg.Database, nil
+	}
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	return cfg.DBName, nil
+}
+
+// dsnEnv is the erpsync setting that takes dsn: ERPSYNC_POSTGRES_DSN or
+// ERPSYNC_MYSQL_DSN.
+func dsnEnv(dsn string) string {
+	if store.DialectOf(dsn) == store.Postgres {
+		return "ERPSYNC_POSTGRES_DSN"
+	}
+	return "ERPSYNC_MYSQL_DSN"
 }

@@ -42,8 +42,21 @@ func buildErpsync(t *testing.T) string {
 func loadtestDSN(t *testing.T) string { return testenv.MySQLDSNNamed(t, "erpsync_loadtest_t_") }
 
 func TestLoadtest(t *testing.T) {
+	for _, db := range []struct{ name, flag string }{{"mysql", "--mysql-dsn"}, {"postgres", "--postgres-dsn"}} {
+		t.Run(db.name, func(t *testing.T) {
+			dsn := loadtestDSN(t)
+			if db.name == "postgres" {
+				dsn = testenv.PostgresDSNNamed(t, "erpsync_loadtest_t_")
+			}
+			loadtestOn(t, db.flag, dsn)
+		})
+	}
+}
+
+// loadtestOn runs a load test with faults on the database of dsn, given as
+// flag, and checks its report.
+func loadtestOn(t *testing.T, flag, dsn string) {
 	bin := buildErpsync(t)
-	dsn := loadtestDSN(t)
 	out := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -55,7 +68,7 @@ func TestLoadtest(t *testing.T) {
 		"--processes", "2",
 		"--workers", "4",
 		"--page-size", "100",
-		"--mysql-dsn", dsn,
+		flag, dsn,
 		"--redis-addr", testenv.RedisAddr(),
 		"--out", out,
 		// Faults the processes must get through: retries, duplicates,

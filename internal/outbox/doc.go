@@ -4,7 +4,9 @@
 // needs of it: the undelivered events in id order (Pending), the mark of
 // what was delivered under the relay's fencing token (MarkDelivered), the
 // prune of old delivered events (Prune) and the counts that
-// `erpsync events` and the metrics show (Stats).
+// `erpsync events` and the metrics show (Stats). It speaks MySQL's SQL
+// (New, the zero Recorder) or PostgreSQL's (NewPostgres,
+// NewPostgresRecorder): the same table, the same rules.
 //
 // A row stores the event's data alone (payload) beside its identity and
 // run; the body a consumer receives is written from them when it is read

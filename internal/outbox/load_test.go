@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/erpsync/erpsync/internal/outbox"
+	"github.com/erpsync/erpsync/internal/outbox/outboxtest"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // stored is an outbox row as a test reads it back.
@@ -21,7 +24,7 @@ type stored struct {
 
 // readStored reads the outbox in id order, each body written with seq 0
 // (a body's seq is its row's id, which the rows' order checks).
-func readStored(t *testing.T, db *sql.DB) []stored {
+func readStored(t *testing.T, db *outboxtest.DB) []stored {
 	t.Helper()
 	rows, err := db.Query("SELECT " + outbox.StoredColumns + " FROM erpsync_events ORDER BY id")
 	if err != nil {
@@ -64,6 +67,19 @@ func drawString(r *rand.Rand, parts []string) string {
 	return b.String()
 }
 
+// nastyEvents draws up to 30 events of round whose keys and data hold
+// nastyString's characters and whose entities and run ids hold text's.
+func nastyEvents(r *rand.Rand, round int, text func(*rand.Rand) string) []outbox.Event {
+	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
+	var evs []outbox.Event
+	for i := range 1 + r.IntN(30) {
+		key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
+		data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
+		evs = append(evs, outbox.Event{Entity: "customers" + text(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: text(r), Life: r.Int64N(3), Data: data})
+	}
+	return evs
+}
+
 // wantStored is what the outbox must hold of ev: its id computed from its
 // identity and the body encoding/json writes.
 func wantStored(t *testing.T, ev outbox.Event) stored {
@@ -86,17 +102,14 @@ func wantStored(t *testing.T, ev outbox.Event) stored {
 // INSERT records, and both are the events' ids and encoding/json bodies;
 // under NO_BACKSLASH_ESCAPES too.
 func TestLoadRecordsWhatInsertRecords(t *testing.T) {
+	if testenv.Postgres() {
+		t.Skip("MySQL's LOAD DATA; PostgreSQL's INSERT: TestRecordStoresEveryCharacter")
+	}
 	db, _ := setup(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(7, 11))
-	ops := []string{outbox.OpInsert, outbox.OpUpdate, outbox.OpDelete, outbox.OpRestore}
 	for round := range 40 {
-		var evs []outbox.Event
-		for i := range 1 + r.IntN(30) {
-			key := map[string]any{"company": nastyString(r), "no": fmt.Sprint(round, "-", i)}
-			data := map[string]any{"company": key["company"], "no": key["no"], "name": nastyString(r), "amount": "1234.50", "n": r.IntN(1000)}
-			evs = append(evs, outbox.Event{Entity: "customers" + nastyText(r), Key: key, Op: ops[r.IntN(len(ops))], Version: r.Int64() - r.Int64(), RunID: nastyText(r), Life: r.Int64N(3), Data: data})
-		}
+		evs := nastyEvents(r, round, nastyText)
 		noBackslashEscapes := round%4 == 3
 		var byPath [2][]stored
 		for path, record := range []func(context.Context, *sql.Tx, []outbox.Event) error{outbox.Record, outbox.RecordWithInsert} {
@@ -143,6 +156,9 @@ func TestLoadRecordsWhatInsertRecords(t *testing.T) {
 // off, a Recorder records with the INSERT, the events whole and a
 // duplicate dropped, and goes on doing so without trying a load again.
 func TestRecordFallsBackWhenLoadsAreRefused(t *testing.T) {
+	if testenv.Postgres() {
+		t.Skip("MySQL's LOAD DATA")
+	}
 	db, _ := setup(t)
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, "SET GLOBAL local_infile = OFF"); err != nil {
@@ -177,9 +193,60 @@ func TestRecordFallsBackWhenLoadsAreRefused(t *testing.T) {
 	}
 }
 
+// TestRecordStoresEveryCharacter: for events whose keys, data, entities
+// and run ids hold the characters SQL's quoting and the load's line
+// format read specially, the database's recorder stores the events' ids
+// and encoding/json bodies, value for value, and one change recorded
+// twice once. On PostgreSQL, whose text holds no NUL, an entity or a run
+// id holds none (TestRecordRefusesWhatWouldNotFit).
+func TestRecordStoresEveryCharacter(t *testing.T) {
+	db, _ := setup(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(13, 17))
+	text := nastyText
+	if db.Postgres {
+		text = func(r *rand.Rand) string { return strings.ReplaceAll(nastyText(r), "\x00", "") }
+	}
+	// What an array's text or a literal reads specially, whole.
+	var all []outbox.Event
+	for i, s := range []string{"NULL", "null", "", `{}`, `{"a","b"}`, `\`, `"`, "a,b", " ", "'", "''", `\'`} {
+		all = append(all, outbox.Event{Entity: "x" + s, Key: map[string]any{"k": s}, Op: outbox.OpInsert, Version: int64(i), RunID: s, Data: map[string]any{"k": s}})
+	}
+	db.Record(t, all...)
+	for round := range 20 {
+		evs := nastyEvents(r, round, text)
+		// A batch that carries each event twice, then the batch again
+		// in the same transaction: each event once.
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, batch := range [][]outbox.Event{append(slices.Clone(evs), evs...), evs} {
+			if err := db.Recorder.Record(ctx, tx, batch); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, evs...)
+	}
+	got := readStored(t, db)
+	if len(got) != len(all) {
+		t.Fatalf("%d rows of %d events", len(got), len(all))
+	}
+	for i, ev := range all {
+		if want := wantStored(t, ev); got[i] != want {
+			t.Fatalf("event %d: stored\n%+v\nwant\n%+v", i, got[i], want)
+		}
+	}
+}
+
 // TestRecordRefusesWhatWouldNotFit: a value longer than its column is an
-// error, not a row cut short (a load would only warn); so is a key or data
-// that is not UTF-8, not a row of bytes no utf8mb4 column may hold.
+// error naming the column, not a row cut short (a load would only warn);
+// so is a key or data that is not UTF-8, not a row of bytes no utf8mb4
+// column may hold, and on PostgreSQL an entity or run id with a NUL,
+// which its text does not hold.
 func TestRecordRefusesWhatWouldNotFit(t *testing.T) {
 	db, _ := setup(t)
 	ctx := context.Background()
@@ -194,15 +261,36 @@ func TestRecordRefusesWhatWouldNotFit(t *testing.T) {
 	badData.KeyJSON, badData.DataJSON = []byte(`{"id":"C1"}`), []byte("{\"id\":\"C1\",\"name\":\"\xff\"}")
 	badKey := ev("C1", 1, outbox.OpInsert)
 	badKey.KeyJSON, badKey.DataJSON = []byte("{\"id\":\"C\xc3\"}"), []byte(`{"id":"C1"}`)
-	for _, bad := range []outbox.Event{long, run, key, badData, badKey} {
+	cases := []struct {
+		ev   outbox.Event
+		want string // what the error names
+	}{{long, "entity"}, {run, "run id"}, {key, "key"}, {badData, "data"}, {badKey, "key"}}
+	if db.Postgres {
+		nulEntity := ev("C1", 1, outbox.OpInsert)
+		nulEntity.Entity = "cust\x00omers"
+		nulRun := ev("C1", 1, outbox.OpInsert)
+		nulRun.RunID = "r\x00"
+		cases = append(cases, struct {
+			ev   outbox.Event
+			want string
+		}{nulEntity, "entity"}, struct {
+			ev   outbox.Event
+			want string
+		}{nulRun, "run id"})
+	}
+	for _, c := range cases {
+		bad := c.ev
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = outbox.Record(ctx, tx, []outbox.Event{ev("C0", 1, outbox.OpInsert), bad})
+		err = db.Recorder.Record(ctx, tx, []outbox.Event{ev("C0", 1, outbox.OpInsert), bad})
 		tx.Commit()
 		if err == nil {
 			t.Fatalf("recorded an event of entity %q, run %q, key %v %q, data %q", bad.Entity, bad.RunID, bad.Key, bad.KeyJSON, bad.DataJSON)
+		}
+		if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("error %q: want one line naming the %s", err, c.want)
 		}
 	}
 	if got := readStored(t, db); len(got) != 0 {

@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -11,33 +10,19 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/outbox"
-	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/internal/outbox/outboxtest"
 )
 
-func setup(t *testing.T) (*sql.DB, *outbox.Outbox) {
+// setup is a fresh database of the test matrix with the outbox's tables.
+func setup(t *testing.T) (*outboxtest.DB, *outbox.Outbox) {
 	t.Helper()
-	st, _ := testenv.MigratedStore(t)
-	db, err := st.DB().DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, outbox.New(db)
+	db := outboxtest.Open(t)
+	return db, db.Outbox
 }
 
-func record(t *testing.T, db *sql.DB, evs ...outbox.Event) {
+func record(t *testing.T, db *outboxtest.DB, evs ...outbox.Event) {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Record(ctx, tx, evs); err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	db.Record(t, evs...)
 }
 
 func ev(key string, version int64, op string) outbox.Event {
@@ -112,7 +97,7 @@ func TestRecordRollsBackWithItsTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.Record(ctx, tx, []outbox.Event{ev("C1", 1, outbox.OpInsert)}); err != nil {
+	if err := db.Recorder.Record(ctx, tx, []outbox.Event{ev("C1", 1, outbox.OpInsert)}); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback()
@@ -123,7 +108,7 @@ func TestRecordRollsBackWithItsTransaction(t *testing.T) {
 	if st.Pending() != 0 {
 		t.Fatalf("%d pending after a rollback", st.Pending())
 	}
-	if err := outbox.Record(ctx, nil, []outbox.Event{{Entity: "x", Op: "upsert"}}); err == nil {
+	if err := db.Recorder.Record(ctx, nil, []outbox.Event{{Entity: "x", Op: "upsert"}}); err == nil {
 		t.Fatal("an unknown op was recorded")
 	}
 }
@@ -165,8 +150,8 @@ func TestPendingDeliversBodiesAsRecorded(t *testing.T) {
 	ctx := context.Background()
 	record(t, db, ev("C1", 1, outbox.OpInsert))
 	old := `{"id":"0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10","entity":"customers","op":"update","key":{"company":"1000","customer":"C0"},"version":3,"run_id":"before","data":{"note":"as recorded"}}`
-	if _, err := db.ExecContext(ctx, `INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at)
-VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000","customer":"C0"}', 'update', 3, 'run-0', 0, ?, UTC_TIMESTAMP(3))`, old); err != nil {
+	if _, err := db.ExecContext(ctx, db.Q(`INSERT INTO erpsync_events (event_id, entity, entity_key, op, version, run_id, life, body, recorded_at)
+VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000","customer":"C0"}', 'update', 3, 'run-0', 0, ?, UTC_TIMESTAMP(3))`), old); err != nil {
 		t.Fatal(err)
 	}
 	record(t, db, ev("C2", 1, outbox.OpInsert))
@@ -189,4 +174,131 @@ VALUES ('0b7e3c1e-5a56-5d0f-8c3e-4e2d2d6f7a10', 'customers', '{"company":"1000",
 			t.Errorf("event %d: body\n%s\nwant\n%s", i, ps[i].Body, want)
 		}
 	}
+}
+
+// TestOneChangeRecordedConcurrentlyIsOneRow: two transactions record one
+// change at once, the second while the first has not committed; the
+// second waits for the first and drops its copy: one row.
+func TestOneChangeRecordedConcurrentlyIsOneRow(t *testing.T) {
+	db, ob := setup(t)
+	ctx := context.Background()
+	first := db.Uncommitted(t, ev("C1", 1, outbox.OpInsert))
+	t.Cleanup(func() { first.Rollback() })
+	done := make(chan error, 1)
+	go func() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err == nil {
+			if err = db.Recorder.Record(ctx, tx, []outbox.Event{ev("C1", 1, outbox.OpInsert), ev("C2", 1, outbox.OpInsert)}); err == nil {
+				err = tx.Commit()
+			} else {
+				tx.Rollback()
+			}
+		}
+		done <- err
+	}()
+	waitForRecording(t, db)
+	if err := first.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the second record: %v", err)
+	}
+	ps, err := ob.Pending(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Key != `{"company":"1000","customer":"C1"}` || ps[1].Key != `{"company":"1000","customer":"C2"}` {
+		t.Fatalf("pending %+v, want C1 once, then C2", ps)
+	}
+}
+
+// waitForRecording waits until another session records into db's
+// outbox: on PostgreSQL, until it waits for a lock; on MySQL, until its
+// statement runs (a load that waits for a row lock is not listed among
+// InnoDB's lock waits).
+func waitForRecording(t *testing.T, db *outboxtest.DB) {
+	t.Helper()
+	q := `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%INTO%erpsync_events%'`
+	if db.Postgres {
+		q = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow(q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session records into the outbox")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSeqFollowsTheKeysLock: writers of one key, each in a transaction
+// that locks the key's row, writes the next version and records its
+// event after, as the store's writes do, record the key's versions in
+// increasing seq, however many write at once. The key's row here is a
+// row of erpsync_relay_fence, its token the key's version.
+func TestSeqFollowsTheKeysLock(t *testing.T) {
+	db, ob := setup(t)
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, db.Q("INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES ('K', 0, UTC_TIMESTAMP(3))")); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 6, 10
+	errs := make(chan error, writers)
+	for range writers {
+		go func() {
+			for range each {
+				if err := writeNext(ctx, db); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := ob.Pending(ctx, 2*writers*each)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != writers*each {
+		t.Fatalf("%d events, want %d", len(ps), writers*each)
+	}
+	for i, p := range ps {
+		if p.Version != int64(i+1) {
+			t.Fatalf("seq %d holds version %d, want %d: the seqs of a key are not in its versions' order", p.Seq, p.Version, i+1)
+		}
+	}
+}
+
+// writeNext writes the next version of the key K: it locks K's row,
+// raises its version and records the version's event.
+func writeNext(ctx context.Context, db *outboxtest.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int64
+	if err := tx.QueryRowContext(ctx, "SELECT fence_token FROM erpsync_relay_fence WHERE name = 'K' FOR UPDATE").Scan(&v); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE erpsync_relay_fence SET fence_token = fence_token + 1 WHERE name = 'K'"); err != nil {
+		return err
+	}
+	if err := db.Recorder.Record(ctx, tx, []outbox.Event{ev("K", v+1, outbox.OpUpdate)}); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

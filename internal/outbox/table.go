@@ -64,17 +64,63 @@ func (s *Stored) Body() []byte {
 // Outbox is the outbox table of one database.
 type Outbox struct {
 	db *sql.DB
+	q  *queries
 }
 
-// New returns the outbox of the database db connects to (migrated to
-// erpsync's schema).
-func New(db *sql.DB) *Outbox { return &Outbox{db: db} }
+// New returns the outbox of the MySQL database db connects to (migrated
+// to erpsync's schema); NewPostgres is a PostgreSQL database's.
+func New(db *sql.DB) *Outbox { return &Outbox{db: db, q: &mysqlQueries} }
+
+// queries are the statements of an Outbox in its database's dialect.
+// What they decide is the same on each: the rule that a mark under an
+// older fencing token marks nothing is MarkDelivered's, in Go.
+type queries struct {
+	// now reads the database's clock in UTC, to the millisecond.
+	now string
+	// pending reads the undelivered events in id order; its argument
+	// is the limit.
+	pending string
+	// raiseFence stores the token $2 under the name $1, or keeps the
+	// stored token where it is higher: the stored token becomes the
+	// greater of the two, its updated_at changes only when the new one
+	// is not lower, and the row stays locked until the transaction ends.
+	raiseFence string
+	// readFence reads the token stored under the name $1.
+	readFence string
+	// mark sets delivered_at on the undelivered events whose ids follow
+	// it, as placeholders of the dialect (placeholder) from the first.
+	mark string
+	// prune deletes up to $2 events delivered before $1, the oldest
+	// first.
+	prune string
+	// stats counts the events of each entity: pending, delivered, when
+	// the oldest pending one was recorded.
+	stats string
+	// placeholder is the dialect's placeholder of the i-th argument, 1
+	// the first.
+	placeholder func(i int) string
+}
+
+var mysqlQueries = queries{
+	now:     "SELECT UTC_TIMESTAMP(3)",
+	pending: "SELECT " + StoredColumns + " FROM erpsync_events WHERE delivered_at IS NULL ORDER BY id LIMIT ?",
+	raiseFence: `INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(3))
+ON DUPLICATE KEY UPDATE updated_at = IF(VALUES(fence_token) >= fence_token, VALUES(updated_at), updated_at),
+  fence_token = GREATEST(fence_token, VALUES(fence_token))`,
+	readFence: "SELECT fence_token FROM erpsync_relay_fence WHERE name = ?",
+	mark:      "UPDATE erpsync_events SET delivered_at = UTC_TIMESTAMP(3) WHERE delivered_at IS NULL AND id IN (",
+	prune:     "DELETE FROM erpsync_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?",
+	stats: `SELECT entity, SUM(delivered_at IS NULL), SUM(delivered_at IS NOT NULL),
+  MIN(CASE WHEN delivered_at IS NULL THEN recorded_at END)
+FROM erpsync_events GROUP BY entity ORDER BY entity`,
+	placeholder: func(int) string { return "?" },
+}
 
 // Pending returns up to limit undelivered events, in id order. It reads
 // what is undelivered, not what lies past an id: an event whose
 // transaction committed after later ones is read at its turn.
 func (o *Outbox) Pending(ctx context.Context, limit int) ([]Pending, error) {
-	rows, err := o.db.QueryContext(ctx, "SELECT "+StoredColumns+" FROM erpsync_events WHERE delivered_at IS NULL ORDER BY id LIMIT ?", limit)
+	rows, err := o.db.QueryContext(ctx, o.q.pending, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read pending events: %w", err)
 	}
@@ -109,24 +155,28 @@ func (o *Outbox) MarkDelivered(ctx context.Context, fence int64, seqs []int64) e
 		return fmt.Errorf("mark delivered: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(3))
-ON DUPLICATE KEY UPDATE updated_at = IF(VALUES(fence_token) >= fence_token, VALUES(updated_at), updated_at),
-  fence_token = GREATEST(fence_token, VALUES(fence_token))`, relayFence, fence); err != nil {
+	if _, err := tx.ExecContext(ctx, o.q.raiseFence, relayFence, fence); err != nil {
 		return fmt.Errorf("mark delivered: raise fence: %w", err)
 	}
 	var stored int64
-	if err := tx.QueryRowContext(ctx, "SELECT fence_token FROM erpsync_relay_fence WHERE name = ?", relayFence).Scan(&stored); err != nil {
+	if err := tx.QueryRowContext(ctx, o.q.readFence, relayFence).Scan(&stored); err != nil {
 		return fmt.Errorf("mark delivered: read fence: %w", err)
 	}
 	if stored > fence {
 		return fmt.Errorf("%w (token %d, stored %d)", ErrFenced, fence, stored)
 	}
-	q := "UPDATE erpsync_events SET delivered_at = UTC_TIMESTAMP(3) WHERE delivered_at IS NULL AND id IN (?" + strings.Repeat(",?", len(seqs)-1) + ")"
+	var q strings.Builder
+	q.WriteString(o.q.mark)
 	args := make([]any, len(seqs))
 	for i, s := range seqs {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(o.q.placeholder(i + 1))
 		args[i] = s
 	}
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+	q.WriteByte(')')
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("mark delivered: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -138,7 +188,7 @@ ON DUPLICATE KEY UPDATE updated_at = IF(VALUES(fence_token) >= fence_token, VALU
 // Prune deletes events delivered before cutoff, at most limit of them, and
 // returns how many it deleted.
 func (o *Outbox) Prune(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	res, err := o.db.ExecContext(ctx, "DELETE FROM erpsync_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?", cutoff.UTC(), limit)
+	res, err := o.db.ExecContext(ctx, o.q.prune, cutoff.UTC(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune delivered events: %w", err)
 	}
@@ -190,12 +240,10 @@ func (s Stats) OldestPendingAge() time.Duration {
 // Stats counts the outbox per entity.
 func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	if err := o.db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(3)").Scan(&st.Now); err != nil {
+	if err := o.db.QueryRowContext(ctx, o.q.now).Scan(&st.Now); err != nil {
 		return st, fmt.Errorf("count events: %w", err)
 	}
-	rows, err := o.db.QueryContext(ctx, `SELECT entity, SUM(delivered_at IS NULL), SUM(delivered_at IS NOT NULL),
-  MIN(CASE WHEN delivered_at IS NULL THEN recorded_at END)
-FROM erpsync_events GROUP BY entity ORDER BY entity`)
+	rows, err := o.db.QueryContext(ctx, o.q.stats)
 	if err != nil {
 		return st, fmt.Errorf("count events: %w", err)
 	}

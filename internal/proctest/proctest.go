@@ -27,6 +27,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,23 +76,7 @@ type Env struct {
 func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	t.Helper()
 	dsn := testenv.DSN(t)
-	pg := store.DialectOf(dsn) == store.Postgres
-	var dbName, harness string
-	if pg {
-		cfg, err := store.ParsePostgresDSN(dsn)
-		if err != nil {
-			t.Fatalf("parse dsn: %v", err)
-		}
-		dbName, harness = cfg.Database, dsn
-	} else {
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			t.Fatalf("parse dsn: %v", err)
-		}
-		dbName = cfg.DBName
-		cfg.DBName = ""
-		harness = cfg.FormatDSN()
-	}
+	pg, dbName, harness := harnessOf(t, dsn)
 	e := &Env{
 		T: t, Bin: bin, DSN: dsn, DBName: dbName, Postgres: pg,
 		Mock:   erpmock.New(opt),
@@ -107,6 +92,120 @@ func New(t testing.TB, bin string, opt erpmock.Options) *Env {
 	}
 	e.DB = testenv.SQLDB(t, harness)
 	return e
+}
+
+// harnessOf tells the database of dsn (pg), the name of its database and
+// the DSN of the harness's handle on it: on MySQL with no default
+// database, on PostgreSQL dsn itself.
+func harnessOf(t testing.TB, dsn string) (pg bool, dbName, harness string) {
+	t.Helper()
+	if store.DialectOf(dsn) == store.Postgres {
+		cfg, err := store.ParsePostgresDSN(dsn)
+		if err != nil {
+			t.Fatalf("parse dsn: %v", err)
+		}
+		return true, cfg.Database, dsn
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("parse dsn: %v", err)
+	}
+	dbName = cfg.DBName
+	cfg.DBName = ""
+	return false, dbName, cfg.FormatDSN()
+}
+
+// On returns an Env of the same scenario (binary, ERP, job and lock
+// prefix) whose DSN and harness handle name the database of dsn, another
+// one on the same server, which must exist.
+func (e *Env) On(dsn string) *Env {
+	e.T.Helper()
+	pg, dbName, harness := harnessOf(e.T, dsn)
+	return &Env{
+		T: e.T, Bin: e.Bin, DSN: dsn, DBName: dbName, Postgres: pg, DB: testenv.SQLDB(e.T, harness),
+		ERPURL: e.ERPURL, Mock: e.Mock, Job: e.Job, Prefix: e.Prefix, Extra: e.Extra,
+	}
+}
+
+// LockTable holds the table name from every other session's reads and
+// writes until unlock is called: LOCK TABLES ... WRITE on MySQL, LOCK
+// TABLE ... IN ACCESS EXCLUSIVE MODE in a transaction on PostgreSQL.
+func (e *Env) LockTable(ctx context.Context, name string) (unlock func() error, err error) {
+	if e.Postgres {
+		tx, err := e.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, "LOCK TABLE "+e.Table(name)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			tx.Rollback()
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		return tx.Rollback, nil
+	}
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+e.Table(name)+" WRITE"); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return func() error {
+		defer conn.Close()
+		_, err := conn.ExecContext(ctx, "UNLOCK TABLES")
+		return err
+	}, nil
+}
+
+// Tables returns the names of the scenario database's tables, sorted.
+func (e *Env) Tables() []string {
+	e.T.Helper()
+	q := "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME"
+	if e.Postgres {
+		q = "SELECT table_name FROM information_schema.tables WHERE table_catalog = ? AND table_schema = current_schema() ORDER BY table_name"
+	}
+	var names []string
+	e.each(q, func(rows *sql.Rows) error {
+		var n string
+		err := rows.Scan(&n)
+		names = append(names, n)
+		return err
+	}, e.DBName)
+	return names
+}
+
+// TableExists reports whether the scenario's database has the table name.
+func (e *Env) TableExists(name string) bool {
+	e.T.Helper()
+	return slices.Contains(e.Tables(), name)
+}
+
+// TableDDL describes the table name as the database holds it, for
+// comparing two tables: SHOW CREATE TABLE on MySQL; on PostgreSQL its
+// columns in order (name, type, nullability, default, collation, identity)
+// and the definitions of its indexes.
+func (e *Env) TableDDL(name string) string {
+	e.T.Helper()
+	if !e.Postgres {
+		var table, ddl string
+		if err := e.DB.QueryRow("SHOW CREATE TABLE "+e.Table(name)).Scan(&table, &ddl); err != nil {
+			e.T.Fatalf("show create table %s: %v", name, err)
+		}
+		return ddl
+	}
+	var b strings.Builder
+	line := func(rows *sql.Rows) error {
+		var s string
+		err := rows.Scan(&s)
+		b.WriteString(s + "\n")
+		return err
+	}
+	e.each(`SELECT column_name || ' ' || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END ||
+		COALESCE(' DEFAULT ' || column_default, '') || COALESCE(' COLLATE ' || collation_name, '') || COALESCE(' ' || identity_generation, '')
+		FROM information_schema.columns c JOIN pg_attribute a ON a.attrelid = to_regclass(c.table_name) AND a.attname = c.column_name
+		WHERE c.table_catalog = ? AND c.table_schema = current_schema() AND c.table_name = ? ORDER BY c.ordinal_position`, line, e.DBName, name)
+	e.each("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ? ORDER BY indexname", line, name)
+	return b.String()
 }
 
 // Table returns name qualified with the scenario's database on MySQL, and

@@ -134,7 +134,7 @@ func TestReconcileDeletesRestoresAndRepairs(t *testing.T) {
 	}
 	// A row soft-deleted while its record is in the feed.
 	live := "M0000001"
-	if err := db.Exec("UPDATE memberships SET deleted_at = UTC_TIMESTAMP(3) WHERE erp_id = ?", live).Error; err != nil {
+	if err := db.Exec("UPDATE memberships SET deleted_at = ? WHERE erp_id = ?", time.Now().UTC(), live).Error; err != nil {
 		t.Fatal(err)
 	}
 	if res := b.verify(t); res.OK() || res.Unknown.Count != 12 || res.Missing.Count != 3 || res.Stale.Count != 1 {
@@ -307,7 +307,7 @@ func TestReconcileRepairsFieldsAtTheirVersion(t *testing.T) {
 	db := b.store.DB()
 	for _, q := range []string{
 		"UPDATE memberships SET member_id = 'BY-HAND' WHERE erp_id = 'M0000050'",
-		"UPDATE memberships SET erp_updated_at = erp_updated_at - INTERVAL 1 SECOND WHERE erp_id = 'M0000051'",
+		"UPDATE memberships SET erp_updated_at = erp_updated_at - INTERVAL '1' SECOND WHERE erp_id = 'M0000051'",
 		"UPDATE memberships SET ends_at = NULL, status = 'X' WHERE erp_id = 'M0000052'",
 	} {
 		if err := db.Exec(q).Error; err != nil {

@@ -18,6 +18,15 @@
 // undelivered. Webhook POSTs are signed with a time-stamp (package
 // webhook).
 //
+// The relay polls: a pass that finds nothing waits Config.Poll (1s by
+// default) before the next, on MySQL and on PostgreSQL alike, and the read
+// of what is pending is one index range (delivered_at, id). PostgreSQL's
+// LISTEN/NOTIFY would wake it sooner, but a NOTIFY in the sync's
+// transaction serializes the commits of every notifying transaction on
+// one lock: four writers of 20 events a transaction committed 28 to 35%
+// fewer transactions a second with it (pgbench, no listener), a cost on
+// the sync's write path to save the relay's wait of at most a second.
+//
 // What it does not promise: delivery is at least once. A relay killed
 // between a delivery and its mark delivers that batch again with the same
 // event ids; NATS drops such a redelivery by its Nats-Msg-Id within the

@@ -17,29 +17,27 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/erpsync/erpsync/internal/outbox"
+	"github.com/erpsync/erpsync/internal/outbox/outboxtest"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/testenv"
 	"github.com/erpsync/erpsync/lock"
 	"github.com/erpsync/erpsync/webhook"
 )
 
-// bundle is what a relay test works with: the outbox's database, the
-// outbox and a lock client under a key prefix of the test's own.
+// bundle is what a relay test works with: the outbox's database (of the
+// test matrix), the outbox and a lock client under a key prefix of the
+// test's own.
 type bundle struct {
-	db    *sql.DB
+	db    *outboxtest.DB
 	ob    *outbox.Outbox
 	locks *lock.Client
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	st, _ := testenv.MigratedStore(t)
-	db, err := st.DB().DB()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := outboxtest.Open(t)
 	locks := lock.New(testenv.Redis(t), &lock.Options{Prefix: testenv.RandomName("erpsync_t_") + ":"})
-	return &bundle{db: db, ob: outbox.New(db), locks: locks}
+	return &bundle{db: db, ob: db.Outbox, locks: locks}
 }
 
 func (b *bundle) relay(cfg relay.Config, sink relay.Sink) *relay.Relay {
@@ -68,22 +66,12 @@ func ev(key string, version int64) outbox.Event {
 // begin opens a transaction that records evs; the caller commits it.
 func (b *bundle) begin(t *testing.T, evs ...outbox.Event) *sql.Tx {
 	t.Helper()
-	tx, err := b.db.BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Record(context.Background(), tx, evs); err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	return tx
+	return b.db.Uncommitted(t, evs...)
 }
 
 func (b *bundle) record(t *testing.T, evs ...outbox.Event) {
 	t.Helper()
-	if err := b.begin(t, evs...).Commit(); err != nil {
-		t.Fatal(err)
-	}
+	b.db.Record(t, evs...)
 }
 
 // recordMany records n versions of each of keys, a transaction per version
@@ -240,7 +228,7 @@ func TestLateCommitIsDelivered(t *testing.T) {
 	}
 }
 
-func maxDeliveredSeq(t *testing.T, db *sql.DB) int64 {
+func maxDeliveredSeq(t *testing.T, db *outboxtest.DB) int64 {
 	var n int64
 	if err := db.QueryRow("SELECT COALESCE(MAX(id), 0) FROM erpsync_events WHERE delivered_at IS NOT NULL").Scan(&n); err != nil {
 		t.Fatal(err)
@@ -250,8 +238,8 @@ func maxDeliveredSeq(t *testing.T, db *sql.DB) int64 {
 
 // highWaterMark is the broken relay's read: events past the last id
 // delivered. It exists only here, to show what the trap costs.
-func highWaterMark(t *testing.T, db *sql.DB, after int64) []string {
-	rows, err := db.Query("SELECT "+outbox.StoredColumns+" FROM erpsync_events WHERE id > ? ORDER BY id", after)
+func highWaterMark(t *testing.T, db *outboxtest.DB, after int64) []string {
+	rows, err := db.Query(db.Q("SELECT "+outbox.StoredColumns+" FROM erpsync_events WHERE id > ? ORDER BY id"), after)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +427,7 @@ func TestStaleRelayCannotMark(t *testing.T) {
 	rec := &received{}
 	srv := hook(t, nil, rec, nil)
 	b.recordMany(t, []string{"K1"}, 3)
-	if _, err := b.db.Exec("INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES ('relay', ?, UTC_TIMESTAMP(3))", int64(1)<<60); err != nil {
+	if _, err := b.db.Exec(b.db.Q("INSERT INTO erpsync_relay_fence (name, fence_token, updated_at) VALUES ('relay', ?, UTC_TIMESTAMP(3))"), int64(1)<<60); err != nil {
 		t.Fatal(err)
 	}
 	err := b.relay(relay.Config{Once: true}, webhookSink(t, srv.URL, nil)).Run(context.Background())

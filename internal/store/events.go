@@ -228,3 +228,11 @@ func (s *Store) deleteChanges(ctx context.Context, ts []Tombstone) *changes {
 		return evs, err
 	}}
 }
+
+// Outbox is the relay's side of the store's outbox, in its dialect.
+func (s *Store) Outbox() *outbox.Outbox {
+	if s.d == Postgres {
+		return outbox.NewPostgres(s.sql)
+	}
+	return outbox.New(s.sql)
+}

@@ -52,7 +52,11 @@ func TestKeysCompareExactly(t *testing.T) {
 	}
 	var n int64
 	var distinct int64
-	if err := s.DB().Raw("SELECT COUNT(*), COUNT(DISTINCT code, part) FROM code_parts").Row().Scan(&n, &distinct); err != nil || n != 9 || distinct != 9 {
+	count := "SELECT COUNT(*), COUNT(DISTINCT code, part) FROM code_parts"
+	if s.Dialect() == store.Postgres {
+		count = "SELECT COUNT(*), COUNT(DISTINCT (code, part)) FROM code_parts"
+	}
+	if err := s.DB().Raw(count).Row().Scan(&n, &distinct); err != nil || n != 9 || distinct != 9 {
 		t.Errorf("lines: %d rows, %d distinct (%v), want 9", n, distinct, err)
 	}
 	var evKeys []string

@@ -121,9 +121,10 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 	pool.SetMaxOpenConns(o.MaxOpenConns)
 	pool.SetMaxIdleConns(o.MaxOpenConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
-	// Events are recorded with a multi-row INSERT: COPY has no ON CONFLICT,
-	// and the outbox's UNIQUE index must drop a change recorded twice.
-	rec := outbox.NewInsertRecorder()
+	// Events are recorded with PostgreSQL's INSERT ... ON CONFLICT DO
+	// NOTHING: COPY has no ON CONFLICT, and the outbox's UNIQUE index
+	// must drop a change recorded twice.
+	rec := outbox.NewPostgresRecorder()
 	return &Store{db: db, sql: pool, d: Postgres, conn: info, rec: rec, t: memberships.in(Postgres)}, nil
 }
 

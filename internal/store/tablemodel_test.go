@@ -252,11 +252,12 @@ func propertyRand(t *testing.T, stream uint64) *rand.Rand {
 func compareEvents(t *testing.T, step int, s *store.Store, name string, want map[string][]string) {
 	t.Helper()
 	type ev struct {
-		EventID, Key, Op string
-		Version, Life    int64
+		EventID, Op   string
+		Key           string `gorm:"column:key_text"`
+		Version, Life int64
 	}
 	var evs []ev
-	if err := s.DB().Raw("SELECT event_id, entity_key AS `key`, op, version, life FROM erpsync_events WHERE entity = ? ORDER BY id", name).Scan(&evs).Error; err != nil {
+	if err := s.DB().Raw("SELECT event_id, entity_key AS key_text, op, version, life FROM erpsync_events WHERE entity = ? ORDER BY id", name).Scan(&evs).Error; err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]string{}

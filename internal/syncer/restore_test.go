@@ -22,7 +22,7 @@ func TestRunRestoresSoftDeletedRows(t *testing.T) {
 		// 40 rows stay at their version; 10 more have a newer version in
 		// the feed.
 		newer := b.mock.Change(10)
-		if err := b.store.DB().Exec("UPDATE memberships SET deleted_at = UTC_TIMESTAMP(3) WHERE erp_id <= 'M0000040' OR erp_id IN ?", newer).Error; err != nil {
+		if err := b.store.DB().Exec("UPDATE memberships SET deleted_at = ? WHERE erp_id <= 'M0000040' OR erp_id IN ?", time.Now().UTC(), newer).Error; err != nil {
 			t.Fatal(err)
 		}
 		var marked int64

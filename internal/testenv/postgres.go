@@ -58,9 +58,13 @@ func postgresBase() string {
 
 // PostgresDSN returns a postgres:// DSN naming a database that does not
 // exist yet and is dropped when the test ends.
-func PostgresDSN(t testing.TB) string {
+func PostgresDSN(t testing.TB) string { return PostgresDSNNamed(t, "erpsync_t_") }
+
+// PostgresDSNNamed is PostgresDSN for a database whose name starts with
+// prefix.
+func PostgresDSNNamed(t testing.TB, prefix string) string {
 	t.Helper()
-	name := RandomName("erpsync_t_")
+	name := RandomName(prefix)
 	dsn := postgresBase() + name + "?sslmode=disable"
 	t.Cleanup(func() {
 		s, err := store.Open(context.Background(), postgresBase()+"postgres?sslmode=disable", &store.Options{MaxOpenConns: 1})

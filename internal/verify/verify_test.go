@@ -58,7 +58,7 @@ func TestVerifyReadsTimesAsTheTableStoresThem(t *testing.T) {
 	_, starts := store.StoredForms(b.StartsAt)
 	_, updated := store.StoredForms(b.UpdatedAt)
 	if err := st.DB().Exec(`INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, ends_at, erp_version, erp_updated_at, fence_token, created_at, updated_at)
- VALUES ('B', 'U2', 'P', 'ACTIVE', ?, NULL, 1, ?, 1, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`, starts, updated).Error; err != nil {
+ VALUES ('B', 'U2', 'P', 'ACTIVE', ?, NULL, 1, ?, 1, ?, ?)`, starts, updated, time.Now().UTC(), time.Now().UTC()).Error; err != nil {
 		t.Fatal(err)
 	}
 	var stored time.Time

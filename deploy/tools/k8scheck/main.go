@@ -44,6 +44,7 @@ import (
 // secretEnv are the settings that must come from the Secret, never a literal.
 var secretEnv = map[string]bool{
 	"ERPSYNC_MYSQL_DSN":      true,
+	"ERPSYNC_POSTGRES_DSN":   true,
 	"ERPSYNC_REDIS_PASSWORD": true,
 	"ERPSYNC_ERP_TOKEN":      true,
 }
