@@ -80,11 +80,13 @@ bench-lock:
 	cd bench/lockbench && $(GO) run .
 
 # The backfill against the database's ceiling and the seed pipeline, its
-# re-run and its memory, on the MariaDB and Redis of the tests (several
-# minutes). BENCHFLAGS=--quick for a smoke run; see bin/erpsync-bench -h.
+# re-run and its memory, on the MariaDB and Redis of the tests, and the
+# PostgreSQL rows on BENCH_POSTGRES_DSN (several minutes; BENCH_POSTGRES_DSN=
+# for none). BENCHFLAGS=--quick for a smoke run; see bin/erpsync-bench -h.
+BENCH_POSTGRES_DSN ?= postgres://root@127.0.0.1:5432/erpsync_bench?sslmode=disable
 bench: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/erpsync-bench ./cmd/erpsync-bench
-	$(BIN)/erpsync-bench --erpsync-bin $(BIN)/erpsync $(BENCHFLAGS)
+	$(BIN)/erpsync-bench --erpsync-bin $(BIN)/erpsync $(if $(BENCH_POSTGRES_DSN),--postgres-dsn '$(BENCH_POSTGRES_DSN)') $(BENCHFLAGS)
 
 # erpmock and several erpsync processes at once (a run and overlapping
 # backfills); reports in ./loadtest-report. LOADTESTFLAGS="--records 200000".

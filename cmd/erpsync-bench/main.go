@@ -4,11 +4,13 @@
 // started by the bench), its re-run and its memory, and the backfill of a
 // 12-column entity of a config file against the raw insert of its rows,
 // that backfill with change events on against off and `erpsync relay
-// --once` delivering its outbox to a webhook and to NATS JetStream, and
+// --once` delivering its outbox to a webhook and to NATS JetStream, the
+// backfills of memberships, of the typed entity and of documents on
+// PostgreSQL against its raw bulk inserts (with --postgres-dsn), and
 // prints markdown tables (see package internal/bench). `make bench`
 // runs it.
 //
-//	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun] [--nats-url nats://127.0.0.1:4222]
+//	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun] [--nats-url nats://127.0.0.1:4222] [--postgres-dsn postgres://...]
 //	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
 //	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster] [--profile-entity memberships|typed|typed-events]] [--stages]
 package main
@@ -43,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Bin, "erpsync-bin", "bin/erpsync", "erpsync binary of the backfills")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", bench.DefaultMySQLDSN, "MySQL DSN; the database (its name must contain \"bench\") is created, migrated and emptied")
+	fs.StringVar(&cfg.PostgresDSN, "postgres-dsn", "", "PostgreSQL DSN of the PostgreSQL rows (pg-backfill, pg-typed, pg-documents), e.g. "+bench.DefaultPostgresDSN+"; the database (its name must contain \"bench\") is created, migrated and emptied (default none: no PostgreSQL rows)")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", bench.DefaultRedisAddr, "Redis address")
 	fs.IntVar(&cfg.Records, "records", bench.DefaultRecords, "records of the ceiling, seed, backfill and re-run")
 	fs.IntVar(&cfg.SeedRecords, "seed-records", 0, "records the seed pipeline writes (default --records)")
@@ -50,14 +53,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Big, "big", bench.DefaultBig, "records of the big backfill of the memory comparison (0: skip it)")
 	fs.BoolVar(&quick, "quick", false, "a small smoke run: 5,000 records, memory 2,000 vs 20,000, one round")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "rounds of the ceiling, backfill and re-run, interleaved; each keeps its best (a machine shared with other work varies by 2-3x from run to run)")
-	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, documents, slow, redlock, cluster, rerun, memory, events, relay (default all; slow is the backfill and the verify of an ERP of 40 ms a page at --fetchers 1 against 8; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; documents is the backfill of headers with 5-20 lines each against the raw insert of the same rows, in lines/s; events is the typed backfill with change events on against off; relay is erpsync relay --once delivering its outbox to a webhook and to NATS JetStream; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
+	fs.StringVar(&only, "only", "", "comma-separated measurements: ceiling, seed, backfill, typed, documents, slow, redlock, cluster, rerun, memory, events, relay, pg-backfill, pg-typed, pg-documents (default all, the pg- ones with --postgres-dsn; pg-backfill is the memberships backfill on PostgreSQL against the faster of a multi-row INSERT ... ON CONFLICT DO NOTHING and a COPY into a temporary table then INSERT ... SELECT ... ON CONFLICT, pg-typed and pg-documents the typed and documents backfills on PostgreSQL against their raw inserts; slow is the backfill and the verify of an ERP of 40 ms a page at --fetchers 1 against 8; typed is the backfill of a 12-column entity of a config file and the raw insert of its rows, and is compared with backfill; documents is the backfill of headers with 5-20 lines each against the raw insert of the same rows, in lines/s; events is the typed backfill with change events on against off; relay is erpsync relay --once delivering its outbox to a webhook and to NATS JetStream; redlock and cluster start their own redis-servers, and need redis-server and redis-cli in PATH)")
 	fs.StringVar(&cfg.NATSURL, "nats-url", bench.DefaultNATSURL, "NATS JetStream server of the relay measurement (it makes and deletes a stream of its own)")
 	fs.IntVar(&workers, "workers", 0, "--workers of the backfills (0: erpsync's default)")
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")
 	fs.StringVar(&childArgs, "child-args", "", "more flags for the backfill processes, space-separated")
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here (on PostgreSQL with --postgres-dsn)")
 	fs.StringVar(&profileLocks, "profile-locks", "redis", "with --cpuprofile: where the record locks live: redis (--redis-addr), redlock (5 redis-servers of its own) or cluster (a 3-master Redis Cluster of its own)")
 	fs.StringVar(&profileEntity, "profile-entity", "memberships", "with --cpuprofile: the entity of the backfill: memberships (erpmock's feed), typed (the 12-column "+bench.TypedEntity+" of the typed row) or typed-events (the same with change events on, as the events row's)")
 	fs.BoolVar(&rerun, "rerun", false, "with --cpuprofile: profile the re-run over unchanged rows instead")

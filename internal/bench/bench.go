@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/erpmock"
@@ -98,6 +99,11 @@ type Config struct {
 	// NATSURL is the NATS JetStream server of the relay row. Defaults to
 	// DefaultNATSURL.
 	NATSURL string
+	// PostgresDSN names the PostgreSQL database of the PostgreSQL rows
+	// (PGBackfill, PGTyped, PGDocuments), a postgres:// URL; it is created
+	// and migrated, and its tables emptied before each measurement. Its
+	// name must contain "bench". Empty: no PostgreSQL rows.
+	PostgresDSN string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -133,20 +139,34 @@ func (c Config) withDefaults() (Config, error) {
 	} else if !strings.Contains(strings.ToLower(cfg.DBName), "bench") {
 		errs = append(errs, fmt.Errorf("refusing to empty memberships in database %q: use a database whose name contains \"bench\"", cfg.DBName))
 	}
+	if c.PostgresDSN != "" {
+		if pc, err := store.ParsePostgresDSN(c.PostgresDSN); err != nil {
+			errs = append(errs, err)
+		} else if !strings.Contains(strings.ToLower(pc.Database), "bench") {
+			errs = append(errs, fmt.Errorf("refusing to empty memberships in PostgreSQL database %q: use a database whose name contains \"bench\"", pc.Database))
+		}
+	}
 	for _, m := range c.Only {
 		switch m {
 		case Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Slow, Events, Relay:
+		case PGBackfill, PGTyped, PGDocuments:
+			if c.PostgresDSN == "" {
+				errs = append(errs, fmt.Errorf("measurement %q: no PostgreSQL DSN (--postgres-dsn)", m))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Slow, Events, Relay))
+			errs = append(errs, fmt.Errorf("unknown measurement %q: want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s", m, Ceiling, Seed, Backfill, Rerun, Memory, Redlock, Cluster, Typed, Documents, Slow, Events, Relay, PGBackfill, PGTyped, PGDocuments))
 		}
 	}
-	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents) || c.wants(Slow) || c.wants(Events) || c.wants(Relay)) {
+	if c.Bin == "" && (c.wants(Backfill) || c.wants(Rerun) || c.wants(Memory) || c.wants(Redlock) || c.wants(Cluster) || c.wants(Typed) || c.wants(Documents) || c.wants(Slow) || c.wants(Events) || c.wants(Relay) || c.wantsPostgres()) {
 		errs = append(errs, errors.New("no erpsync binary for the backfills"))
 	}
 	return c, errors.Join(errs...)
 }
 
 func (c Config) wants(m string) bool {
+	if c.PostgresDSN == "" && (m == PGBackfill || m == PGTyped || m == PGDocuments) {
+		return false
+	}
 	if len(c.Only) == 0 {
 		return m != Memory || c.Big > 0
 	}
@@ -215,6 +235,8 @@ type Results struct {
 	Slow *SlowResult `json:"slow_erp,omitempty"`
 	// Events are the change events' rows (see Events and Relay).
 	Events *EventResults `json:"events,omitempty"`
+	// Postgres are the rows on PostgreSQL (see PGBackfill).
+	Postgres *PostgresResults `json:"postgresql,omitempty"`
 }
 
 // Run makes the measurements, one after the other, on the same MariaDB and
@@ -263,6 +285,14 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			return res, err
 		}
 		defer slowERP.close()
+	}
+	var pg *pgRun
+	if cfg.wantsPostgres() {
+		if pg, err = b.startPostgres(ctx, cfg, feed); err != nil {
+			return res, err
+		}
+		defer pg.close()
+		res.Postgres = &PostgresResults{Database: pg.b.dbName}
 	}
 	topologies, stop, err := startTopologies(cfg, res)
 	if err != nil {
@@ -335,6 +365,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				return res, err
 			}
 			res.Rerun = best(res.Rerun, r)
+		}
+		if pg != nil {
+			if err := pg.round(ctx, res.Postgres); err != nil {
+				return res, err
+			}
 		}
 	}
 	if cfg.wants(Seed) {
@@ -420,6 +455,14 @@ type bench struct {
 	// st writes the ceiling's statements with their values written in, as
 	// the sync writes its own.
 	st *store.Store
+	// d is the database's dialect, and dsnEnv the variable, with its
+	// value, that gives a child erpsync the database.
+	d      store.Dialect
+	dsnEnv string
+	// pgcfg is the PostgreSQL database's connection settings (nil on
+	// MySQL), and label the prefix of the rows' names ("PostgreSQL: ").
+	pgcfg *pgx.ConnConfig
+	label string
 }
 
 func newBench(ctx context.Context, cfg Config) (*bench, error) {
@@ -456,6 +499,7 @@ func newBench(ctx context.Context, cfg Config) (*bench, error) {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	b := &bench{st: st, cfg: cfg, dsn: mc.FormatDSN(), dbName: mc.DBName, db: db, rdb: rdb, job: "bench-" + hex.EncodeToString(r[:]),
+		d: store.MySQL, dsnEnv: "ERPSYNC_MYSQL_DSN=" + cfg.MySQLDSN,
 		ports: serverPorts{mysql: portOf(mc.Addr, "3306"), redis: []string{portOf(cfg.RedisAddr, "6379")}},
 		logf:  func(format string, args ...any) { fmt.Fprintf(cfg.Log, "bench: "+format+"\n", args...) }}
 	return b, nil
@@ -463,8 +507,18 @@ func newBench(ctx context.Context, cfg Config) (*bench, error) {
 
 func (b *bench) close() {
 	b.db.Close()
-	b.rdb.Close()
+	if b.rdb != nil {
+		b.rdb.Close()
+	}
 	b.st.Close()
+}
+
+// ident quotes a table's name in the bench's dialect.
+func (b *bench) ident(name string) string {
+	if b.d == store.Postgres {
+		return `"` + name + `"`
+	}
+	return "`" + name + "`"
 }
 
 // target is what a backfill reads and writes: the feed at url (with the
@@ -489,7 +543,7 @@ func (b *bench) memberships(url string) target {
 // is t's owner's: an earlier bench's job owned it.
 func (b *bench) empty(ctx context.Context, t target) error {
 	for _, table := range []string{t.table, "sync_checkpoints"} {
-		if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE `"+table+"`"); err != nil {
+		if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE "+b.ident(table)); err != nil {
 			return fmt.Errorf("empty %s: %w", table, err)
 		}
 	}
@@ -725,7 +779,7 @@ func (b *bench) backfillOn(ctx context.Context, name string, t target, empty boo
 		"--erp-url", t.url, "--job", b.job, "--report", report, "--log-format", "json", "--log-level", "warn")
 	args = append(append(args, t.args...), b.cfg.ChildArgs...)
 	b.logf("%s: %s %s", name, b.cfg.Bin, strings.Join(args[:3], " ")+" ... "+strings.Join(b.cfg.ChildArgs, " "))
-	c, err := b.child(ctx, name, args, serverPorts{mysql: b.ports.mysql, redis: l.ports})
+	c, err := b.child(ctx, name, args, serverPorts{mysql: b.ports.mysql, postgres: b.ports.postgres, redis: l.ports})
 	if err != nil {
 		return nil, err
 	}
@@ -763,7 +817,7 @@ type childRun struct {
 func (b *bench) child(ctx context.Context, name string, args []string, ports serverPorts) (childRun, error) {
 	cmd := exec.CommandContext(ctx, b.cfg.Bin, args...)
 	// The DSN in the environment: a command line is public on the machine.
-	cmd.Env = append(cli.EnvWithoutSettings(), "ERPSYNC_MYSQL_DSN="+b.cfg.MySQLDSN)
+	cmd.Env = append(cli.EnvWithoutSettings(), b.dsnEnv)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Stdout = io.Discard

@@ -19,14 +19,18 @@ type CPU struct {
 	// redis-server processes of the machine that serve the bench's ports.
 	// Other clients of the same servers count too.
 	MySQL float64 `json:"mysql"`
-	Redis float64 `json:"redis"`
+	// Postgres is PostgreSQL's server processes, the backends that
+	// ended during the measurement included (as the postmaster's
+	// children).
+	Postgres float64 `json:"postgres,omitempty"`
+	Redis    float64 `json:"redis"`
 	// Bench is this process: the in-process erpmock, or the statements of
 	// the ceiling and the seed pipeline.
 	Bench float64 `json:"bench"`
 }
 
 // Total is the sum of the parts.
-func (c CPU) Total() float64 { return c.Erpsync + c.MySQL + c.Redis + c.Bench }
+func (c CPU) Total() float64 { return c.Erpsync + c.MySQL + c.Postgres + c.Redis + c.Bench }
 
 // userHZ is the unit of the times in /proc/<pid>/stat: 100 on every Linux
 // architecture Go runs on.
@@ -34,27 +38,28 @@ const userHZ = 100
 
 // cpuMeter reads the CPU time of the servers and of this process.
 type cpuMeter struct {
-	ports        serverPorts
-	mysql, redis float64
-	self         float64
+	ports  serverPorts
+	server CPU
+	self   float64
 }
 
-// serverPorts are the TCP ports of the servers to meter: one MySQL, and
-// the Redis servers of the locks (several for a Redlock or a cluster).
+// serverPorts are the TCP ports of the servers to meter: one MySQL or one
+// PostgreSQL, and the Redis servers of the locks (several for a Redlock or
+// a cluster).
 type serverPorts struct {
-	mysql string
-	redis []string
+	mysql    string
+	postgres string
+	redis    []string
 }
 
 func startCPU(p serverPorts) cpuMeter {
-	m, r := serverCPU(p)
-	return cpuMeter{ports: p, mysql: m, redis: r, self: selfCPU()}
+	return cpuMeter{ports: p, server: serverCPU(p), self: selfCPU()}
 }
 
 // stop returns the CPU time spent since start.
 func (c cpuMeter) stop() CPU {
-	m, r := serverCPU(c.ports)
-	return CPU{MySQL: m - c.mysql, Redis: r - c.redis, Bench: selfCPU() - c.self}
+	s := serverCPU(c.ports)
+	return CPU{MySQL: s.MySQL - c.server.MySQL, Postgres: s.Postgres - c.server.Postgres, Redis: s.Redis - c.server.Redis, Bench: selfCPU() - c.self}
 }
 
 func selfCPU() float64 {
@@ -67,8 +72,13 @@ func selfCPU() float64 {
 
 // serverCPU sums utime+stime of the database and Redis servers on ports
 // p. A server is told by its command line: redis-server shows
-// "host:port"; mariadbd shows --port=N, or none for 3306.
-func serverCPU(p serverPorts) (mysql, redis float64) {
+// "host:port"; mariadbd shows --port=N, or none for 3306. PostgreSQL's
+// processes are every "postgres" of the machine, whatever its port (its
+// command line does not show it): the backends, and the postmaster with
+// the CPU of its children that ended, so that a child erpsync's backends
+// count after they exit.
+func serverCPU(p serverPorts) CPU {
+	var c CPU
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
@@ -88,14 +98,19 @@ func serverCPU(p serverPorts) (mysql, redis float64) {
 			if port != p.mysql {
 				continue
 			}
-			into = &mysql
+			into = &c.MySQL
+		case "postgres":
+			if p.postgres == "" {
+				continue
+			}
+			into = &c.Postgres
 		case "redis-server":
 			if !slices.ContainsFunc(p.redis, func(port string) bool {
 				return bytes.HasSuffix(bytes.TrimRight(cmdline, "\x00 "), []byte(":"+port)) || bytes.Contains(cmdline, []byte(":"+port+" "))
 			}) {
 				continue
 			}
-			into = &redis
+			into = &c.Redis
 		default:
 			continue
 		}
@@ -116,6 +131,13 @@ func serverCPU(p serverPorts) (mysql, redis float64) {
 		ut, _ := strconv.ParseFloat(string(f[11]), 64)
 		st, _ := strconv.ParseFloat(string(f[12]), 64)
 		*into += (ut + st) / userHZ
+		// The postmaster (its title not rewritten to "postgres: ..."):
+		// cutime and cstime, fields 16 and 17, hold its ended children.
+		if into == &c.Postgres && !bytes.HasPrefix(cmdline, []byte("postgres:")) {
+			cut, _ := strconv.ParseFloat(string(f[13]), 64)
+			cst, _ := strconv.ParseFloat(string(f[14]), 64)
+			*into += (cut + cst) / userHZ
+		}
 	}
-	return mysql, redis
+	return c
 }

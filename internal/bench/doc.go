@@ -32,7 +32,14 @@
 //   - the typed backfill with change events on against off, in rounds
 //     that alternate which goes first, the outbox checked after each, and
 //     `erpsync relay --once` delivering that outbox to a webhook this
-//     process serves and to NATS JetStream, at each of RelayBatchSizes.
+//     process serves and to NATS JetStream, at each of RelayBatchSizes;
+//   - with Config.PostgresDSN, on PostgreSQL: the memberships backfill
+//     against the faster of two raw bulk upserts into the same table (a
+//     multi-row INSERT ... ON CONFLICT DO NOTHING of literal values, and a
+//     COPY into a temporary table then one INSERT ... SELECT ... ON
+//     CONFLICT a batch), and the typed and documents backfills against
+//     the raw inserts of their rows, in the same rounds, each table
+//     checked against the feed after each measurement.
 //
 // cmd/erpsync-bench prints the results as markdown tables with the goals
 // of the issue (backfill at least half the ceiling and ten times the seed
@@ -41,7 +48,8 @@
 // one at least 0.8 of the one-Redis backfill, the typed backfill at least
 // 0.9 of the memberships backfill, the typed backfill with events at
 // least 0.7 of it without, the backfill and the verify of the slow ERP at
-// least 6 times faster at SlowFetchers than at one).
+// least 6 times faster at SlowFetchers than at one, the backfill on
+// PostgreSQL at least 0.8 of its ceiling).
 //
 // The numbers are for one machine at one time: the mock, this process and
 // the database share its CPUs. They are not assertions; nothing here fails

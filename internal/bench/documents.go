@@ -222,6 +222,15 @@ const (
 		DocumentsLineTable + "`"
 )
 
+// PostgreSQL has no CRC32: its checksums sum the first 32 bits of the MD5
+// (md5Sum32) of the same text, a time as MySQL writes it, a bool as 1 or 0.
+var (
+	pgDocHeaderSum = "SELECT COUNT(*), COALESCE(SUM(" + pgSum32("concat_ws('|', company, invoice_no, customer, invoiced_on, currency, erp_version, "+pgTime("erp_updated_at")+")") +
+		"), 0) FROM \"" + DocumentsEntity + "\" WHERE deleted_at IS NULL"
+	pgDocLineSum = "SELECT COUNT(*), COALESCE(SUM(" + pgSum32("concat_ws('|', company, invoice_no, line_no, material, quantity, unit_price, taxable::int, erp_version)") +
+		"), 0) FROM \"" + DocumentsLineTable + "\""
+)
+
 // appendHeader appends d's header columns and erp_version and
 // erp_updated_at, each after sep but the first, strings and times
 // between quotes q: as docHeaderSum reads them (sep "|", q "") or as
@@ -245,8 +254,8 @@ func (d *docRec) appendHeader(b []byte, sep, q string) []byte {
 }
 
 // appendLine appends line l of d with its parent's key and erp_version
-// as appendHeader does d's columns; a bool is 1 or 0.
-func (d *docRec) appendLine(b []byte, l docLine, sep, q string) []byte {
+// as appendHeader does d's columns; a bool is bools[1] or bools[0].
+func (d *docRec) appendLine(b []byte, l docLine, sep, q string, bools *[2]string) []byte {
 	b = append(b, q...)
 	b = strconv.AppendInt(b, int64(d.company), 10)
 	b = append(append(b, q...), sep...)
@@ -265,9 +274,9 @@ func (d *docRec) appendLine(b []byte, l docLine, sep, q string) []byte {
 	b = appendFixed(b, l.cents, 2)
 	b = append(b, sep...)
 	if l.taxable {
-		b = append(b, '1')
+		b = append(b, bools[1]...)
 	} else {
-		b = append(b, '0')
+		b = append(b, bools[0]...)
 	}
 	b = append(b, sep...)
 	return strconv.AppendInt(b, d.version, 10)
@@ -278,31 +287,46 @@ type docSums struct {
 	headers, headerSum, lines, lineSum int64
 }
 
-// sums returns what the tables hold after documents [0, n) are written.
-func (f *DocumentsFeed) sums() docSums {
+// The texts of a bool: MySQL's and the checksums', and PostgreSQL's
+// literals.
+var (
+	bools01 = [2]string{"0", "1"}
+	boolsPG = [2]string{"false", "true"}
+)
+
+// sums returns what the tables hold after documents [0, n) are written,
+// each row's text hashed by hash (crc32Sum or md5Sum32).
+func (f *DocumentsFeed) sums(hash func([]byte) int64) docSums {
 	var s docSums
 	var b []byte
 	for i := range f.n {
 		d := docAt(i)
 		b = d.appendHeader(b[:0], "|", "")
 		s.headers++
-		s.headerSum += int64(crc32.ChecksumIEEE(b))
+		s.headerSum += hash(b)
 		for j := range d.lines {
-			b = d.appendLine(b[:0], d.line(j), "|", "")
+			b = d.appendLine(b[:0], d.line(j), "|", "", &bools01)
 			s.lines++
-			s.lineSum += int64(crc32.ChecksumIEEE(b))
+			s.lineSum += hash(b)
 		}
 	}
 	return s
 }
 
-// readDocSums reads the counts and checksums of the tables.
-func readDocSums(ctx context.Context, db *sql.DB) (docSums, error) {
+func crc32Sum(b []byte) int64 { return int64(crc32.ChecksumIEEE(b)) }
+
+// readDocSums reads the counts and checksums of the tables of db, a
+// database of dialect d.
+func readDocSums(ctx context.Context, db *sql.DB, d store.Dialect) (docSums, error) {
 	var s docSums
-	if err := db.QueryRowContext(ctx, docHeaderSum).Scan(&s.headers, &s.headerSum); err != nil {
+	head, line := docHeaderSum, docLineSum
+	if d == store.Postgres {
+		head, line = pgDocHeaderSum, pgDocLineSum
+	}
+	if err := db.QueryRowContext(ctx, head).Scan(&s.headers, &s.headerSum); err != nil {
 		return s, fmt.Errorf("check %s: %w", DocumentsEntity, err)
 	}
-	if err := db.QueryRowContext(ctx, docLineSum).Scan(&s.lines, &s.lineSum); err != nil {
+	if err := db.QueryRowContext(ctx, line).Scan(&s.lines, &s.lineSum); err != nil {
 		return s, fmt.Errorf("check %s: %w", DocumentsLineTable, err)
 	}
 	return s, nil
@@ -325,13 +349,17 @@ func (b *bench) startDocuments(ctx context.Context, n int) (*documents, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &documents{typed: t, feed: feed, want: feed.sums()}, nil
+	hash := crc32Sum
+	if b.d == store.Postgres {
+		hash = md5Sum32
+	}
+	return &documents{typed: t, feed: feed, want: feed.sums(hash)}, nil
 }
 
 // emptyDocuments empties the entity's tables and forgets the
 // checkpoints (bench.empty).
 func (b *bench) emptyDocuments(ctx context.Context, d *documents) error {
-	if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE `"+DocumentsLineTable+"`"); err != nil {
+	if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE "+b.ident(DocumentsLineTable)); err != nil {
 		return fmt.Errorf("empty %s: %w", DocumentsLineTable, err)
 	}
 	return b.empty(ctx, d.target())
@@ -340,7 +368,7 @@ func (b *bench) emptyDocuments(ctx context.Context, d *documents) error {
 // check fails unless the tables hold exactly the feed's documents and
 // lines, by count and checksum: no speed of a wrong table is reported.
 func (b *bench) checkDocuments(ctx context.Context, d *documents, what string) error {
-	got, err := readDocSums(ctx, b.db)
+	got, err := readDocSums(ctx, b.db, b.d)
 	if err != nil {
 		return err
 	}
@@ -361,6 +389,8 @@ type DocumentsResult struct {
 	// Ratios are the backfill's lines/s over the raw insert's, round by
 	// round.
 	Ratios []float64 `json:"ratios"`
+	// Database names the database when it is not MySQL ("postgresql").
+	Database string `json:"database,omitempty"`
 }
 
 // Ratio is the best backfill's lines a second over the best raw
@@ -382,7 +412,7 @@ func (b *bench) documentsRound(ctx context.Context, d *documents, out **Document
 	if err := b.emptyDocuments(ctx, d); err != nil {
 		return err
 	}
-	name := fmt.Sprintf("documents backfill (%d-column lines)", DocumentsLineColumns)
+	name := b.label + fmt.Sprintf("documents backfill (%d-column lines)", DocumentsLineColumns)
 	bf, err := b.backfill(ctx, name, d.target(), false)
 	if err != nil {
 		return err
@@ -425,8 +455,8 @@ func (b *bench) documentsRaw(ctx context.Context, d *documents, batch, conns int
 	if err := b.emptyDocuments(ctx, d); err != nil {
 		return nil, err
 	}
-	b.logf("documents raw insert: %d documents, %d lines, transactions of %d documents, %d connections", d.want.headers, d.want.lines, batch, conns)
-	headInsert, lineInsert := docRawInserts(d.table.Entity())
+	b.logf(b.label+"documents raw insert: %d documents, %d lines, transactions of %d documents, %d connections", d.want.headers, d.want.lines, batch, conns)
+	headInsert, lineInsert := b.docRawInserts(d.table.Entity())
 	r, err := b.parallel(ctx, d.feed.Len(), batch, conns, func() func(from, to int) error {
 		var heads, lines []byte
 		return func(from, to int) error {
@@ -437,7 +467,7 @@ func (b *bench) documentsRaw(ctx context.Context, d *documents, batch, conns int
 					heads = append(heads, ',')
 					lines = append(lines, ',')
 				}
-				heads, lines = doc.appendRows(heads, lines)
+				heads, lines = doc.appendRows(heads, lines, b.d)
 			}
 			if err := b.inTx(ctx, string(heads), string(lines)); err != nil {
 				return fmt.Errorf("documents raw insert: %w", err)
@@ -448,13 +478,13 @@ func (b *bench) documentsRaw(ctx context.Context, d *documents, batch, conns int
 	if err != nil {
 		return nil, err
 	}
-	r.Name = fmt.Sprintf("raw insert, documents: a transaction of %d documents (INSERT of the headers, INSERT of the lines), %d connections, no locks, literal values", batch, conns)
+	r.Name = b.label + fmt.Sprintf("raw insert, documents: a transaction of %d documents (INSERT of the headers, INSERT of the lines), %d connections, no locks, literal values", batch, conns)
 	return r, nil
 }
 
 // docRawInserts returns the heads of the raw insert's statements: the
 // columns erpsync writes of a header and of a line.
-func docRawInserts(e *entity.Entity) (head, line string) {
+func (b *bench) docRawInserts(e *entity.Entity) (head, line string) {
 	var hs, ls []string
 	for _, c := range e.Columns {
 		hs = append(hs, c.Name)
@@ -465,8 +495,8 @@ func docRawInserts(e *entity.Entity) (head, line string) {
 	for _, c := range e.Children[0].Columns {
 		ls = append(ls, c.Name)
 	}
-	return "INSERT INTO `" + DocumentsEntity + "` (" + strings.Join(hs, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ",
-		"INSERT INTO `" + DocumentsLineTable + "` (" + strings.Join(ls, ", ") + ", erp_version) VALUES "
+	return "INSERT INTO " + b.ident(DocumentsEntity) + " (" + strings.Join(hs, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ",
+		"INSERT INTO " + b.ident(DocumentsLineTable) + " (" + strings.Join(ls, ", ") + ", erp_version) VALUES "
 }
 
 // inTx runs the statements in one transaction.
@@ -485,15 +515,19 @@ func (b *bench) inTx(ctx context.Context, stmts ...string) error {
 }
 
 // appendRows appends d's header as a VALUES tuple to heads and its lines
-// to lines.
-func (d *docRec) appendRows(heads, lines []byte) ([]byte, []byte) {
+// to lines, in dialect dl's SQL.
+func (d *docRec) appendRows(heads, lines []byte, dl store.Dialect) ([]byte, []byte) {
+	tail, bools := ",1,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))", &bools01
+	if dl == store.Postgres {
+		tail, bools = ",1,CURRENT_TIMESTAMP(3),CURRENT_TIMESTAMP(3))", &boolsPG
+	}
 	heads = d.appendHeader(append(heads, '('), ",", "'")
-	heads = append(heads, ",1,UTC_TIMESTAMP(3),UTC_TIMESTAMP(3))"...)
+	heads = append(heads, tail...)
 	for j := range d.lines {
 		if j > 0 {
 			lines = append(lines, ',')
 		}
-		lines = append(d.appendLine(append(lines, '('), d.line(j), ",", "'"), ')')
+		lines = append(d.appendLine(append(lines, '('), d.line(j), ",", "'", bools), ')')
 	}
 	return heads, lines
 }
@@ -504,7 +538,11 @@ func (d *DocumentsResult) markdown(w io.Writer) {
 	if d == nil || d.Backfill == nil || d.Raw == nil {
 		return
 	}
-	tableHead(w, "| documents | lines | seconds | lines/s | peak RSS MiB | CPU µs a line: erpsync / all | CPU s: erpsync / mysql / redis / bench | rounds, lines/s | note |",
+	db, goal := "mysql", "documents backfill / raw insert, lines/s"
+	if d.Database != "" {
+		db, goal = d.Database, "PostgreSQL: "+goal
+	}
+	tableHead(w, "| documents | lines | seconds | lines/s | peak RSS MiB | CPU µs a line: erpsync / all | CPU s: erpsync / "+db+" / redis / bench | rounds, lines/s | note |",
 		"| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 	for _, r := range []*Result{d.Backfill, d.Raw} {
 		rounds := make([]string, len(r.Rounds))
@@ -516,7 +554,7 @@ func (d *DocumentsResult) markdown(w io.Writer) {
 			rss = fmt.Sprintf("%.1f", mib(r.PeakRSSKiB))
 		}
 		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %s | %.1f / %.1f | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", r.Name, r.Records, r.Seconds, r.PerSecond, rss,
-			r.CPU.Erpsync/float64(r.Records)*1e6, r.CPU.Total()/float64(r.Records)*1e6, r.CPU.Erpsync, r.CPU.MySQL, r.CPU.Redis, r.CPU.Bench,
+			r.CPU.Erpsync/float64(r.Records)*1e6, r.CPU.Total()/float64(r.Records)*1e6, r.CPU.Erpsync, r.CPU.MySQL+r.CPU.Postgres, r.CPU.Redis, r.CPU.Bench,
 			strings.Join(rounds, ", "), r.Note)
 	}
 	ratios := make([]string, len(d.Ratios))
@@ -528,5 +566,5 @@ func (d *DocumentsResult) markdown(w io.Writer) {
 		met = "yes"
 	}
 	tableHead(w, "| goal | value | target | met | in each round |", "| --- | ---: | --- | --- | --- |")
-	fmt.Fprintf(w, "| documents backfill / raw insert, lines/s | %.2f | >= %.1f | %s | %s |\n", d.Ratio(), GoalDocumentsRatio, met, strings.Join(ratios, ", "))
+	fmt.Fprintf(w, "| %s | %.2f | >= %.1f | %s | %s |\n", goal, d.Ratio(), GoalDocumentsRatio, met, strings.Join(ratios, ", "))
 }

@@ -30,6 +30,7 @@ import (
 // locks is where the record locks live: "redis" (or "") the Redis of cfg,
 // "redlock" RedlockNodes redis-servers of its own, "cluster" a Redis
 // Cluster of ClusterMasters of its own, as the backfill rows have them.
+// With cfg.PostgresDSN, the backfill writes to that PostgreSQL database.
 // With sc.Entity TypedEntity, the backfill is the typed one's: the
 // TypedFeed of cfg.Records records, served from this process too, into
 // the entity's table, and with events its change events into the
@@ -200,12 +201,22 @@ func startInProcess(ctx context.Context, cfg Config) (ip *inProcess, err error) 
 	if ip.bench, err = newBench(ctx, cfg); err != nil {
 		return nil, err
 	}
+	dsn := cfg.MySQLDSN
+	if cfg.PostgresDSN != "" {
+		my := ip.bench
+		ip.bench, err = newPostgresBench(ctx, cfg, my)
+		my.close()
+		if err != nil {
+			return nil, err
+		}
+		dsn = cfg.PostgresDSN
+	}
 	ip.mock = erpmock.New(erpmock.Options{Records: cfg.Records, Seed: 1})
 	var url string
 	if ip.srv, url, err = serve(ip.mock); err != nil {
 		return nil, err
 	}
-	if ip.store, err = store.Open(ctx, cfg.MySQLDSN, nil); err != nil {
+	if ip.store, err = store.Open(ctx, dsn, nil); err != nil {
 		return nil, err
 	}
 	ip.rdb = redis.NewClient(&redis.Options{

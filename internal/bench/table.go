@@ -70,6 +70,7 @@ func (r *Results) Goals() []Goal {
 	}
 	gs = append(gs, r.Slow.goals()...)
 	gs = append(gs, r.Events.goals()...)
+	gs = append(gs, r.Postgres.goals()...)
 	return gs
 }
 
@@ -166,31 +167,8 @@ func (r *Results) Bounds() []Bound {
 
 // Markdown writes the measurements and the goals as two markdown tables.
 func (r *Results) Markdown(w io.Writer) {
-	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / mysql / redis / bench | CPU µs a record | note |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-	for _, m := range slices.Concat([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Slow.results(), r.Stages, r.Events.results()) {
-		if m == nil {
-			continue
-		}
-		rss := "-"
-		if m.PeakRSSKiB > 0 {
-			rss = fmt.Sprintf("%.1f", mib(m.PeakRSSKiB))
-		}
-		per := "-"
-		if m.Records > 0 {
-			per = fmt.Sprintf("%.1f", m.CPU.Total()/float64(m.Records)*1e6)
-		}
-		note := m.Note
-		if len(m.Rounds) > 1 {
-			rs := make([]string, len(m.Rounds))
-			for i, v := range m.Rounds {
-				rs[i] = fmt.Sprintf("%.0f", v)
-			}
-			note = strings.TrimPrefix(note+"; best of rounds "+strings.Join(rs, ", "), "; ")
-		}
-		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %s | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", m.Name, m.Records, m.Seconds, m.PerSecond, rss,
-			m.CPU.Erpsync, m.CPU.MySQL, m.CPU.Redis, m.CPU.Bench, per, note)
-	}
+	resultRows(w, "mysql", slices.Concat([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Slow.results(), r.Stages, r.Events.results()))
+	r.Postgres.markdown(w)
 	if gs := r.Goals(); len(gs) > 0 {
 		tableHead(w, "| goal | value | target | met |", "| --- | ---: | --- | --- |")
 		for _, g := range gs {
@@ -225,4 +203,37 @@ func tableHead(w io.Writer, head, align string) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, align)
+}
+
+// resultRows writes the table of results ms (nil ones left out), the
+// database's CPU under db's name.
+func resultRows(w io.Writer, db string, ms []*Result) {
+	if !slices.ContainsFunc(ms, func(m *Result) bool { return m != nil }) {
+		return
+	}
+	fmt.Fprintln(w, "| measurement | records | seconds | records/s | peak RSS MiB | CPU s: erpsync / "+db+" / redis / bench | CPU µs a record | note |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	for _, m := range ms {
+		if m == nil {
+			continue
+		}
+		rss := "-"
+		if m.PeakRSSKiB > 0 {
+			rss = fmt.Sprintf("%.1f", mib(m.PeakRSSKiB))
+		}
+		per := "-"
+		if m.Records > 0 {
+			per = fmt.Sprintf("%.1f", m.CPU.Total()/float64(m.Records)*1e6)
+		}
+		note := m.Note
+		if len(m.Rounds) > 1 {
+			rs := make([]string, len(m.Rounds))
+			for i, v := range m.Rounds {
+				rs[i] = fmt.Sprintf("%.0f", v)
+			}
+			note = strings.TrimPrefix(note+"; best of rounds "+strings.Join(rs, ", "), "; ")
+		}
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %s | %.2f / %.2f / %.2f / %.2f | %s | %s |\n", m.Name, m.Records, m.Seconds, m.PerSecond, rss,
+			m.CPU.Erpsync, m.CPU.MySQL+m.CPU.Postgres, m.CPU.Redis, m.CPU.Bench, per, note)
+	}
 }

@@ -433,7 +433,7 @@ func (b *bench) typedRaw(ctx context.Context, t *typed) (*Result, error) {
 		return nil, err
 	}
 	rows := t.feed.Rows(0, t.feed.Len())
-	b.logf("typed raw insert: %d rows, INSERT IGNORE of %d rows, %d connections, literal values", len(rows), batch, conns)
+	b.logf(b.label+"typed raw insert: %d rows, INSERT IGNORE of %d rows, %d connections, literal values", len(rows), batch, conns)
 	r, err := b.parallel(ctx, len(rows), batch, conns, func() func(from, to int) error {
 		return func(from, to int) error {
 			if err := t.st.InsertIgnoreRows(ctx, rows[from:to]); err != nil {
