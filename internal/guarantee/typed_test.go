@@ -467,7 +467,7 @@ func (f *feed) runReport(id string, x execSpec, tab *table) (*reconcile.Report, 
 		return nil, fmt.Errorf("process %s (%s) report: %v", id, x, err)
 	}
 	if rep.Status != store.StatusSucceeded {
-		return &rep, fmt.Errorf("process %s (%s) exit %d: %s %s", id, x, res.Code, rep.Status, rep.Refused)
+		return &rep, fmt.Errorf("process %s (%s) exit %d: %s %s\n%s", id, x, res.Code, rep.Status, rep.Refused, res.Out())
 	}
 	return &rep, nil
 }
