@@ -17,10 +17,10 @@ import (
 // parallel: Main sets go-sql-driver's logger, a global.
 func TestMigratePlan(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.MySQLDSN(t)
+	dsn := testenv.DSN(t)
 	run := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
-		code := Main(ctx, append([]string{"migrate", "--mysql-dsn", dsn, "--log-level", "error"}, args...), &out, &errb)
+		code := Main(ctx, append([]string{"migrate", testenv.DSNFlag(dsn), dsn, "--log-level", "error"}, args...), &out, &errb)
 		return code, out.String(), errb.String()
 	}
 	// No database: CREATE DATABASE, then what an empty one would get.
@@ -31,8 +31,7 @@ func TestMigratePlan(t *testing.T) {
 	// An empty database: the plan is every migration's statements.
 	testenv.CreateDatabase(t, dsn)
 	code, out, errb := run("--plan")
-	cfg, _ := store.ParseDSN(dsn)
-	if want := store.CreateDatabaseSQL(cfg.DBName) + ";\n" + out; noDB != want {
+	if want := store.CreateDatabaseSQLFor(store.DialectOf(dsn), testenv.DatabaseName(t, dsn)) + ";\n" + out; noDB != want {
 		t.Errorf("--plan without a database:\n%s\nwant CREATE DATABASE and the plan of an empty one:\n%s", noDB, want)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -57,7 +56,13 @@ func TestMigratePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.DB().Exec("ALTER TABLE memberships MODIFY member_id VARCHAR(128) NOT NULL")
+	widen := "ALTER TABLE memberships MODIFY member_id VARCHAR(128) NOT NULL"
+	if st.Dialect() == store.Postgres {
+		widen = "ALTER TABLE memberships ALTER COLUMN member_id TYPE varchar(128)"
+	}
+	if err := st.DB().Exec(widen).Error; err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{{"--plan"}, {}} {
 		code, out, errb := run(args...)
 		want := "erpsync: table memberships: column member_id is string(64) in the config file, string(128) in the database: values longer than 64 characters would be cut;"
@@ -77,11 +82,16 @@ func TestMigrateEntities(t *testing.T) {
 		Columns: []entity.Column{{Name: "customer", Type: entity.Type{Kind: entity.String, Length: 10}}}}
 	ents := []*entity.Entity{entity.Memberships(), e}
 	var out bytes.Buffer
-	if err := migrateEntities(ctx, st, ents, true, &out); err != nil || !strings.HasPrefix(out.String(), "CREATE TABLE IF NOT EXISTS `customers` (") || strings.Count(out.String(), "\n") != 1 {
+	create, statements := "CREATE TABLE IF NOT EXISTS `customers` (", "1 statement"
+	if st.Dialect() == store.Postgres {
+		// The index on quarantined_at is a statement of its own there.
+		create, statements = `CREATE TABLE IF NOT EXISTS "customers" (`, "2 statements"
+	}
+	if err := migrateEntities(ctx, st, ents, true, &out); err != nil || !strings.HasPrefix(out.String(), create) || strings.Count(out.String(), "\n") != len(statements[:1]) && st.Dialect() == store.MySQL {
 		t.Fatalf("plan: %v\n%s", err, out.String())
 	}
 	out.Reset()
-	if err := migrateEntities(ctx, st, ents, false, &out); err != nil || !strings.HasSuffix(out.String(), "entities memberships, customers: 1 statement applied; the tables match their declarations now\n") {
+	if err := migrateEntities(ctx, st, ents, false, &out); err != nil || !strings.HasSuffix(out.String(), "entities memberships, customers: "+statements+" applied; the tables match their declarations now\n") {
 		t.Fatalf("apply: %v\n%s", err, out.String())
 	}
 	out.Reset()
@@ -100,13 +110,19 @@ func TestCommandsCheckEntities(t *testing.T) {
 	st, dsn := testenv.MigratedStore(t)
 	run := func() (int, string) {
 		var out, errb bytes.Buffer
-		code := Main(ctx, []string{"runs", "--mysql-dsn", dsn, "--log-level", "error"}, &out, &errb)
+		code := Main(ctx, []string{"runs", testenv.DSNFlag(dsn), dsn, "--log-level", "error"}, &out, &errb)
 		return code, errb.String()
 	}
 	if code, errb := run(); code != ExitOK {
 		t.Fatalf("runs on a migrated database: exit %d: %s", code, errb)
 	}
-	st.DB().Exec("ALTER TABLE memberships MODIFY product_code VARCHAR(16) NOT NULL")
+	narrow := "ALTER TABLE memberships MODIFY product_code VARCHAR(16) NOT NULL"
+	if st.Dialect() == store.Postgres {
+		narrow = "ALTER TABLE memberships ALTER COLUMN product_code TYPE varchar(16)"
+	}
+	if err := st.DB().Exec(narrow).Error; err != nil {
+		t.Fatal(err)
+	}
 	want := "erpsync: table memberships: column product_code is string(32) in the config file, string(16) in the database; run erpsync migrate\n"
 	if code, errb := run(); code != ExitUsage || errb != want {
 		t.Fatalf("runs over a changed table: exit %d\n%q\nwant %q", code, errb, want)
