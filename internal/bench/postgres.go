@@ -257,7 +257,7 @@ func (p *pgRun) round(ctx context.Context, out *PostgresResults) error {
 		if r, err = b.typedRaw(ctx, p.ty); err != nil {
 			return err
 		}
-		r.Name = "PostgreSQL: " + strings.Replace(r.Name, "INSERT IGNORE", "INSERT ... ON CONFLICT DO NOTHING", 1)
+		r.Name = "PostgreSQL: " + strings.NewReplacer("INSERT IGNORE", "INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING", "literal values", "values written in").Replace(r.Name)
 		if err := b.checkTyped(ctx, p.ty, r.Name); err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func (p *pgRun) ceilingInsert(ctx context.Context) (*Result, error) {
 	if err := b.empty(ctx, b.memberships("")); err != nil {
 		return nil, err
 	}
-	b.logf("PostgreSQL ceiling: %d rows, INSERT ... ON CONFLICT DO NOTHING of %d rows, %d connections, literal values", len(recs), pgCeilingBatch, pgCeilingConns)
+	b.logf("PostgreSQL ceiling: %d rows, INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING of %d rows (store.InsertIgnore), %d connections, values written in", len(recs), pgCeilingBatch, pgCeilingConns)
 	r, err := b.parallel(ctx, len(recs), pgCeilingBatch, pgCeilingConns, func() func(from, to int) error {
 		ms := make([]store.Membership, 0, pgCeilingBatch)
 		return func(from, to int) error {
@@ -298,7 +298,7 @@ func (p *pgRun) ceilingInsert(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Name = fmt.Sprintf("PostgreSQL: ceiling, INSERT ... ON CONFLICT DO NOTHING, %s rows a statement, %d connections, no locks, literal values", commas(pgCeilingBatch), pgCeilingConns)
+	r.Name = fmt.Sprintf("PostgreSQL: ceiling, INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING, %s rows a statement, %d connections, no locks, values written in", commas(pgCeilingBatch), pgCeilingConns)
 	return r, p.checkMemberships(ctx, r.Name)
 }
 
