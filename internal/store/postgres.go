@@ -76,17 +76,7 @@ func openPostgresDSN(ctx context.Context, dsn string, opt *Options) (*Store, err
 	if err != nil {
 		return nil, err
 	}
-	o := Options{}
-	if opt != nil {
-		o = *opt
-	}
-	if o.MaxOpenConns <= 0 {
-		o.MaxOpenConns = 32
-	}
-	if o.PingTimeout <= 0 {
-		o.PingTimeout = cfg.ConnectTimeout
-	}
-	return openPostgres(ctx, cfg, o)
+	return openPostgres(ctx, cfg, opt.withDefaults(cfg.ConnectTimeout))
 }
 
 // pgAddr is host:port of a connection's configuration.

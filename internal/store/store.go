@@ -88,6 +88,23 @@ type Options struct {
 	NoLoadData bool
 }
 
+// withDefaults is a copy of opt (nil: the zero Options) with its defaults
+// filled: 32 connections, and ping, the DSN's connect timeout, as the
+// bound of the first ping.
+func (opt *Options) withDefaults(ping time.Duration) Options {
+	o := Options{}
+	if opt != nil {
+		o = *opt
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 32
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = ping
+	}
+	return o
+}
+
 // Store is a handle on erpsync's MySQL database. It is safe for concurrent use.
 type Store struct {
 	db  *gorm.DB
@@ -222,17 +239,7 @@ func Open(ctx context.Context, dsn string, opt *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{}
-	if opt != nil {
-		o = *opt
-	}
-	if o.MaxOpenConns <= 0 {
-		o.MaxOpenConns = 32
-	}
-	if o.PingTimeout <= 0 {
-		o.PingTimeout = cfg.Timeout
-	}
-	return open(ctx, cfg, o)
+	return open(ctx, cfg, opt.withDefaults(cfg.Timeout))
 }
 
 func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
