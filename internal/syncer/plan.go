@@ -276,16 +276,13 @@ func evenParts(p Part, k int) []Part {
 // its error is returned.
 func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queue chan<- chunk) error {
 	cfg := r.s.cfg
-	// The plan's page of one record is not taken as read: the first part
-	// reads that record again, first, as one pass would, and it counts
-	// once in fetched and, invalid, once in invalid.
-	parts, _, err := Plan(ctx, r.s.erp, since, until, cfg.Fetchers, cfg.PageSize)
+	parts, seen, err := Plan(ctx, r.s.erp, since, until, cfg.Fetchers, cfg.PageSize)
 	if err != nil {
 		return err
 	}
 	if len(parts) == 1 {
 		r.t.setParts(1)
-		return r.fetch(ctx, hand, 0, since, until, queue)
+		return r.fetch(ctx, hand, 0, since, until, seen, queue)
 	}
 	// A window open at the end gets a tail: see below.
 	tail := len(parts)
@@ -312,7 +309,11 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 				if fctx.Err() != nil {
 					return
 				}
-				if err := r.fetch(fctx, hand, i, parts[i].Since, parts[i].Until, queue); err != nil {
+				var head *erp.Page
+				if i == 0 {
+					head = seen
+				}
+				if err := r.fetch(fctx, hand, i, parts[i].Since, parts[i].Until, head, queue); err != nil {
 					mu.Lock()
 					if first == nil && (ctx.Err() != nil || fctx.Err() == nil) {
 						first = err
@@ -347,5 +348,5 @@ func (r *run) fetchParts(ctx, hand context.Context, since, until time.Time, queu
 		r.t.seal(tail, r.t.addPage(tail, time.Time{}), false, true) // nothing to read
 		return nil
 	}
-	return r.fetch(ctx, hand, tail, from, until, queue)
+	return r.fetch(ctx, hand, tail, from, until, nil, queue)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -550,11 +551,30 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 }
 
 // fetch pages part i of the window, [since, until), into queue in chunks
-// (see put). It fetches no page after ctx ended.
-func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, queue chan<- chunk) error {
+// (see put). It fetches no page after ctx ended. seen, when not nil, is a
+// page of the part read before (Plan's look at the first record), queued
+// first.
+func (r *run) fetch(ctx, hand context.Context, i int, since, until time.Time, seen *erp.Page, queue chan<- chunk) error {
 	cfg := r.s.cfg
 	q := erp.Query{Since: since, Until: until, Limit: cfg.PageSize}
 	var prev map[string]pageEntry // the previous page's erp_ids, for duplicates across a boundary
+	if seen != nil {
+		// The part reads it again: it counts once in fetched, and not
+		// as a duplicate. Its invalid items, and a record the table
+		// cannot store, are the part's own first items: they are
+		// quarantined and counted when the part reads them, once.
+		recs, _ := erp.SplitUnstorableIn(slices.Clone(seen.Records), nil, r.s.store.Dialect() == store.Postgres)
+		seen = &erp.Page{Records: recs}
+		r.c.fetched.Add(-int64(len(recs)))
+		var err error
+		if prev, err = r.put(ctx, hand, i, seen, time.Now(), prev, false, queue); err != nil {
+			return err
+		}
+		for id, e := range prev {
+			e.looked = true
+			prev[id] = e
+		}
+	}
 	var pass erp.Pass
 	for {
 		page, err := r.s.erp.Page(ctx, q)
