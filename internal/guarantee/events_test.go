@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -462,7 +463,10 @@ func (s *sink) fault(what string) {
 // locks, holds locks on every row of contracts and the gaps between them
 // (InnoDB's of SELECT ... FOR UPDATE; on PostgreSQL, which locks no gaps,
 // the table in EXCLUSIVE mode: reads go on, writes wait) for 500 ms of
-// every second until stop is closed: writers
+// every second until stop is closed. On PostgreSQL a table lock that is
+// not granted within 50 ms is given up for that second: queued behind a
+// writer the test has paused, it would hold every later writer behind it
+// for the whole pause, which InnoDB's row locks never do. Writers
 // of one record that both passed their checks while the row was unchanged
 // wait there together, and all but the first write nothing, or a stale
 // version: writes that must record no event and write no line.
@@ -474,13 +478,15 @@ func (f *feed) stallWriters(stop <-chan struct{}) {
 	if err != nil {
 		return
 	}
-	stall := "SELECT 1 FROM contracts FOR UPDATE"
+	stall := []string{"SELECT 1 FROM contracts FOR UPDATE"}
 	if f.w.postgres() {
-		stall = "LOCK TABLE contracts IN EXCLUSIVE MODE"
+		stall = []string{"SET LOCAL lock_timeout = '50ms'", "LOCK TABLE contracts IN EXCLUSIVE MODE"}
 	}
+	stalled, tries := 0, 0
 	for {
 		select {
 		case <-stop:
+			f.t.Logf("writers stalled %d times in %d tries", stalled, tries)
 			return
 		case <-time.After(500 * time.Millisecond):
 		}
@@ -488,11 +494,23 @@ func (f *feed) stallWriters(stop <-chan struct{}) {
 		if err != nil {
 			continue
 		}
-		if _, err := tx.Exec(stall); err == nil {
+		tries++
+		if execAll(tx, stall) == nil {
+			stalled++
 			time.Sleep(500 * time.Millisecond)
 		}
 		_ = tx.Rollback()
 	}
+}
+
+// execAll runs each statement on tx in turn, up to the first that fails.
+func execAll(tx *sql.Tx, stmts []string) error {
+	for _, q := range stmts {
+		if _, err := tx.Exec(q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serve is the webhook: it checks each POST's signature and
