@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 
@@ -243,12 +242,20 @@ func (f *Feed) dropSuperseded() {
 // add takes the records of a page into f and returns the newest
 // updated_at of its valid records.
 func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var buf [store.MembershipColumns]entity.Value
-	var newest time.Time
 	// As a run does: a record the table cannot store is quarantined.
 	p.Records, p.Invalid = erp.SplitUnstorableIn(p.Records, p.Invalid, f.noNUL)
+	// The hashes are of the page alone: each fetcher makes its own before
+	// it takes the lock.
+	var buf [store.MembershipColumns]entity.Value
+	sums := make([][2]uint64, len(p.Records))
+	for i := range p.Records {
+		r := &p.Records[i]
+		vals := valuesOf(r, buf[:])
+		sums[i] = [2]uint64{valsSum(vals, r.UpdatedAt, 0), valsSum(vals, r.UpdatedAt, 1)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var newest time.Time
 	for _, inv := range p.Invalid {
 		if count {
 			f.items++
@@ -274,9 +281,7 @@ func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
 			f.byID[r.ErpID] = w
 		}
 		w.version, w.updated = r.Version, r.UpdatedAt
-		vals := valuesOf(&p.Records[i], buf[:])
-		w.sum = valsSum(vals, r.UpdatedAt, 0)
-		w.rounded = valsSum(vals, r.UpdatedAt, 1)
+		w.sum, w.rounded = sums[i][0], sums[i][1]
 		w.children = r.Children
 		if keep {
 			w.rec = &p.Records[i]
@@ -314,20 +319,67 @@ func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Resul
 }
 
 // VerifyParts is Verify with the feed scanned in parts, up to fetchers at
-// once (ScanParts).
+// once (ScanParts). The table is read while the feed is paged, not after:
+// what the comparison needs of each row (tableRow) is kept meanwhile.
 func VerifyParts(ctx context.Context, e Pager, st *store.Store, pageSize, fetchers int) (*Result, error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var rows []tableRow
+	read := make(chan error, 1)
+	go func() {
+		read <- st.ScanRows(tctx, func(r *store.Stored) error {
+			rows = append(rows, tableRowOf(r))
+			return nil
+		})
+	}()
 	f, err := ScanParts(ctx, e, st.Dialect(), pageSize, fetchers, false)
 	if err != nil {
+		cancel()
+		<-read
 		return nil, err
 	}
-	res, _, err := f.Compare(ctx, st)
+	if err := <-read; err != nil {
+		return nil, err
+	}
+	res, _, err := f.compare(ctx, st, func(fn func(*tableRow)) error {
+		for i := range rows {
+			fn(&rows[i])
+		}
+		return nil
+	})
 	return res, err
+}
+
+// tableRow is what Compare needs of a row: its key and guards, and the sum
+// of its values (valsSum) in place of them.
+type tableRow struct {
+	key                  string
+	version, fence, mark int64
+	updated, written     time.Time
+	deleted              bool
+	sum                  uint64
+}
+
+func tableRowOf(r *store.Stored) tableRow {
+	return tableRow{key: r.Key, version: r.Version, fence: r.Fence, mark: r.Mark, updated: r.UpdatedAt,
+		written: r.Written, deleted: r.Deleted, sum: valsSum(r.Vals, r.UpdatedAt, 0)}
 }
 
 // Compare reads every row of the store's table and compares it with the
 // feed.
 // It may be called once per Feed.
 func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, error) {
+	return f.compare(ctx, st, func(fn func(*tableRow)) error {
+		return st.ScanRows(ctx, func(r *store.Stored) error {
+			row := tableRowOf(r)
+			fn(&row)
+			return nil
+		})
+	})
+}
+
+// compare is Compare of the rows that scan passes to its function.
+func (f *Feed) compare(ctx context.Context, st *store.Store, scan func(func(*tableRow)) error) (*Result, *Diff, error) {
 	res := &Result{Started: f.started, FeedRecords: f.Records(), FeedInvalid: f.invalid, items: f.items}
 	diff := &Diff{}
 	stale := func(id string, w *want, same bool) {
@@ -347,20 +399,20 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 	if len(st.Table().Entity().Children) > 0 {
 		matched = map[string]*want{}
 	}
-	err := st.ScanRows(ctx, func(row *store.Stored) error {
-		id, version := row.Key, row.Version
+	err := scan(func(row *tableRow) {
+		id, version := row.key, row.version
 		w := f.byID[id]
-		if row.Deleted {
+		if row.deleted {
 			res.SoftDeleted++
 			if w != nil {
 				restore = append(restore, id) // missing, below
 			}
-			return nil
+			return
 		}
 		res.Rows++
 		inv, invalid := f.quarantined[id]
-		marked := row.Mark > 0
-		if cur := (store.Current{Version: version, UpdatedAt: row.UpdatedAt, Mark: row.Mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
+		marked := row.mark > 0
+		if cur := (store.Current{Version: version, UpdatedAt: row.updated, Mark: row.mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
 			marked = true // the next run or reconcile marks it
 		}
 		if marked {
@@ -369,7 +421,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		switch {
 		case w == nil && !invalid:
 			res.Unknown.Add(id)
-			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: row.Fence, Written: row.Written})
+			diff.Absent = append(diff.Absent, Row{ErpID: id, Version: version, Fence: row.fence, Written: row.written})
 		case w == nil:
 			if !marked {
 				res.Unknown.Add(id) // the feed has only an older invalid copy
@@ -380,7 +432,7 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 		case version > w.version:
 			w.seen = true
 			res.Ahead.Add(id)
-		case !slices.Contains([]uint64{w.sum, w.rounded}, valsSum(row.Vals, row.UpdatedAt, 0)):
+		case row.sum != w.sum && row.sum != w.rounded:
 			w.seen = true
 			stale(id, w, true)
 		default:
@@ -390,7 +442,6 @@ func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, er
 				matched[id] = w
 			}
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, nil, err
