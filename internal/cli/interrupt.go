@@ -69,7 +69,9 @@ func interrupted(ctx context.Context, err error, what string) error {
 	if !errors.As(context.Cause(ctx), &sig) {
 		return err
 	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.As(err, new(depError)) {
+	// The signal's own doing: an error of the ended context, or its cause
+	// itself (context.Cause of a context derived from ctx).
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.As(err, new(signalled)) && !errors.As(err, new(depError)) {
 		return err
 	}
 	return interruptedError{sig: sig.sig, what: what}

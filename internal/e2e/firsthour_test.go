@@ -198,7 +198,7 @@ func TestInterruptedVerifyExits130(t *testing.T) {
 	r := p.Wait()
 	const want = "erpsync: interrupted by SIGINT: verify compared part of the feed; run it again (it starts over)"
 	if r.Code != 130 || lastLine(r.Stdout) != want {
-		t.Errorf("verify on SIGINT: exit %d, last line %q; want 130 and %q", r.Code, lastLine(r.Stdout), want)
+		t.Errorf("verify on SIGINT: exit %d, last line %q; want 130 and %q\n%s", r.Code, lastLine(r.Stdout), want, r.Stdout)
 	}
 }
 
