@@ -70,14 +70,8 @@ func (t *Table) unnestInsert(l *literal, rows []Row) error {
 		}
 		l.sql("}'::" + arrayType(k) + ", ")
 	}
-	l.sql("'{")
-	for i := range rows {
-		if i > 0 {
-			l.b = append(l.b, ',')
-		}
-		l.int(rows[i].Version)
-	}
-	l.sql("}'::bigint[], '{")
+	l.intArray(rows, func(r *Row) int64 { return r.Version })
+	l.sql(", '{")
 	for i := range rows {
 		if i > 0 {
 			l.b = append(l.b, ',')
@@ -86,15 +80,22 @@ func (t *Table) unnestInsert(l *literal, rows []Row) error {
 			return fmt.Errorf("key %q: updated_at: %w", rows[i].Key, err)
 		}
 	}
-	l.sql("}'::timestamptz[], '{")
+	l.sql("}'::timestamptz[], ")
+	l.intArray(rows, func(r *Row) int64 { return r.Fence })
+	l.sql(") AS u")
+	return nil
+}
+
+// intArray writes field of every row as one bigint[] literal.
+func (l *literal) intArray(rows []Row, field func(*Row) int64) {
+	l.sql("'{")
 	for i := range rows {
 		if i > 0 {
 			l.b = append(l.b, ',')
 		}
-		l.int(rows[i].Fence)
+		l.int(field(&rows[i]))
 	}
-	l.sql("}'::bigint[]) AS u")
-	return nil
+	l.sql("}'::bigint[]")
 }
 
 // element writes v, a value of kind k, as an element of an array literal
