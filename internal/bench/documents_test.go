@@ -65,15 +65,7 @@ func TestDocumentsFeed(t *testing.T) {
 // computes agree with MySQL's text of every column.
 func TestCheckDocuments(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := Config{MySQLDSN: testenv.MySQLDSNNamed(t, "erpsync_bench_t_"), RedisAddr: testenv.RedisAddr(), Only: []string{Ceiling}}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBench(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.close()
+	b, _ := testBench(t, Config{Only: []string{Ceiling}})
 	d, err := b.startDocuments(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
@@ -178,4 +170,23 @@ func TestDocumentsQuick(t *testing.T) {
 	if !strings.Contains(md.String(), "| documents backfill (5-column lines) | ") || !strings.Contains(md.String(), "| documents backfill / raw insert, lines/s |") {
 		t.Errorf("markdown:\n%s", md.String())
 	}
+}
+
+// testBench opens a bench of cfg, on a MySQL database of the test's own
+// and the test Redis, that the test's end closes; cfg is returned with its
+// defaults.
+func testBench(t *testing.T, cfg Config) (*bench, Config) {
+	t.Helper()
+	cfg.MySQLDSN = testenv.MySQLDSNNamed(t, "erpsync_bench_t_")
+	cfg.RedisAddr = testenv.RedisAddr()
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBench(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	return b, cfg
 }

@@ -20,15 +20,7 @@ func TestEventChecksRefuseAWrongOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	cfg, err := Config{Bin: bin, MySQLDSN: testenv.MySQLDSNNamed(t, "erpsync_bench_t_"), RedisAddr: testenv.RedisAddr(), Records: 600}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBench(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.close()
+	b, cfg := testBench(t, Config{Bin: bin, Records: 600})
 	ty, err := b.startTyped(ctx, cfg.Records)
 	if err != nil {
 		t.Fatal(err)

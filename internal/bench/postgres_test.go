@@ -79,15 +79,7 @@ func TestQuickPostgres(t *testing.T) {
 // null, a row missing. It passes on the ceilings' tables.
 func TestCheckMembershipsPostgres(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := Config{Bin: "erpsync", MySQLDSN: testenv.MySQLDSNNamed(t, "erpsync_bench_t_"), PostgresDSN: pgBenchDSN(t), RedisAddr: testenv.RedisAddr(), Only: []string{PGBackfill}}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBench(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.close()
+	b, cfg := testBench(t, Config{Bin: "erpsync", PostgresDSN: pgBenchDSN(t), Only: []string{PGBackfill}})
 	p, err := b.startPostgres(ctx, cfg, erpmock.New(erpmock.Options{Records: 300, Seed: 1}))
 	if err != nil {
 		t.Fatal(err)
