@@ -172,7 +172,7 @@ JOIN pg_class i ON i.oid = ix.indexrelid
 CROSS JOIN LATERAL unnest(ix.indkey) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
 WHERE t.relnamespace = current_schema()::regnamespace AND k.ord <= ix.indnkeyatts AND t.relname IN (` + in + `)`
-	rows, err := q.QueryContext(ctx, Postgres.placeholders(query), args...)
+	rows, err := q.QueryContext(ctx, Postgres.Placeholders(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tables: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -70,36 +71,31 @@ func (d Dialect) now() string {
 	return "UTC_TIMESTAMP(3)"
 }
 
-// placeholders rewrites a statement's '?' placeholders into the
-// dialect's: PostgreSQL numbers them ($1, $2, ...). The statements this
-// package writes with placeholders have no '?' inside a literal.
-func (d Dialect) placeholders(query string) string {
+// Placeholders rewrites a statement's '?' placeholders outside quotes
+// into the dialect's: PostgreSQL numbers them ($1, $2, ...); MySQL's
+// stay.
+func (d Dialect) Placeholders(query string) string {
 	if d != Postgres || !strings.Contains(query, "?") {
 		return query
 	}
 	var b strings.Builder
 	n := 0
+	var quote byte
 	for i := 0; i < len(query); i++ {
-		if query[i] == '?' {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		case c == '?':
 			n++
-			b.WriteByte('$')
-			b.WriteString(itoa(n))
+			b.WriteString("$" + strconv.Itoa(n))
 			continue
 		}
-		b.WriteByte(query[i])
+		b.WriteByte(c)
 	}
 	return b.String()
-}
-
-func itoa(n int) string {
-	var buf [20]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(buf[i:])
-		}
-	}
 }

@@ -364,7 +364,7 @@ func isTransient(err error) bool {
 // lock wait timeout (retrying).
 func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
 	err = retrying(func() (err error) {
-		res, err = s.sql.ExecContext(ctx, s.d.placeholders(query), args...)
+		res, err = s.sql.ExecContext(ctx, s.d.Placeholders(query), args...)
 		return err
 	})
 	return res, err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -85,29 +83,5 @@ func (c qmarkConn) ResetSession(ctx context.Context) error {
 }
 
 // Placeholders rewrites the '?' placeholders of q outside quotes into
-// PostgreSQL's $1, $2, ...
-func Placeholders(q string) string {
-	if !strings.Contains(q, "?") {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	var quote byte
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"' || c == '`':
-			quote = c
-		case c == '?':
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+// PostgreSQL's $1, $2, ... (store.Postgres.Placeholders).
+func Placeholders(q string) string { return store.Postgres.Placeholders(q) }
