@@ -214,11 +214,16 @@ func TestKilledBackfillResumesItsWindow(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	args := []string{"backfill", "--since", "2024-06-01T00:00:00Z", "--until", "2030-01-01T00:00:00Z", "--page-size", "50"}
-	victim := e.Start(args...)
+	// One fetcher: the victim pages the window in 60 pages of 80 ms, 4.8 s
+	// at least however busy the machine, and is killed long before its
+	// end (at the default 4, it had written the whole window by then).
+	victim := e.Start(append(args, "--fetchers", "1")...)
 	e.WaitRows(600)
 	time.Sleep(1100 * time.Millisecond) // let a checkpoint land (every 1s)
 	victim.Signal(syscall.SIGKILL)
-	victim.Wait()
+	if r := victim.Wait(); r.Code == 0 {
+		t.Fatalf("the backfill to kill had finished its window first: %s", r.Stdout)
+	}
 	e.Mock.SetFaults(erpmock.Faults{})
 	if r := e.Run(ctx, append(args, "--report", filepath.Join(dir, "r.json"))...); r.Code != 0 {
 		t.Fatalf("resumed backfill exit %d: %s", r.Code, r.Out())
