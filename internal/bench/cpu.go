@@ -80,6 +80,12 @@ func selfCPU() float64 {
 func serverCPU(p serverPorts) CPU {
 	var c CPU
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	// The postmaster (its title not rewritten to "postgres: ...") is
+	// read last: a backend that ends while the others
+	// are read then counts in its cutime, or twice, never nowhere (read
+	// first, a backend reaped after it and before its own turn was lost,
+	// and a short measurement came out below zero).
+	var postmasters []string
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
 		if err != nil {
@@ -104,6 +110,10 @@ func serverCPU(p serverPorts) CPU {
 				continue
 			}
 			into = &c.Postgres
+			if !bytes.HasPrefix(cmdline, []byte("postgres:")) {
+				postmasters = append(postmasters, d)
+				continue
+			}
 		case "redis-server":
 			if !slices.ContainsFunc(p.redis, func(port string) bool {
 				return bytes.HasSuffix(bytes.TrimRight(cmdline, "\x00 "), []byte(":"+port)) || bytes.Contains(cmdline, []byte(":"+port+" "))
@@ -114,30 +124,40 @@ func serverCPU(p serverPorts) CPU {
 		default:
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the ")" that ends the command: state is field 3,
-		// utime 14 and stime 15.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(stat[i+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseFloat(string(f[11]), 64)
-		st, _ := strconv.ParseFloat(string(f[12]), 64)
-		*into += (ut + st) / userHZ
-		// The postmaster (its title not rewritten to "postgres: ..."):
-		// cutime and cstime, fields 16 and 17, hold its ended children.
-		if into == &c.Postgres && !bytes.HasPrefix(cmdline, []byte("postgres:")) {
-			cut, _ := strconv.ParseFloat(string(f[13]), 64)
-			cst, _ := strconv.ParseFloat(string(f[14]), 64)
-			*into += (cut + cst) / userHZ
-		}
+		*into += procCPU(d, false)
+	}
+	for _, d := range postmasters {
+		c.Postgres += procCPU(d, true)
 	}
 	return c
+}
+
+// procCPU is the utime+stime of the process of /proc directory d, in
+// seconds; with children, also the cutime and cstime of its children that
+// ended (the postmaster's: its backends that exited).
+func procCPU(d string, children bool) float64 {
+	stat, err := os.ReadFile(filepath.Join(d, "stat"))
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" that ends the command: state is field 3,
+	// utime 14 and stime 15, cutime 16 and cstime 17.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 15 {
+		return 0
+	}
+	fields := []int{11, 12}
+	if children {
+		fields = append(fields, 13, 14)
+	}
+	ticks := 0.0
+	for _, j := range fields {
+		v, _ := strconv.ParseFloat(string(f[j]), 64)
+		ticks += v
+	}
+	return ticks / userHZ
 }
