@@ -11,8 +11,9 @@ import (
 	"github.com/erpsync/erpsync/erpmock"
 )
 
-// Slow is the backfill and the verify scan against a slow ERP (erpmock
-// with SlowLatency a page), with one fetcher against SlowFetchers.
+// Slow is the backfill, and the verify and reconcile scans, against a slow
+// ERP (erpmock with SlowLatency a page), with one fetcher against
+// SlowFetchers.
 const Slow = "slow"
 
 // The slow ERP's measurement.
@@ -22,8 +23,9 @@ const (
 	GoalSlowRatio = 6.0 // backfill at SlowFetchers / at 1, against the slow ERP
 )
 
-// SlowResult is the backfill and the verify scan against the slow ERP at
-// one fetcher and at SlowFetchers, each the best of its rounds.
+// SlowResult is the backfill and the verify and reconcile scans against
+// the slow ERP at one fetcher and at SlowFetchers, each the best of its
+// rounds.
 type SlowResult struct {
 	Latency  string  `json:"latency"`
 	Fetchers int     `json:"fetchers"`
@@ -33,6 +35,10 @@ type SlowResult struct {
 	// backfill left, in records of the feed a second.
 	VerifyOne  *Result `json:"verify_one,omitempty"`
 	VerifyMany *Result `json:"verify_many,omitempty"`
+	// ReconcileOne and ReconcileMany are `erpsync reconcile` of that
+	// table, which finds nothing to do, in records of the feed a second.
+	ReconcileOne  *Result `json:"reconcile_one,omitempty"`
+	ReconcileMany *Result `json:"reconcile_many,omitempty"`
 	// Rounds are many/one of the backfill, round by round.
 	Rounds []float64 `json:"rounds"`
 }
@@ -61,8 +67,9 @@ func (b *bench) startSlow(n int) (*slow, error) {
 
 // slowRound backfills the slow ERP's feed at one fetcher and at
 // SlowFetchers (the order alternates with the round), each into an empty
-// table that it then checks against the feed, and verifies the table at
-// both.
+// table that it then checks against the feed, and verifies and
+// reconciles the table at both (the table checked again after the
+// reconcile).
 func (b *bench) slowRound(ctx context.Context, s *slow, round int, out **SlowResult) error {
 	if *out == nil {
 		*out = &SlowResult{Latency: SlowLatency.String(), Fetchers: SlowFetchers}
@@ -83,14 +90,21 @@ func (b *bench) slowRound(ctx context.Context, s *slow, round int, out **SlowRes
 		if err := b.checkSlow(ctx, s); err != nil {
 			return fmt.Errorf("%s: %w", r.Name, err)
 		}
-		v, err := b.verifyScan(ctx, s, n)
+		v, err := b.scan(ctx, s, "verify", n)
 		if err != nil {
 			return err
 		}
+		rc, err := b.scan(ctx, s, "reconcile", n)
+		if err != nil {
+			return err
+		}
+		if err := b.checkSlow(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", rc.Name, err)
+		}
 		if n == 1 {
-			res.One, res.VerifyOne, one = best(res.One, r), best(res.VerifyOne, v), r.PerSecond
+			res.One, res.VerifyOne, res.ReconcileOne, one = best(res.One, r), best(res.VerifyOne, v), best(res.ReconcileOne, rc), r.PerSecond
 		} else {
-			res.Many, res.VerifyMany, many = best(res.Many, r), best(res.VerifyMany, v), r.PerSecond
+			res.Many, res.VerifyMany, res.ReconcileMany, many = best(res.Many, r), best(res.VerifyMany, v), best(res.ReconcileMany, rc), r.PerSecond
 		}
 	}
 	if one > 0 {
@@ -112,17 +126,19 @@ func (b *bench) checkSlow(ctx context.Context, s *slow) error {
 	return nil
 }
 
-// verifyScan times `erpsync verify --fetchers n` over the table, with the
-// backfills' --page-size (500 when they have none).
-func (b *bench) verifyScan(ctx context.Context, s *slow, n int) (*Result, error) {
-	name := fmt.Sprintf("verify, ERP %s a page, --fetchers %d", SlowLatency, n)
+// scan times `erpsync verify` or `erpsync reconcile` (cmd) at --fetchers
+// n over the table, with the backfills' --page-size (500 when they have
+// none). A child that exits other than 0 (a verify that finds the table
+// out of step) fails the bench.
+func (b *bench) scan(ctx context.Context, s *slow, cmd string, n int) (*Result, error) {
+	name := fmt.Sprintf("%s, ERP %s a page, --fetchers %d", cmd, SlowLatency, n)
 	page := "500"
 	for i, a := range b.cfg.ChildArgs[:max(len(b.cfg.ChildArgs)-1, 0)] {
 		if a == "--page-size" {
 			page = b.cfg.ChildArgs[i+1]
 		}
 	}
-	args := []string{"verify", "--erp-url", s.url, "--redis-addr", b.cfg.RedisAddr, "--fetchers", strconv.Itoa(n), "--page-size", page, "--log-format", "json", "--log-level", "warn"}
+	args := []string{cmd, "--erp-url", s.url, "--job", b.job, "--redis-addr", b.cfg.RedisAddr, "--fetchers", strconv.Itoa(n), "--page-size", page, "--log-format", "json", "--log-level", "warn"}
 	c, err := b.child(ctx, name, args, serverPorts{mysql: b.ports.mysql, redis: b.ports.redis})
 	if err != nil {
 		return nil, err
@@ -137,7 +153,7 @@ func (s *SlowResult) results() []*Result {
 	if s == nil {
 		return nil
 	}
-	return []*Result{s.One, s.Many, s.VerifyOne, s.VerifyMany}
+	return []*Result{s.One, s.Many, s.VerifyOne, s.VerifyMany, s.ReconcileOne, s.ReconcileMany}
 }
 
 func (s *SlowResult) goals() []Goal {
@@ -147,9 +163,14 @@ func (s *SlowResult) goals() []Goal {
 	gs := []Goal{}
 	v := s.Many.PerSecond / s.One.PerSecond
 	gs = append(gs, Goal{fmt.Sprintf("backfill against an ERP of %s a page, --fetchers %d / 1", SlowLatency, s.Fetchers), v, fmt.Sprintf(">= %.0f", GoalSlowRatio), v >= GoalSlowRatio})
-	if s.VerifyOne != nil && s.VerifyMany != nil && s.VerifyOne.PerSecond > 0 {
-		v := s.VerifyMany.PerSecond / s.VerifyOne.PerSecond
-		gs = append(gs, Goal{fmt.Sprintf("verify against an ERP of %s a page, --fetchers %d / 1", SlowLatency, s.Fetchers), v, fmt.Sprintf(">= %.0f", GoalSlowRatio), v >= GoalSlowRatio})
+	for _, sc := range []struct {
+		cmd       string
+		one, many *Result
+	}{{"verify", s.VerifyOne, s.VerifyMany}, {"reconcile", s.ReconcileOne, s.ReconcileMany}} {
+		if sc.one != nil && sc.many != nil && sc.one.PerSecond > 0 {
+			v := sc.many.PerSecond / sc.one.PerSecond
+			gs = append(gs, Goal{fmt.Sprintf("%s against an ERP of %s a page, --fetchers %d / 1", sc.cmd, SlowLatency, s.Fetchers), v, fmt.Sprintf(">= %.0f", GoalSlowRatio), v >= GoalSlowRatio})
+		}
 	}
 	return gs
 }

@@ -231,14 +231,17 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	if err != nil {
 		return err
 	}
-	feed, err := verify.ScanParts(ctx, rc.src, rc.store.Dialect(), rc.cfg.PageSize, rc.cfg.Fetchers, true)
+	// The table is read while the feed is paged; the rows found different
+	// are read again after (CompareSnapshot), so a row written during the
+	// scan is judged as it is then, written since the scan began.
+	feed, snap, err := verify.ScanReading(ctx, rc.src, rc.store, rc.cfg.PageSize, rc.cfg.Fetchers, true)
 	if err != nil {
 		return err
 	}
 	if rc.afterScan != nil {
 		rc.afterScan()
 	}
-	res, diff, err := feed.Compare(ctx, rc.store)
+	res, diff, err := feed.CompareSnapshot(ctx, rc.store, snap)
 	if err != nil {
 		return err
 	}

@@ -91,6 +91,19 @@ func (s *Store) ScanRows(ctx context.Context, fn func(*Stored) error) error {
 	return s.scanRows(ctx, s.sql, nil, fn)
 }
 
+// ScanRowsOf is ScanRows of the rows with the given keys, read a thousand
+// keys a statement.
+func (s *Store) ScanRowsOf(ctx context.Context, keys []string, fn func(*Stored) error) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := s.scanRows(ctx, s.sql, keys[:n], fn); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
 // scanRows is ScanRows on db, of the rows with the given keys when keys
 // is not nil (none when it is empty).
 func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func(*Stored) error) error {

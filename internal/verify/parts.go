@@ -10,12 +10,14 @@ import (
 	"github.com/erpsync/erpsync/internal/syncer"
 )
 
-// ScanParts is Scan, for a table of dialect d, with the feed split into parts by updated_at
-// (syncer.Plan), up to fetchers of them paged at once. A record that
-// changes during the scan moves to the end of the feed: once every part is
-// done, a last pass pages again from the newest updated_at the last part
-// saw to the end, so that the scan sees it as one pass would. fetchers 1
-// is Scan's one pass.
+// ScanParts pages the whole feed of a table of dialect d; the highest
+// version of each erp_id wins. With keep, the feed keeps each record
+// (CompareSnapshot's Diff lists them for a repair); without, a hash of
+// its fields. The feed is split into parts by updated_at (syncer.Plan), up
+// to fetchers of them paged at once. A record that changes during the scan
+// moves to the end of the feed: once every part is done, a last pass pages
+// again from the newest updated_at the last part saw to the end, so that
+// the scan sees it as one pass would. fetchers 1 is one pass.
 func ScanParts(ctx context.Context, e Pager, d store.Dialect, pageSize, fetchers int, keep bool) (*Feed, error) {
 	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}, noNUL: d == store.Postgres}
 	parts, seen, err := syncer.Plan(ctx, e, time.Time{}, time.Time{}, fetchers, pageSize)

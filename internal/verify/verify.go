@@ -195,13 +195,6 @@ func (f *Feed) Quarantined(erpID string) bool {
 	return ok
 }
 
-// Scan pages the whole feed; the highest version of each erp_id wins. With
-// keep, the feed keeps each record (Compare's Diff lists them for a
-// repair); without, a hash of its fields.
-func Scan(ctx context.Context, e Pager, pageSize int, keep bool) (*Feed, error) {
-	return ScanParts(ctx, e, store.MySQL, pageSize, 1, keep)
-}
-
 // scan pages q's window to its end into f. It returns the newest
 // updated_at it saw. count says the invalid items it sees count in
 // Result.FeedInvalid (not when another pass counts them).
@@ -290,7 +283,7 @@ func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
 	return newest
 }
 
-// Row is what Compare reads of a row it lists.
+// Row is what CompareSnapshot reads of a row it lists.
 type Row struct {
 	ErpID   string
 	Version int64
@@ -319,38 +312,53 @@ func Verify(ctx context.Context, e Pager, st *store.Store, pageSize int) (*Resul
 }
 
 // VerifyParts is Verify with the feed scanned in parts, up to fetchers at
-// once (ScanParts). The table is read while the feed is paged, not after:
-// what the comparison needs of each row (tableRow) is kept meanwhile.
+// once (ScanParts), and the table read meanwhile (ScanReading).
 func VerifyParts(ctx context.Context, e Pager, st *store.Store, pageSize, fetchers int) (*Result, error) {
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var rows []tableRow
-	read := make(chan error, 1)
-	go func() {
-		read <- st.ScanRows(tctx, func(r *store.Stored) error {
-			rows = append(rows, tableRowOf(r))
-			return nil
-		})
-	}()
-	f, err := ScanParts(ctx, e, st.Dialect(), pageSize, fetchers, false)
+	f, snap, err := ScanReading(ctx, e, st, pageSize, fetchers, false)
 	if err != nil {
-		cancel()
-		<-read
 		return nil, err
 	}
-	if err := <-read; err != nil {
-		return nil, err
-	}
-	res, _, err := f.compare(ctx, st, func(fn func(*tableRow)) error {
-		for i := range rows {
-			fn(&rows[i])
-		}
-		return nil
-	})
+	res, _, err := f.compare(ctx, st, snap.each)
 	return res, err
 }
 
-// tableRow is what Compare needs of a row: its key and guards, and the sum
+// Snapshot is what a read of the table made while the feed was paged kept
+// of each row (tableRow).
+type Snapshot struct{ rows []tableRow }
+
+func (s *Snapshot) each(fn func(*tableRow)) error {
+	for i := range s.rows {
+		fn(&s.rows[i])
+	}
+	return nil
+}
+
+// ScanReading is ScanParts with the store's table read while the feed is
+// paged, not after it.
+func ScanReading(ctx context.Context, e Pager, st *store.Store, pageSize, fetchers int, keep bool) (*Feed, *Snapshot, error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	snap := &Snapshot{}
+	read := make(chan error, 1)
+	go func() {
+		read <- st.ScanRows(tctx, func(r *store.Stored) error {
+			snap.rows = append(snap.rows, tableRowOf(r))
+			return nil
+		})
+	}()
+	f, err := ScanParts(ctx, e, st.Dialect(), pageSize, fetchers, keep)
+	if err != nil {
+		cancel()
+		<-read
+		return nil, nil, err
+	}
+	if err := <-read; err != nil {
+		return nil, nil, err
+	}
+	return f, snap, nil
+}
+
+// tableRow is what a comparison needs of a row: its key and guards, and the sum
 // of its values (valsSum) in place of them.
 type tableRow struct {
 	key                  string
@@ -365,20 +373,58 @@ func tableRowOf(r *store.Stored) tableRow {
 		written: r.Written, deleted: r.Deleted, sum: valsSum(r.Vals, r.UpdatedAt, 0)}
 }
 
-// Compare reads every row of the store's table and compares it with the
-// feed.
-// It may be called once per Feed.
-func (f *Feed) Compare(ctx context.Context, st *store.Store) (*Result, *Diff, error) {
-	return f.compare(ctx, st, func(fn func(*tableRow)) error {
-		return st.ScanRows(ctx, func(r *store.Stored) error {
+// CompareSnapshot compares the feed with the rows of snap, then reads
+// again the rows of every key that comparison found different and
+// compares those anew. A row written while the feed was paged may have
+// been read before its write, so the Diff is what a comparison made once
+// the scan was done makes of each of its keys; the Result counts
+// the snapshot's rows. It may be called once per Feed.
+func (f *Feed) CompareSnapshot(ctx context.Context, st *store.Store, snap *Snapshot) (*Result, *Diff, error) {
+	res, diff, err := f.compare(ctx, st, snap.each)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := diff.keys()
+	if len(keys) == 0 {
+		return res, diff, nil
+	}
+	again := &Feed{started: f.started, byID: make(map[string]*want, len(keys)), quarantined: f.quarantined, noNUL: f.noNUL}
+	for _, k := range keys {
+		if w := f.byID[k]; w != nil {
+			c := *w
+			c.seen = false
+			again.byID[k] = &c
+		}
+	}
+	_, diff, err = again.compare(ctx, st, func(fn func(*tableRow)) error {
+		return st.ScanRowsOf(ctx, keys, func(r *store.Stored) error {
 			row := tableRowOf(r)
 			fn(&row)
 			return nil
 		})
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, diff, nil
 }
 
-// compare is Compare of the rows that scan passes to its function.
+// keys returns the erp_ids that d lists.
+func (d *Diff) keys() []string {
+	keys := make([]string, 0, len(d.Absent)+len(d.Missing)+len(d.Restore)+len(d.Stale)+len(d.Repair))
+	for _, r := range d.Absent {
+		keys = append(keys, r.ErpID)
+	}
+	for _, recs := range [][]erp.Record{d.Missing, d.Restore, d.Stale, d.Repair} {
+		for _, r := range recs {
+			keys = append(keys, r.ErpID)
+		}
+	}
+	return keys
+}
+
+// compare compares the feed with the rows that scan passes to its
+// function.
 func (f *Feed) compare(ctx context.Context, st *store.Store, scan func(func(*tableRow)) error) (*Result, *Diff, error) {
 	res := &Result{Started: f.started, FeedRecords: f.Records(), FeedInvalid: f.invalid, items: f.items}
 	diff := &Diff{}
