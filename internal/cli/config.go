@@ -58,6 +58,10 @@ type settings struct {
 	LogLevel      string
 	Report        string
 	TakeTable     bool
+	// dsnFrom names where the DSN came from when the config file's
+	// database block gave it (database.dsn (FILE:LINE)); "" when a flag
+	// or variable did.
+	dsnFrom string
 	// ConfigFile is --config; Entities is --entity; targets what they
 	// select (loadTargets), nil for a command without them.
 	ConfigFile string
@@ -178,6 +182,14 @@ var secretParts = map[string]func(string) []string{
 
 func whole(v string) []string { return []string{v} }
 
+// redact tells the redactor of fs's output, when it has one, secrets that
+// did not come from a flag's value (a config file's).
+func redact(fs *flag.FlagSet, secrets ...string) {
+	if w, ok := fs.Output().(*secret.Writer); ok {
+		w.Redactor().Add(secrets...)
+	}
+}
+
 // urlPasswords returns the passwords of the comma-separated URLs in v.
 func urlPasswords(v string) []string {
 	var out []string
@@ -215,13 +227,11 @@ func resolveSecrets(fs *flag.FlagSet) error {
 			errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
 		}
 	})
-	if w, ok := fs.Output().(*secret.Writer); ok {
-		fs.VisitAll(func(f *flag.Flag) {
-			if parts := secretParts[f.Name]; parts != nil {
-				w.Redactor().Add(parts(f.Value.String())...)
-			}
-		})
-	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if parts := secretParts[f.Name]; parts != nil {
+			redact(fs, parts(f.Value.String())...)
+		}
+	})
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}

@@ -20,7 +20,7 @@ import (
 const configHelp = `Usage: erpsync config check --config FILE [--online]
        erpsync config schema
 
-Checks a config file (its ERP connection, entities and events), or prints
+Checks a config file (its ERP connection, database, entities and events), or prints
 its JSON Schema for an editor (docs/entities.md).
 
 Commands:
@@ -87,6 +87,14 @@ func configCheck(ctx context.Context, fs *flag.FlagSet, args []string, stdout io
 	f, err := entity.Load(path)
 	if err != nil {
 		return usageError{err}
+	}
+	// The database block's DSN is of its kind's form; a dsn_file is read
+	// by the commands that open the database, as the erp block's
+	// password_file is by --online.
+	if f.Database != nil {
+		if _, _, _, err := fileDSN(fs, f, false); err != nil {
+			return usageError{err}
+		}
 	}
 	for _, e := range f.Entities {
 		fmt.Fprintln(stdout, entityLine(e))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/erpsync/erpsync/internal/entity"
+	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
@@ -77,33 +80,94 @@ func (s *settings) dialect() store.Dialect {
 
 // database is the DSN of the database the settings name and the flag it
 // came from: --postgres-dsn when given, --mysql-dsn otherwise (parse
-// refuses both). A DSN that is not of its flag's form is a usage error
-// that says which form, or which flag, is wanted.
+// refuses both); the config file's database.dsn (FILE:LINE) when its
+// database block gave it. A DSN that is not of its flag's form is a usage
+// error that says which form, or which flag, is wanted.
 func (s *settings) database() (dsn, flagName string, err error) {
 	dsn, flagName = s.MySQLDSN, "--mysql-dsn"
 	if s.dialect() == store.Postgres {
 		dsn, flagName = s.PostgresDSN, "--postgres-dsn"
 	}
-	return dsn, flagName, checkDSN(dsn, flagName, s.dialect())
+	if err := checkDSN(dsn, flagName, s.dialect()); err != nil {
+		return dsn, flagName, err
+	}
+	return dsn, cmp.Or(s.dsnFrom, flagName), nil
 }
 
 // checkDSN checks that dsn, of flagName, is a DSN of database d.
 func checkDSN(dsn, flagName string, d store.Dialect) error {
-	var err error
-	switch {
-	case d == store.Postgres:
-		_, err = store.ParsePostgresDSN(dsn)
-	case store.DialectOf(dsn) == store.Postgres && flagName == "--mysql-dsn":
-		err = errors.New("that is a PostgreSQL DSN: give it as --postgres-dsn (ERPSYNC_POSTGRES_DSN)")
-	case store.DialectOf(dsn) == store.Postgres:
-		err = errors.New("that is a PostgreSQL DSN, and the database is MySQL's (--mysql-dsn): give --postgres-dsn too, or a MySQL DSN")
-	default:
-		_, err = store.ParseDSN(dsn)
+	fix := ", and the database is MySQL's (--mysql-dsn): give --postgres-dsn too, or a MySQL DSN"
+	if flagName == "--mysql-dsn" {
+		fix = ": give it as --postgres-dsn (ERPSYNC_POSTGRES_DSN)"
 	}
-	if err != nil {
+	if err := dsnOf(dsn, d, fix); err != nil {
 		return usageError{fmt.Errorf("%s: %w", flagName, err)}
 	}
 	return nil
+}
+
+// dsnOf checks that dsn is a DSN of database d, and says which form is
+// wanted when it is not: a PostgreSQL DSN where MySQL's is wanted is
+// "that is a PostgreSQL DSN" followed by fix, what to give instead.
+func dsnOf(dsn string, d store.Dialect, fix string) error {
+	switch {
+	case d == store.Postgres:
+		_, err := store.ParsePostgresDSN(dsn)
+		return err
+	case store.DialectOf(dsn) == store.Postgres:
+		return errors.New("that is a PostgreSQL DSN" + fix)
+	}
+	_, err := store.ParseDSN(dsn)
+	return err
+}
+
+// applyFileDatabase sets the DSN from the config file's database block,
+// --postgres-dsn for kind: postgres and --mysql-dsn for kind: mysql, when
+// neither the command line nor the environment gave one (--mysql-dsn,
+// --postgres-dsn, their variables or -file): a DSN given wins over the
+// whole block, so that the two never mix into both given. The DSN must be
+// of its kind's form (a usage error naming the file's line otherwise);
+// its password is masked in the output from then on.
+func (s *settings) applyFileDatabase(fs *flag.FlagSet, f *entity.File) error {
+	if f.Database == nil || fs.Lookup("mysql-dsn") == nil || isSet(fs, "mysql-dsn") || isSet(fs, "postgres-dsn") {
+		return nil
+	}
+	name, dsn, from, err := fileDSN(fs, f, true)
+	if err != nil {
+		return usageError{err}
+	}
+	s.dsnFrom = from
+	return fs.Set(name, dsn)
+}
+
+// fileDSN returns the flag the file's database block stands for, its DSN
+// (dsn, or with readFile the content of dsn_file; "" for a dsn_file not
+// read) and where the DSN came from, database.dsn (FILE:LINE). The
+// redactor of fs's output learns the DSN's password first. A DSN that is
+// not of the block's kind is an error, FILE:LINE of dsn or dsn_file, that
+// says which form is wanted (dsnOf, the flags' check).
+func fileDSN(fs *flag.FlagSet, f *entity.File, readFile bool) (name, dsn, from string, err error) {
+	db := f.Database
+	name, d := "mysql-dsn", store.MySQL
+	if db.Kind == entity.DatabasePostgres {
+		name, d = "postgres-dsn", store.Postgres
+	}
+	key, dsn := "database.dsn", db.DSN
+	if db.DSNFile != "" {
+		if !readFile {
+			return name, "", "", nil
+		}
+		key = "database.dsn_file"
+		if dsn, err = secret.ReadFile(db.DSNFile); err != nil {
+			return "", "", "", fmt.Errorf("%s:%d: %s: %w", f.Path, db.DSNLine, key, err)
+		}
+	}
+	redact(fs, secretParts[name](dsn)...)
+	fix := ": kind: mysql wants MySQL's user:pass@tcp(host:port)/db form; for PostgreSQL give kind: postgres"
+	if err := dsnOf(dsn, d, fix); err != nil {
+		return "", "", "", fmt.Errorf("%s:%d: %s (kind: %s): %w", f.Path, db.DSNLine, key, db.Kind, err)
+	}
+	return name, dsn, fmt.Sprintf("%s (%s:%d)", key, f.Path, db.DSNLine), nil
 }
 
 // databaseName is the name of the database dsn (a checked DSN) names.

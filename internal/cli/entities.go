@@ -62,10 +62,11 @@ func (l *listValue) Set(v string) error {
 }
 
 // loadTargets reads the --config file, fills the ERP settings the flags
-// and the environment left unset from its erp block, and returns the
-// targets of the entities --entity selects. Without a file it returns the
-// built-in memberships entity's. Every error is a usage error: one line,
-// exit 2, nothing written.
+// and the environment left unset from its erp block, and the database
+// from its database block (applyFileDatabase), and returns the targets of
+// the entities --entity selects. Without a file it returns the built-in
+// memberships entity's. Every error is a usage error: one line, exit 2,
+// nothing written.
 func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
 	if s.ConfigFile == "" {
 		if len(s.Entities) > 0 && (len(s.Entities) > 1 || s.Entities[0] != syncer.MembershipsEntity) {
@@ -80,6 +81,9 @@ func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
 	}
 	if err := s.applyFileERP(fs, f); err != nil {
 		return nil, usageError{err}
+	}
+	if err := s.applyFileDatabase(fs, f); err != nil {
+		return nil, err
 	}
 	ents := f.Entities
 	if len(s.Entities) > 0 {
@@ -155,9 +159,7 @@ func (s *settings) applyFileERP(fs *flag.FlagSet, f *entity.File) error {
 			v = b
 		}
 		if v != "" && !given[name] {
-			if w, ok := fs.Output().(*secret.Writer); ok {
-				w.Redactor().Add(v)
-			}
+			redact(fs, v)
 		}
 		return set(name, v)
 	}

@@ -42,9 +42,7 @@ func (e *eventSettings) flags(fs *flag.FlagSet) {
 // redact tells the redactor of fs's output the secret, which may have
 // come from the file rather than a flag.
 func (e *eventSettings) redact(fs *flag.FlagSet) {
-	if w, ok := fs.Output().(*secret.Writer); ok && e.Secret != "" {
-		w.Redactor().Add(e.Secret)
-	}
+	redact(fs, e.Secret)
 }
 
 // fill sets what the flags left unset from the config file's events
@@ -146,7 +144,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	s.databaseFlags(fs)
 	s.redisFlags(fs)
 	ev.flags(fs)
-	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md); the flags win")
+	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md), and whose database: block names the database; the flags win")
 	fs.BoolVar(&cfg.Once, "once", false, "one pass: deliver until nothing is pending, then exit (a failed delivery: exit 1, the events left pending)")
 	intVar(fs, &cfg.BatchSize, "batch-size", 100, 1, 10000, "events per delivery (one webhook POST)")
 	durationVar(fs, &cfg.Poll, "poll", time.Second, time.Millisecond, "", "wait between looks at an empty outbox")
@@ -161,6 +159,9 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log, err := newLogger(&s, stderr)
 	if err != nil {
+		return err
+	}
+	if err := s.fileDatabase(fs); err != nil {
 		return err
 	}
 	if err := ev.fill(s.ConfigFile); err != nil {
@@ -202,6 +203,19 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "relay: delivered %d events; none left pending\n", r.Delivered())
 	}
 	return nil
+}
+
+// fileDatabase applies the database block of the --config file, when one
+// is given, for a command that takes no entities from it (relay).
+func (s *settings) fileDatabase(fs *flag.FlagSet) error {
+	if s.ConfigFile == "" {
+		return nil
+	}
+	f, err := entity.Load(s.ConfigFile)
+	if err != nil {
+		return usageError{err}
+	}
+	return s.applyFileDatabase(fs, f)
 }
 
 // openRelay ties ctx to SIGTERM and SIGINT and connects the database and the

@@ -44,6 +44,10 @@ type File struct {
 	ERP ERP
 	// Entities are the file's entities, in the file's order.
 	Entities []*Entity
+	// Database is the database the commands open when neither the
+	// command line nor the environment names one; nil when the file has
+	// no database block.
+	Database *Database
 	// Events is where erpsync relay delivers change events; nil when the
 	// file has no events block.
 	Events *Events
@@ -92,6 +96,26 @@ type ERP struct {
 	Retries *int
 	// Line is the line of the erp block; 0 when the file has none.
 	Line int
+}
+
+// Database kinds of the file's database.kind.
+const (
+	DatabaseMySQL    = "mysql"
+	DatabasePostgres = "postgres"
+)
+
+// Database is the file's database block: the database of every command
+// that neither --mysql-dsn nor --postgres-dsn (nor their variables) names.
+type Database struct {
+	// Kind is mysql (the default) or postgres.
+	Kind string
+	// DSN, or the file DSNFile names (one of them), is the database's DSN.
+	// Parse does not read DSNFile, nor check that the DSN is of Kind's
+	// form: the command line does, as it does for its flags.
+	DSN, DSNFile string
+	// Line is the line of the database block; DSNLine the line of dsn or
+	// dsn_file.
+	Line, DSNLine int
 }
 
 // OAuth is OAuth 2.0 client credentials.
@@ -217,7 +241,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	case len(doc.Content) == 1 && doc.Content[0].Tag != "!!null":
 		return doc.Content[0]
 	}
-	d.fail(&yaml.Node{Line: 1}, "empty file: want entities: (and erp:, events:)")
+	d.fail(&yaml.Node{Line: 1}, "empty file: want entities: (and erp:, database:, events:)")
 	return nil
 }
 
@@ -227,9 +251,12 @@ func (d *decoder) file(n *yaml.Node) *File {
 		return nil
 	}
 	f := &File{}
-	m := d.fields(n, "the file", "erp", "entities", "events")
+	m := d.fields(n, "the file", "erp", "database", "entities", "events")
 	if v, ok := m["erp"]; ok {
 		f.ERP = d.erp(v.value)
+	}
+	if v, ok := m["database"]; ok {
+		f.Database = d.database(v.value)
 	}
 	if v, ok := m["events"]; ok {
 		f.Events = d.events(v.value)
@@ -305,6 +332,36 @@ func (d *decoder) erp(n *yaml.Node) ERP {
 		d.fail(n, "erp: more than one authentication (username, token, oauth): want one")
 	}
 	return e
+}
+
+// database reads the database block.
+func (d *decoder) database(n *yaml.Node) *Database {
+	m := d.fields(n, "database", "kind", "dsn", "dsn_file")
+	db := &Database{Kind: DatabaseMySQL, Line: n.Line}
+	if v, ok := m["kind"]; ok {
+		db.Kind = d.oneOf(v.value, "database.kind", DatabaseMySQL, DatabasePostgres)
+	}
+	dsn := func(key string) string {
+		v, ok := m[key]
+		if !ok {
+			return ""
+		}
+		s := d.str(v.value, "database."+key)
+		if d.ok() && s == "" {
+			d.fail(v.value, "database.%s: empty", key)
+		}
+		db.DSNLine = v.value.Line
+		return s
+	}
+	db.DSN, db.DSNFile = dsn("dsn"), dsn("dsn_file")
+	switch {
+	case !d.ok():
+	case db.DSN != "" && db.DSNFile != "":
+		d.fail(m["dsn_file"].key, "database: dsn and dsn_file: want one")
+	case db.DSN == "" && db.DSNFile == "":
+		d.fail(n, "database: no dsn: want dsn: or dsn_file: (a file that holds the DSN)")
+	}
+	return db
 }
 
 // oauth reads erp.oauth.

@@ -167,3 +167,31 @@ func TestFileErrorFormat(t *testing.T) {
 		t.Errorf("%q", err.Error())
 	}
 }
+
+// TestDatabaseBlock: the database block's kind (mysql when not given),
+// DSN or DSN file, and the lines a command names when the DSN is of the
+// wrong form; a file without the block has none.
+func TestDatabaseBlock(t *testing.T) {
+	for _, c := range []struct {
+		name, block string
+		want        *entity.Database
+	}{
+		{"none", "", nil},
+		{"postgres dsn", "database:\n  kind: postgres\n  dsn: postgres://app@db:5432/erp?sslmode=verify-full\n",
+			&entity.Database{Kind: entity.DatabasePostgres, DSN: "postgres://app@db:5432/erp?sslmode=verify-full", Line: 2, DSNLine: 3}},
+		{"mysql by default", "# the database\ndatabase:\n  dsn_file: /run/secrets/erpsync-dsn\n",
+			&entity.Database{Kind: entity.DatabaseMySQL, DSNFile: "/run/secrets/erpsync-dsn", Line: 3, DSNLine: 3}},
+		{"flow map", "database: {kind: mysql, dsn: \"app:pw@tcp(db:3306)/erp\"}\n",
+			&entity.Database{Kind: entity.DatabaseMySQL, DSN: "app:pw@tcp(db:3306)/erp", Line: 1, DSNLine: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := entity.Parse("c.yaml", []byte(c.block+good))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(f.Database, c.want) {
+				t.Errorf("database %+v, want %+v", f.Database, c.want)
+			}
+		})
+	}
+}

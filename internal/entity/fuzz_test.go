@@ -28,6 +28,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(strings.Replace(good, `"decimal(15,2)"`, `"datetime(6)"`, 1)))
 	f.Add([]byte(strings.Replace(strings.Replace(good, "entities:", "events: {sink: nats, url: \"nats://x:4222\"}\nentities:", 1), "    columns:", "    events: true\n    columns:", 1)))
+	f.Add([]byte("database:\n  kind: postgres\n  dsn_file: /run/secrets/dsn\n" + good))
 	s := compileSchema(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := entity.Parse("f.yaml", data)
