@@ -39,8 +39,11 @@ type SlowResult struct {
 	// table, which finds nothing to do, in records of the feed a second.
 	ReconcileOne  *Result `json:"reconcile_one,omitempty"`
 	ReconcileMany *Result `json:"reconcile_many,omitempty"`
-	// Rounds are many/one of the backfill, round by round.
-	Rounds []float64 `json:"rounds"`
+	// Rounds are many/one of the backfill, round by round;
+	// VerifyRounds and ReconcileRounds those of the scans.
+	Rounds          []float64 `json:"rounds"`
+	VerifyRounds    []float64 `json:"verify_rounds,omitempty"`
+	ReconcileRounds []float64 `json:"reconcile_rounds,omitempty"`
 }
 
 // slow is the slow ERP of a bench run: an erpmock with SlowLatency.
@@ -79,7 +82,7 @@ func (b *bench) slowRound(ctx context.Context, s *slow, round int, out **SlowRes
 	if round%2 == 1 {
 		order = []int{SlowFetchers, 1}
 	}
-	var one, many float64
+	var one, many [3]float64 // backfill, verify, reconcile
 	for _, n := range order {
 		t := b.memberships(s.url)
 		t.args = []string{"--fetchers", strconv.Itoa(n)}
@@ -102,13 +105,17 @@ func (b *bench) slowRound(ctx context.Context, s *slow, round int, out **SlowRes
 			return fmt.Errorf("%s: %w", rc.Name, err)
 		}
 		if n == 1 {
-			res.One, res.VerifyOne, res.ReconcileOne, one = best(res.One, r), best(res.VerifyOne, v), best(res.ReconcileOne, rc), r.PerSecond
+			res.One, res.VerifyOne, res.ReconcileOne = best(res.One, r), best(res.VerifyOne, v), best(res.ReconcileOne, rc)
+			one = [3]float64{r.PerSecond, v.PerSecond, rc.PerSecond}
 		} else {
-			res.Many, res.VerifyMany, res.ReconcileMany, many = best(res.Many, r), best(res.VerifyMany, v), best(res.ReconcileMany, rc), r.PerSecond
+			res.Many, res.VerifyMany, res.ReconcileMany = best(res.Many, r), best(res.VerifyMany, v), best(res.ReconcileMany, rc)
+			many = [3]float64{r.PerSecond, v.PerSecond, rc.PerSecond}
 		}
 	}
-	if one > 0 {
-		res.Rounds = append(res.Rounds, many/one)
+	for i, rounds := range []*[]float64{&res.Rounds, &res.VerifyRounds, &res.ReconcileRounds} {
+		if one[i] > 0 {
+			*rounds = append(*rounds, many[i]/one[i])
+		}
 	}
 	return nil
 }
@@ -179,10 +186,13 @@ func (s *SlowResult) markdown(w io.Writer) {
 	if s == nil || len(s.Rounds) == 0 {
 		return
 	}
-	rs := make([]string, len(s.Rounds))
-	for i, v := range s.Rounds {
-		rs[i] = fmt.Sprintf("%.2f", v)
+	join := func(vs []float64) string {
+		rs := make([]string, len(vs))
+		for i, v := range vs {
+			rs[i] = fmt.Sprintf("%.2f", v)
+		}
+		return strings.Join(rs, ", ")
 	}
-	tableHead(w, "| slow ERP | fetchers | backfill --fetchers N / 1, round by round (order alternating) |", "| --- | ---: | --- |")
-	fmt.Fprintf(w, "| erpmock, %s a page | %d | %s |\n", s.Latency, s.Fetchers, strings.Join(rs, ", "))
+	tableHead(w, "| slow ERP | fetchers | --fetchers N / 1, round by round (order alternating): backfill | verify | reconcile |", "| --- | ---: | --- | --- | --- |")
+	fmt.Fprintf(w, "| erpmock, %s a page | %d | %s | %s | %s |\n", s.Latency, s.Fetchers, join(s.Rounds), join(s.VerifyRounds), join(s.ReconcileRounds))
 }

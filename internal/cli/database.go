@@ -22,7 +22,7 @@ const defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/erpsync?parseTime=true"
 // databaseFlags: the database, MySQL's DSN or PostgreSQL's (one of them),
 // and the TLS files of MySQL (PostgreSQL's are named in its DSN).
 func (s *settings) databaseFlags(fs *flag.FlagSet) {
-	secretVar(fs, &s.MySQLDSN, "mysql-dsn", defaultMySQLDSN, "MySQL DSN (go-sql-driver format); the database is created by migrate")
+	secretVar(fs, &s.MySQLDSN, "mysql-dsn", defaultMySQLDSN, "MySQL DSN (go-sql-driver format); the database is created by migrate; when neither DSN is given, the --config file's database: block names it")
 	secretVar(fs, &s.PostgresDSN, "postgres-dsn", "", "PostgreSQL DSN, a postgres:// URL or a libpq key=value string: PostgreSQL (14+) is the database instead of MySQL; the database is created by migrate")
 	fs.StringVar(&s.MySQLTLS.CA, "mysql-tls-ca", "", "PEM CA bundle that MySQL's certificate must chain to; turns TLS on (overrides the DSN's tls=)")
 	fs.StringVar(&s.MySQLTLS.Cert, "mysql-tls-cert", "", "PEM client certificate for MySQL (with --mysql-tls-key); turns TLS on")

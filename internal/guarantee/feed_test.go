@@ -848,7 +848,7 @@ func (f *feed) compare(when string, reconciled bool, tab *table) {
 		case isBad && !f.erp.had(g):
 			diffs = append(diffs, fmt.Sprintf("%s is %s, no valid version the ERP had (its current copy is invalid, %s)", g.ID, g, verString(inv.ver)))
 		case isBad && reconciled && (!marked || inv.ver > 0 && mark.Int64 != inv.ver):
-			diffs = append(diffs, fmt.Sprintf("%s at %s is marked %s after a reconcile, the ERP's current copy of it is invalid at %s", g.ID, g, markString(mark, marked), verString(inv.ver)))
+			diffs = append(diffs, fmt.Sprintf("%s at %s is marked %s after a reconcile, the ERP's current copy of it is invalid at %s, updated %s", g.ID, g, markString(mark, marked), verString(inv.ver), inv.at.Format(time.RFC3339Nano)))
 		case isBad:
 		case ok && deleted:
 			diffs = append(diffs, fmt.Sprintf("%s is soft-deleted at %s, the ERP has %s", g.ID, g, w))

@@ -219,12 +219,16 @@ func (f *Feed) scan(ctx context.Context, e Pager, q erp.Query, keep, count bool)
 	}
 }
 
-// dropSuperseded forgets the invalid copies that a newer valid copy of
-// their record supersedes (the ERP's newest copy is valid: a replay of an
-// old invalid one tells nothing), and counts the others.
+// dropSuperseded forgets the invalid copies that a valid copy of their
+// record as new or newer supersedes (the ERP's newest copy is valid: a
+// replay of an old invalid one tells nothing), and counts the others.
+// Superseded is what would not mark a row holding that valid copy
+// (store.Current.Marks): an invalid copy without a version is newer when
+// it is later, whatever the valid copy's version, so a replay of an old
+// valid copy in the same scan does not hide it.
 func (f *Feed) dropSuperseded() {
 	for id, inv := range f.quarantined {
-		if w := f.byID[id]; w != nil && (erp.Invalid{Version: w.version, UpdatedAt: w.updated}).NewerThan(inv) {
+		if w := f.byID[id]; w != nil && !(store.Current{Version: w.version, UpdatedAt: w.updated}).Marks(inv.Version, inv.UpdatedAt) {
 			delete(f.quarantined, id)
 			continue
 		}
