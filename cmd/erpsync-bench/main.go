@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")
 	fs.StringVar(&childArgs, "child-args", "", "more flags for the backfill processes, space-separated")
+	fs.IntVar(&cfg.SlowFetchers, "slow-fetchers", bench.SlowFetchers, "the --fetchers of the slow ERP's row, against --fetchers 1 (2 to 256)")
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here (on PostgreSQL with --postgres-dsn)")
 	fs.StringVar(&profileLocks, "profile-locks", "redis", "with --cpuprofile: where the record locks live: redis (--redis-addr), redlock (5 redis-servers of its own) or cluster (a 3-master Redis Cluster of its own)")

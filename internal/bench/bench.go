@@ -86,6 +86,9 @@ type Config struct {
 	// Small and Big are the feed sizes of the memory comparison. Big 0
 	// skips it. Default to 100,000 and 1,000,000.
 	Small, Big int
+	// SlowFetchers is the --fetchers the slow ERP's row sets against one.
+	// Defaults to SlowFetchers.
+	SlowFetchers int
 	// ChildArgs are added to every backfill's command line, to try other
 	// settings: "--chunk-size", "500".
 	ChildArgs []string
@@ -129,9 +132,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.Log = io.Discard
 	}
 	c.NATSURL = cmp.Or(c.NATSURL, DefaultNATSURL)
+	c.SlowFetchers = cmp.Or(c.SlowFetchers, SlowFetchers)
 	var errs []error
 	if c.Records < 1 || c.Small < 1 || c.Big < 0 {
 		errs = append(errs, errors.New("records and small must be positive, big not negative"))
+	}
+	if c.SlowFetchers < 2 || c.SlowFetchers > 256 {
+		errs = append(errs, fmt.Errorf("slow fetchers %d: want 2 to 256", c.SlowFetchers))
 	}
 	cfg, err := store.ParseDSN(c.MySQLDSN)
 	if err != nil {

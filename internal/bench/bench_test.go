@@ -117,8 +117,8 @@ func TestQuick(t *testing.T) {
 	if res.Backfill.Report.Inserted != 3000 || res.Rerun.Report.Unchanged != 3000 || res.Big.PeakRSSKiB <= 0 || res.Typed.Report.Inserted != 3000 {
 		t.Errorf("backfill %+v, re-run %+v, big %+v, typed %+v", res.Backfill.Report, res.Rerun.Report, res.Big, res.Typed.Report)
 	}
-	if got := len(res.Goals()); got != 12 {
-		t.Errorf("%d goals, want 12", got)
+	if got := len(res.Goals()); got != 13 {
+		t.Errorf("%d goals, want 13", got)
 	}
 	if len(res.Slow.Rounds) != 1 || res.Slow.VerifyOne == nil || res.Slow.VerifyMany == nil || res.Slow.ReconcileOne == nil || res.Slow.ReconcileMany == nil {
 		t.Errorf("slow ERP: %+v", res.Slow)

@@ -24,9 +24,9 @@
 //     against the raw insert of the same header and line rows, in lines a
 //     second, each round's tables checked against the feed;
 //   - the backfill of a slow ERP (erpmock with SlowLatency a page) at
-//     --fetchers 1 against SlowFetchers, in rounds that alternate which
-//     goes first, each round's table checked against the feed, and
-//     `erpsync verify` of that table at both;
+//     --fetchers 1 against Config.SlowFetchers, in rounds that alternate
+//     which goes first, each round's table checked against the feed, and
+//     `erpsync verify` and `erpsync reconcile` of that table at both;
 //   - a re-run of it over the same, unchanged records;
 //   - the peak RSS of a backfill of a big feed against a small one;
 //   - the typed backfill with change events on against off, in rounds
@@ -47,8 +47,9 @@
 // the number of records, a Redlock backfill at least half and a Cluster
 // one at least 0.8 of the one-Redis backfill, the typed backfill at least
 // 0.9 of the memberships backfill, the typed backfill with events at
-// least 0.7 of it without, the backfill and the verify of the slow ERP at
-// least 6 times faster at SlowFetchers than at one, the backfill on
+// least 0.7 of it without, the backfill, the verify and the reconcile of
+// the slow ERP at least 6 times faster at Config.SlowFetchers than at one
+// and that backfill at least 0.8 of the one without latency, the backfill on
 // PostgreSQL at least 0.8 of its ceiling).
 //
 // The numbers are for one machine at one time: the mock, this process and

@@ -13,7 +13,7 @@ import (
 
 // Slow is the backfill, and the verify and reconcile scans, against a slow
 // ERP (erpmock with SlowLatency a page), with one fetcher against
-// SlowFetchers.
+// Config.SlowFetchers (SlowFetchers by default).
 const Slow = "slow"
 
 // The slow ERP's measurement.
@@ -21,6 +21,10 @@ const (
 	SlowLatency   = 40 * time.Millisecond
 	SlowFetchers  = 8
 	GoalSlowRatio = 6.0 // backfill at SlowFetchers / at 1, against the slow ERP
+	// GoalSlowOfFast is the backfill against the slow ERP at
+	// Config.SlowFetchers over the same backfill against an ERP without
+	// latency (the row "backfill"): where the fetchers stop bounding it.
+	GoalSlowOfFast = 0.8
 )
 
 // SlowResult is the backfill and the verify and reconcile scans against
@@ -75,12 +79,12 @@ func (b *bench) startSlow(n int) (*slow, error) {
 // reconcile).
 func (b *bench) slowRound(ctx context.Context, s *slow, round int, out **SlowResult) error {
 	if *out == nil {
-		*out = &SlowResult{Latency: SlowLatency.String(), Fetchers: SlowFetchers}
+		*out = &SlowResult{Latency: SlowLatency.String(), Fetchers: b.cfg.SlowFetchers}
 	}
 	res := *out
-	order := []int{1, SlowFetchers}
+	order := []int{1, b.cfg.SlowFetchers}
 	if round%2 == 1 {
-		order = []int{SlowFetchers, 1}
+		order = []int{b.cfg.SlowFetchers, 1}
 	}
 	var one, many [3]float64 // backfill, verify, reconcile
 	for _, n := range order {

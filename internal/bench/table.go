@@ -69,6 +69,10 @@ func (r *Results) Goals() []Goal {
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS %d / %d records (flat in N)", r.Config.Big, r.Config.Small), v, fmt.Sprintf("<= %.2f", GoalFlatRatio), v <= GoalFlatRatio})
 	}
 	gs = append(gs, r.Slow.goals()...)
+	if r.Slow != nil && r.Slow.Many != nil && r.Backfill != nil && r.Backfill.PerSecond > 0 {
+		v := r.Slow.Many.PerSecond / r.Backfill.PerSecond
+		gs = append(gs, Goal{fmt.Sprintf("backfill against an ERP of %s a page at --fetchers %d / backfill without latency", SlowLatency, r.Slow.Fetchers), v, fmt.Sprintf(">= %.1f", GoalSlowOfFast), v >= GoalSlowOfFast})
+	}
 	gs = append(gs, r.Events.goals()...)
 	gs = append(gs, r.Postgres.goals()...)
 	return gs

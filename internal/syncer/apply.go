@@ -33,7 +33,7 @@ func (s *Syncer) Apply(ctx context.Context, recs []erp.Record, log zerolog.Logge
 	sem := semaphore.NewWeighted(int64(s.cfg.Workers))
 	var wg sync.WaitGroup
 	for len(recs) > 0 {
-		n := min(s.cfg.ChunkSize, len(recs))
+		n := chunkLen(recs, s.cfg.ChunkSize)
 		c := recs[:n:n]
 		recs = recs[n:]
 		if err := sem.Acquire(ctx, 1); err != nil {

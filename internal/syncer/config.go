@@ -49,7 +49,9 @@ type Config struct {
 	// PageSize is the ERP page size (1..1000). Defaults to 500.
 	PageSize int
 	// ChunkSize is how many records share one lock round trip and one
-	// statement. 1 gives the per-record path. Defaults to 500 (chosen by
+	// statement, and how many rows they fill at most (a document and each
+	// of its lines one; a chunk holds one document at least). 1 gives the
+	// per-record path. Defaults to 500 (chosen by
 	// measurement: fewer, larger statements cost MariaDB and erpsync less
 	// CPU per record than 100).
 	ChunkSize int

@@ -645,7 +645,7 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 	}
 	recs, cur := r.dedupe(page.Records, prev)
 	for len(recs) > 0 {
-		n := min(cfg.ChunkSize, len(recs))
+		n := chunkLen(recs, cfg.ChunkSize)
 		r.t.addChunk(i, p)
 		c := chunk{part: i, page: p, recs: recs[:n:n], at: fetchedAt, rows: min(rowsOf(recs[:n]), r.handRows)}
 		if r.inHand.Acquire(hand, c.rows) != nil {
@@ -665,6 +665,26 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 	}
 	r.t.seal(i, p, failed, last)
 	return cur, nil
+}
+
+// chunkLen is how many records of recs make the next chunk: at most size
+// records filling at most size rows (rowsOf), one at least. A document's
+// lines count as rows, so that the rows in hand (run.inHand, a multiple
+// of size) hold as many chunks of documents as of records without lines,
+// and the workers write several at once.
+func chunkLen(recs []erp.Record, size int) int {
+	n, rows := 0, 0
+	for n < len(recs) && n < size {
+		r := 1
+		for _, lines := range recs[n].Children {
+			r += len(lines)
+		}
+		if n > 0 && rows+r > size {
+			break
+		}
+		n, rows = n+1, rows+r
+	}
+	return n
 }
 
 // rowsOf is how many rows recs fill: each record's and its lines'.
