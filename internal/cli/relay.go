@@ -147,7 +147,7 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&s.ConfigFile, "config", "", "a config file whose events: block says where to deliver (docs/events.md), and whose database: block names the database; the flags win")
 	fs.BoolVar(&cfg.Once, "once", false, "one pass: deliver until nothing is pending, then exit (a failed delivery: exit 1, the events left pending)")
 	intVar(fs, &cfg.BatchSize, "batch-size", 100, 1, 10000, "events per delivery (one webhook POST)")
-	durationVar(fs, &cfg.Poll, "poll", time.Second, time.Millisecond, "", "wait between looks at an empty outbox")
+	durationVar(fs, &cfg.Poll, "poll", time.Second, time.Millisecond, "", "wait between looks at an empty outbox (PostgreSQL: a notification of new events ends it at once)")
 	durationVar(fs, &cfg.LockTTL, "lock-ttl", 30*time.Second, 10*time.Millisecond, "", "lease of the relay lock (renewed while held); its fencing token guards every mark")
 	durationVar(fs, &cfg.Grace, "grace", 10*time.Second, time.Millisecond, "", "after SIGTERM/SIGINT, how long the batch in hand may still be delivered and marked")
 	durationVar(fs, &cfg.Retention, "events-retention", 7*24*time.Hour, time.Minute, "", "delivered events older than this are pruned")

@@ -6,7 +6,10 @@
 // prune of old delivered events (Prune) and the counts that
 // `erpsync events` and the metrics show (Stats). It speaks MySQL's SQL
 // (New, the zero Recorder) or PostgreSQL's (NewPostgres,
-// NewPostgresRecorder): the same table, the same rules.
+// NewPostgresRecorder): the same table, the same rules. On PostgreSQL a
+// writer also tells a listening relay that it committed events, after the
+// commit (Notifier, on Channel), and the relay listens (Listen); the
+// notification is a hint, never what delivery depends on.
 //
 // A row stores the event's data alone (payload) beside its identity and
 // run; the body a consumer receives is written from them when it is read

@@ -18,14 +18,22 @@
 // undelivered. Webhook POSTs are signed with a time-stamp (package
 // webhook).
 //
-// The relay polls: a pass that finds nothing waits Config.Poll (1s by
-// default) before the next, on MySQL and on PostgreSQL alike, and the read
-// of what is pending is one index range (delivered_at, id). PostgreSQL's
-// LISTEN/NOTIFY would wake it sooner, but a NOTIFY in the sync's
-// transaction serializes the commits of every notifying transaction on
-// one lock: four writers of 20 events a transaction committed 28 to 35%
-// fewer transactions a second with it (pgbench, no listener), a cost on
-// the sync's write path to save the relay's wait of at most a second.
+// A pass that finds nothing waits Config.Poll (1s by default) before the
+// next; the read of what is pending is one index range (delivered_at,
+// id). On MySQL that poll is all. On PostgreSQL the relay also listens
+// on outbox.Channel on a connection of its own (Outbox.Listen), and a
+// notification ends the wait at once. The store sends it after the
+// commit of a write that recorded events, outside the transaction, at
+// most one every outbox.NotifyEvery per store and never dropping the
+// last (outbox.Notifier): a NOTIFY in the sync's transaction would
+// serialize the commits of every notifying transaction on one lock, and
+// four writers of 20 events a transaction committed 28 to 35% fewer
+// transactions a second with it (pgbench, no listener). A notification is
+// a hint: the poll still finds what a lost one did not announce (a writer
+// killed between its commit and its notification, a listening connection
+// broken, which is logged once and listened again with backoff; after
+// each LISTEN the relay looks once, for what was committed while nothing
+// listened).
 //
 // What it does not promise: delivery is at least once. A relay killed
 // between a delivery and its mark delivers that batch again with the same

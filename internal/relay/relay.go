@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,9 @@ type Config struct {
 	// BatchSize is the most events one delivery carries. Defaults to 100.
 	BatchSize int
 	// Poll is the wait between passes that found nothing. Defaults to 1s.
+	// On PostgreSQL a notification of a commit that recorded events ends
+	// the wait at once (Outbox.Listen); the poll is what finds the events
+	// when no notification comes.
 	Poll time.Duration
 	// LockTTL is the relay lock's lease. Defaults to 30s.
 	LockTTL time.Duration
@@ -126,6 +130,9 @@ type Relay struct {
 	log   zerolog.Logger
 	// delivered counts the events the sink took and the outbox marked.
 	delivered atomic.Int64
+	// wake holds a value when a notification said that events were
+	// committed since the relay last looked (PostgreSQL).
+	wake chan struct{}
 }
 
 // Delivered returns how many events r delivered (and marked delivered).
@@ -133,7 +140,7 @@ func (r *Relay) Delivered() int64 { return r.delivered.Load() }
 
 // New returns a relay; obs may be nil.
 func New(cfg Config, ob *outbox.Outbox, sink Sink, locks Locker, obs Observer, log zerolog.Logger) *Relay {
-	return &Relay{cfg: cfg.withDefaults(), ob: ob, sink: sink, locks: locks, obs: obs, log: log}
+	return &Relay{cfg: cfg.withDefaults(), ob: ob, sink: sink, locks: locks, obs: obs, log: log, wake: make(chan struct{}, 1)}
 }
 
 // Run delivers until ctx ends (or, with Once, one pass: until nothing is
@@ -152,6 +159,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		context.AfterFunc(work, func() { t.Stop() })
 	})
 	defer stopGrace()
+	if !r.cfg.Once && r.ob.Notifies() {
+		lctx, stopListen := context.WithCancel(ctx)
+		var listening sync.WaitGroup
+		listening.Go(func() { r.listen(lctx) })
+		defer func() {
+			stopListen()
+			listening.Wait()
+		}()
+	}
 	backoff := time.Duration(0) // before the next try after a lock-service failure
 	for {
 		err := r.hold(ctx, work)
@@ -259,9 +275,59 @@ func (r *Relay) hold(ctx, work context.Context) error {
 			if r.cfg.Once {
 				return nil
 			}
-			if !sleep(ctx, r.cfg.Poll) {
+			if !r.idle(ctx) {
 				return nil
 			}
+		}
+	}
+}
+
+// idle waits Poll, or less when a notification comes, and reports
+// whether ctx is still live.
+func (r *Relay) idle(ctx context.Context) bool {
+	t := time.NewTimer(r.cfg.Poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-r.wake:
+	}
+	return true
+}
+
+// listen keeps a connection listening for the notifications of commits
+// that recorded events until ctx ends, and wakes the relay on each
+// (PostgreSQL). A connection that fails (a restart of the server) is
+// logged once, and listened again with backoff; the relay polls
+// meanwhile.
+func (r *Relay) listen(ctx context.Context) {
+	backoff := time.Duration(0)
+	failing := false
+	for {
+		err := r.ob.Listen(ctx, func() {
+			if failing {
+				r.log.Info().Msg("relay listens for events again")
+				failing = false
+			}
+			backoff = 0
+			select {
+			case r.wake <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		backoff = r.next(backoff, err)
+		if failing {
+			r.log.Debug().Err(err).Dur("retry_in", backoff).Msg("relay listener failed again")
+		} else {
+			r.log.Warn().Err(err).Dur("poll", r.cfg.Poll).Msg("relay listener failed; polling until it listens again")
+			failing = true
+		}
+		if !sleep(ctx, backoff) {
+			return
 		}
 	}
 }

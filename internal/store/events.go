@@ -39,10 +39,11 @@ func (t *Table) event(r Row, op string) (outbox.Event, error) {
 }
 
 // inTx runs write in a transaction and records the events it returns
-// there, then commits. A deadlock or a lock wait timeout rolls the
-// transaction back and runs it again (retrying): write reads what it
-// decides on inside the transaction. Writers of adjacent documents meet
-// in the gaps of the child tables' index.
+// there, then commits; on PostgreSQL, a commit that recorded events asks
+// for a notification to the relay (outbox.Notifier). A deadlock or a lock
+// wait timeout rolls the transaction back and runs it again (retrying):
+// write reads what it decides on inside the transaction. Writers of
+// adjacent documents meet in the gaps of the child tables' index.
 func (s *Store) inTx(ctx context.Context, what string, write func(tx *sql.Tx) ([]outbox.Event, error)) error {
 	return retrying(func() error { return s.tx(ctx, what, write) })
 }
@@ -63,6 +64,11 @@ func (s *Store) tx(ctx context.Context, what string, write func(tx *sql.Tx) ([]o
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	if len(evs) > 0 && s.notify != nil {
+		// After the commit, outside the transaction: a NOTIFY in it
+		// would serialize the commits of every writer (outbox.Notifier).
+		s.notify.Notify()
 	}
 	return nil
 }

@@ -115,7 +115,8 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 	// NOTHING: COPY has no ON CONFLICT, and the outbox's UNIQUE index
 	// must drop a change recorded twice.
 	rec := outbox.NewPostgresRecorder()
-	return &Store{db: db, sql: pool, d: Postgres, conn: info, rec: rec, t: memberships.in(Postgres)}, nil
+	notify := outbox.NewNotifier(pool, outbox.NotifyEvery)
+	return &Store{db: db, sql: pool, d: Postgres, conn: info, rec: rec, notify: notify, t: memberships.in(Postgres)}, nil
 }
 
 // utcTimes makes a connection read timestamptz values in time.UTC, as

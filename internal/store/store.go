@@ -117,7 +117,10 @@ type Store struct {
 	// rec records the change events of the writes, shared by the Stores
 	// For and Scoped return: it remembers a server that refused a load.
 	rec *outbox.Recorder
-	t   *Table // the entity table the row methods write
+	// notify tells a listening relay of commits that recorded events,
+	// shared like rec; nil on MySQL, which has no notifications.
+	notify *outbox.Notifier
+	t      *Table // the entity table the row methods write
 	// scope is the WHERE test of the rows ScanRows reads ("" for all): the
 	// rows of one source of an entity of several.
 	scope string
@@ -315,8 +318,14 @@ func redact(err error, cfg *mysql.Config) string {
 	return connInfo{password: cfg.Passwd}.redact(err)
 }
 
-// Close closes the connection pool.
-func (s *Store) Close() error { return s.sql.Close() }
+// Close sends the notification still due (PostgreSQL) and closes the
+// connection pool.
+func (s *Store) Close() error {
+	if s.notify != nil {
+		s.notify.Close()
+	}
+	return s.sql.Close()
+}
 
 // DB returns the underlying gorm handle.
 func (s *Store) DB() *gorm.DB { return s.db }

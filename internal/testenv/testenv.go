@@ -84,7 +84,13 @@ func CreateDatabase(t testing.TB, dsn string) {
 // matrix (DSN), and its DSN.
 func MigratedStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
-	dsn := DSN(t)
+	return MigratedStoreAt(t, DSN(t))
+}
+
+// MigratedStoreAt is MigratedStore on the database of dsn (of MySQLDSN
+// or PostgresDSN), whatever the matrix says.
+func MigratedStoreAt(t testing.TB, dsn string) (*store.Store, string) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := store.Migrate(ctx, dsn); err != nil {
 		t.Fatalf("migrate: %v", err)

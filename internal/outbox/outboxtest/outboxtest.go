@@ -7,9 +7,12 @@ package outboxtest
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -18,6 +21,9 @@ import (
 // DB is a test's database with the outbox's tables.
 type DB struct {
 	*sql.DB
+	// Store is the store of the database, whose writes of an entity with
+	// events record them.
+	Store *store.Store
 	// Postgres is set when the database is PostgreSQL.
 	Postgres bool
 	// Outbox is the database's outbox.
@@ -32,15 +38,22 @@ type DB struct {
 // (testenv.MigratedStore), dropped when the test ends.
 func Open(t testing.TB) *DB {
 	t.Helper()
-	st, _ := testenv.MigratedStore(t)
+	return OpenAt(t, testenv.DSN(t))
+}
+
+// OpenAt is Open on the database of dsn (of testenv.MySQLDSN or
+// testenv.PostgresDSN), whatever the matrix says.
+func OpenAt(t testing.TB, dsn string) *DB {
+	t.Helper()
+	st, _ := testenv.MigratedStoreAt(t, dsn)
 	db, err := st.DB().DB()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Dialect() == store.Postgres {
-		return &DB{DB: db, Postgres: true, Outbox: outbox.NewPostgres(db), Recorder: outbox.NewPostgresRecorder()}
+		return &DB{DB: db, Store: st, Postgres: true, Outbox: outbox.NewPostgres(db), Recorder: outbox.NewPostgresRecorder()}
 	}
-	return &DB{DB: db, Outbox: outbox.New(db), Recorder: new(outbox.Recorder)}
+	return &DB{DB: db, Store: st, Outbox: outbox.New(db), Recorder: new(outbox.Recorder)}
 }
 
 // Q is a test's statement q, written in MySQL's SQL with ? placeholders
@@ -74,4 +87,30 @@ func (d *DB) Uncommitted(t testing.TB, evs ...outbox.Event) *sql.Tx {
 		t.Fatal(err)
 	}
 	return tx
+}
+
+// Notes is an entity of two columns, id (int32, the key) and body, that
+// records change events when events is set.
+func Notes(t testing.TB, name string, events bool) *entity.Entity {
+	t.Helper()
+	col := func(name, ty string) entity.Column {
+		typ, err := entity.ParseType(ty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entity.Column{Name: name, From: []string{name}, Type: typ}
+	}
+	return &entity.Entity{Name: name, Key: []string{"id"}, UpdatedAt: []string{"u"}, Events: events,
+		Columns: []entity.Column{col("id", "int32"), col("body", "string(40)")}}
+}
+
+// WriteNote writes version v of the row of key id of a Notes entity with
+// w, in a transaction of its own.
+func WriteNote(t testing.TB, w *store.Store, id int, v int64) {
+	t.Helper()
+	row := store.Row{Key: strconv.Itoa(id), Vals: []entity.Value{{I: int64(id)}, {S: "v" + strconv.FormatInt(v, 10)}},
+		Version: v, UpdatedAt: time.Now().UTC().Truncate(time.Millisecond), Fence: 1, RunID: "r"}
+	if err := w.UpsertRows(context.Background(), []store.Row{row}); err != nil {
+		t.Fatal(err)
+	}
 }
