@@ -47,13 +47,9 @@ func (e *eventSettings) redact(fs *flag.FlagSet) {
 
 // fill sets what the flags left unset from the config file's events
 // block, then the defaults, and checks the result.
-func (e *eventSettings) fill(configFile string) error {
+func (e *eventSettings) fill(f *entity.File) error {
 	where := "--events-secret"
-	if configFile != "" {
-		f, err := entity.Load(configFile)
-		if err != nil {
-			return usageError{err}
-		}
+	if f != nil {
 		if ev := f.Events; ev != nil {
 			if e.Sink == "" || e.Sink == ev.Sink {
 				where = fmt.Sprintf("%s:%d: events", f.Path, ev.Line)
@@ -161,10 +157,16 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := s.fileDatabase(fs); err != nil {
+	f, err := loadConfig(s.ConfigFile)
+	if err != nil {
 		return err
 	}
-	if err := ev.fill(s.ConfigFile); err != nil {
+	if f != nil {
+		if err := s.applyFileDatabase(fs, f); err != nil {
+			return err
+		}
+	}
+	if err := ev.fill(f); err != nil {
 		return err
 	}
 	ev.redact(fs)
@@ -205,17 +207,18 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// fileDatabase applies the database block of the --config file, when one
-// is given, for a command that takes no entities from it (relay).
-func (s *settings) fileDatabase(fs *flag.FlagSet) error {
-	if s.ConfigFile == "" {
-		return nil
+// loadConfig reads the --config file path for a command that takes no
+// entities from it (relay, and schedule's events block): nil when path is
+// empty; a file that cannot be used is a usage error.
+func loadConfig(path string) (*entity.File, error) {
+	if path == "" {
+		return nil, nil
 	}
-	f, err := entity.Load(s.ConfigFile)
+	f, err := entity.Load(path)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
-	return s.applyFileDatabase(fs, f)
+	return f, nil
 }
 
 // openRelay ties ctx to SIGTERM and SIGINT and connects the database and the

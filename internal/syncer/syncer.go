@@ -673,13 +673,10 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 // of size) hold as many chunks of documents as of records without lines,
 // and the workers write several at once.
 func chunkLen(recs []erp.Record, size int) int {
-	n, rows := 0, 0
+	n, rows := 0, int64(0)
 	for n < len(recs) && n < size {
-		r := 1
-		for _, lines := range recs[n].Children {
-			r += len(lines)
-		}
-		if n > 0 && rows+r > size {
+		r := recordRows(&recs[n])
+		if n > 0 && rows+r > int64(size) {
 			break
 		}
 		n, rows = n+1, rows+r
@@ -689,11 +686,18 @@ func chunkLen(recs []erp.Record, size int) int {
 
 // rowsOf is how many rows recs fill: each record's and its lines'.
 func rowsOf(recs []erp.Record) int64 {
-	n := int64(len(recs))
-	for _, rec := range recs {
-		for _, lines := range rec.Children {
-			n += int64(len(lines))
-		}
+	var n int64
+	for i := range recs {
+		n += recordRows(&recs[i])
+	}
+	return n
+}
+
+// recordRows is how many rows rec fills: its own and its lines'.
+func recordRows(rec *erp.Record) int64 {
+	n := int64(1)
+	for _, lines := range rec.Children {
+		n += int64(len(lines))
 	}
 	return n
 }
