@@ -275,7 +275,8 @@ func (p *pgRun) round(ctx context.Context, out *PostgresResults) error {
 // ceilingInsert writes the feed into an empty table with multi-row
 // INSERT ... ON CONFLICT DO NOTHING statements of pgCeilingBatch rows on
 // pgCeilingConns connections, without locks, their values written in as
-// the sync's are (store.InsertIgnore), and checks the table.
+// the sync's upserts are (store.InsertIgnore; the sync inserts absent rows
+// with a COPY), and checks the table.
 func (p *pgRun) ceilingInsert(ctx context.Context) (*Result, error) {
 	b, recs := p.b, p.truth
 	if err := b.empty(ctx, b.memberships("")); err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/tlsconf"
@@ -63,10 +64,12 @@ type settings struct {
 	// or variable did.
 	dsnFrom string
 	// ConfigFile is --config; Entities is --entity; targets what they
-	// select (loadTargets), nil for a command without them.
+	// select (loadTargets), nil for a command without them; file the
+	// config file loadTargets read, nil without one.
 	ConfigFile string
 	Entities   []string
 	targets    []*target
+	file       *entity.File
 	// ownership says what the command does about the owner of the table
 	// it writes: syncFlags sets claimsTable.
 	ownership ownership

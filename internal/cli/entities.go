@@ -79,6 +79,7 @@ func (s *settings) loadTargets(fs *flag.FlagSet) ([]*target, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
+	s.file = f
 	if err := s.applyFileERP(fs, f); err != nil {
 		return nil, usageError{err}
 	}

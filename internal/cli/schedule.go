@@ -47,11 +47,7 @@ func cmdSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// With a sink (the file's events: block or --events-sink), the relay
 	// runs beside the ticks.
 	runRelay := true
-	f, err := loadConfig(s.ConfigFile)
-	if err != nil {
-		return err
-	}
-	if err := ev.fill(f); errors.Is(err, errNoSink) {
+	if err := ev.fill(s.file); errors.Is(err, errNoSink) {
 		runRelay = false
 	} else if err != nil {
 		return err

@@ -35,7 +35,10 @@ func TestLiteralValuesRoundTrip(t *testing.T) {
 		// sync quarantines a record with one (erp.SplitUnstorableIn).
 		modes = modes[:1]
 		hostile = slices.DeleteFunc(hostile, func(s string) bool { return strings.ContainsRune(s, 0) })
-		hostile = append(hostile, `E'\x41'`, "$$dollar$$", "U&'\0041'")
+		// And its inserts are a COPY, whose text format reads a backslash,
+		// a tab and a line's end, ends at a line of \. and takes \N for
+		// NULL.
+		hostile = append(hostile, `E'\x41'`, "$$dollar$$", "U&'\0041'", `\N`, `\.`, "\\.\n", "a\tb\\t\r\n", `\\`)
 	}
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {

@@ -43,7 +43,9 @@ type Table struct {
 	insertCols string
 	// unnest is the head of PostgreSQL's INSERT ... SELECT FROM unnest
 	// (unnestInsert).
-	unnest   string
+	unnest string
+	// copy is PostgreSQL's COPY of absent rows (copyIn).
+	copy     string
 	upsert   string // the ON DUPLICATE KEY UPDATE tail
 	versions string // SELECT key..., guards FROM t WHERE
 	isKey    []bool // of each column
@@ -103,6 +105,7 @@ func compile(e *entity.Entity, d Dialect) (*Table, error) {
 	t.isKey = isKey
 	if d == Postgres {
 		t.unnest = t.compileUnnest()
+		t.copy = t.compileCopy()
 		t.upsert = t.upsertPostgres()
 	} else {
 		t.upsert = t.upsertMySQL()
@@ -194,7 +197,15 @@ func (t *Table) keyMatch(l *literal, keys []string) {
 		l.sql(")")
 		return
 	}
+	// PostgreSQL plans a row IN list as one index scan a key, joined by
+	// a BitmapOr: 500 keys took it 7 to 10 ms to plan and about twice as
+	// long to run as the same keys as a VALUES list it joins, whose first
+	// row's casts type its columns.
+	values := t.d == Postgres
 	l.sql("(" + t.keyList + ") IN (")
+	if values {
+		l.sql("VALUES ")
+	}
 	for i, key := range keys {
 		if i > 0 {
 			l.sql(",")
@@ -204,7 +215,11 @@ func (t *Table) keyMatch(l *literal, keys []string) {
 			if j > 0 {
 				l.sql(",")
 			}
-			l.keyPart(t.kinds[t.keys[j]], part)
+			k := t.kinds[t.keys[j]]
+			l.keyPart(k, part)
+			if values && i == 0 {
+				l.sql("::" + strings.TrimSuffix(arrayType(k), "[]"))
+			}
 		}
 		l.sql(")")
 	}

@@ -98,6 +98,25 @@ func (l *literal) intArray(rows []Row, field func(*Row) int64) {
 	l.sql("}'::bigint[]")
 }
 
+// bare writes v, a value of kind k, when it is a boolean (t or f) or an
+// integer, as PostgreSQL's array elements and COPY's fields both take it,
+// and reports whether it did.
+func (l *literal) bare(k entity.Kind, v entity.Value) bool {
+	switch k {
+	case entity.Bool:
+		if v.I != 0 {
+			l.b = append(l.b, 't')
+		} else {
+			l.b = append(l.b, 'f')
+		}
+	case entity.Int32, entity.Int64:
+		l.int(v.I)
+	default:
+		return false
+	}
+	return true
+}
+
 // element writes v, a value of kind k, as an element of an array literal
 // inside a string literal: NULL bare, numbers and booleans bare, the rest
 // in double quotes with '"' and '\' escaped by a backslash (the array's
@@ -106,14 +125,7 @@ func (l *literal) element(k entity.Kind, v entity.Value) error {
 	switch {
 	case v.Null:
 		l.sql("NULL")
-	case k == entity.Bool:
-		if v.I != 0 {
-			l.b = append(l.b, 't')
-		} else {
-			l.b = append(l.b, 'f')
-		}
-	case k == entity.Int32 || k == entity.Int64:
-		l.int(v.I)
+	case l.bare(k, v):
 	case k == entity.DateTime:
 		// The time's literal, quoted: '2025-03-04 05:06:07.123' becomes
 		// "2025-03-04 05:06:07.123".
