@@ -205,6 +205,14 @@ func (t *Table) keyMatch(l *literal, keys []string) {
 		return
 	}
 	l.sql("(" + t.keyList + ") IN (")
+	t.keyRows(l, keys, false)
+	l.sql(")")
+}
+
+// keyRows writes the keys of a composite key as rows, "(a, b), (a, b)";
+// with cast, the first row's parts cast to their columns' types (which
+// types a VALUES list's columns on PostgreSQL).
+func (t *Table) keyRows(l *literal, keys []string, cast bool) {
 	for i, key := range keys {
 		if i > 0 {
 			l.sql(",")
@@ -214,11 +222,14 @@ func (t *Table) keyMatch(l *literal, keys []string) {
 			if j > 0 {
 				l.sql(",")
 			}
-			l.keyPart(t.kinds[t.keys[j]], part)
+			k := t.kinds[t.keys[j]]
+			l.keyPart(k, part)
+			if cast && i == 0 {
+				l.sql("::" + strings.TrimSuffix(arrayType(k), "[]"))
+			}
 		}
 		l.sql(")")
 	}
-	l.sql(")")
 }
 
 // PostgreSQL plans a composite key's row IN list ((a, b) IN ((...),
@@ -245,27 +256,10 @@ func (t *Table) compileLateral() string {
 
 // keysLateral writes the read of the guards of the rows with the given
 // keys of a composite key on PostgreSQL; with lock, each row found is
-// locked (FOR UPDATE). The first row of the VALUES list casts each part
-// to its column's type, which types the list's columns.
+// locked (FOR UPDATE).
 func (t *Table) keysLateral(l *literal, keys []string, lock bool) {
 	l.sql("SELECT v.* FROM (VALUES ")
-	for i, key := range keys {
-		if i > 0 {
-			l.sql(",")
-		}
-		l.sql("(")
-		for j, part := range entity.SplitKey(key, len(t.keys)) {
-			if j > 0 {
-				l.sql(",")
-			}
-			k := t.kinds[t.keys[j]]
-			l.keyPart(k, part)
-			if i == 0 {
-				l.sql("::" + strings.TrimSuffix(arrayType(k), "[]"))
-			}
-		}
-		l.sql(")")
-	}
+	t.keyRows(l, keys, true)
 	l.sql(t.lateral)
 	if lock {
 		l.sql(" FOR UPDATE")
