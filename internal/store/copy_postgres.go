@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -31,12 +30,7 @@ import (
 // erp_updated_at, fence_token, created_at and updated_at, in copyRows'
 // order.
 func (t *Table) compileCopy() string {
-	q := t.d.ident
-	cols := make([]string, len(t.ent.Columns))
-	for i, c := range t.ent.Columns {
-		cols[i] = q(c.Name)
-	}
-	return "COPY " + q(t.name) + " (" + strings.Join(cols, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) FROM STDIN"
+	return "COPY " + t.d.ident(t.name) + " (" + t.rowCols + ") FROM STDIN"
 }
 
 // copyRows writes rows as COPY's text format: a line a row, its fields

@@ -40,6 +40,10 @@ type Table struct {
 	keys  []int         // indexes of the key columns, in key order
 	// keyList is the key columns, comma-separated.
 	keyList string
+	// rowCols is the columns a row's insert writes, quoted: the entity's,
+	// then erp_version, erp_updated_at, fence_token, created_at and
+	// updated_at.
+	rowCols string
 	// insertCols is " INTO t (cols...) VALUES ": an INSERT without its verb.
 	insertCols string
 	// unnest is the head of PostgreSQL's INSERT ... SELECT FROM unnest
@@ -100,7 +104,8 @@ func compile(e *entity.Entity, d Dialect) (*Table, error) {
 		keyCols = append(keyCols, q(k))
 	}
 	t.keyList = strings.Join(keyCols, ", ")
-	t.insertCols = " INTO " + q(t.name) + " (" + strings.Join(cols, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES "
+	t.rowCols = strings.Join(cols, ", ") + ", erp_version, erp_updated_at, fence_token, created_at, updated_at"
+	t.insertCols = " INTO " + q(t.name) + " (" + t.rowCols + ") VALUES "
 
 	isKey := make([]bool, len(e.Columns))
 	for _, k := range t.keys {

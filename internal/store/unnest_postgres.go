@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/erpsync/erpsync/internal/entity"
 )
@@ -40,13 +39,7 @@ func arrayType(k entity.Kind) string {
 // updated_at) SELECT u.*, now, now FROM unnest(" (the arrays and ") AS u"
 // follow).
 func (t *Table) compileUnnest() string {
-	q := t.d.ident
-	cols := make([]string, len(t.ent.Columns))
-	for i, c := range t.ent.Columns {
-		cols[i] = q(c.Name)
-	}
-	return "INSERT INTO " + q(t.name) + " (" + strings.Join(cols, ", ") +
-		", erp_version, erp_updated_at, fence_token, created_at, updated_at) SELECT u.*, " + t.d.now() + ", " + t.d.now() + " FROM unnest("
+	return "INSERT INTO " + t.d.ident(t.name) + " (" + t.rowCols + ") SELECT u.*, " + t.d.now() + ", " + t.d.now() + " FROM unnest("
 }
 
 // unnestInsert writes the INSERT of rows as one INSERT ... SELECT FROM
