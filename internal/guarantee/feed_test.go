@@ -763,13 +763,33 @@ func (f *feed) checkMarked(id, when string, rows map[string]int64, tab *table) {
 			continue
 		}
 		if m, marked := marks[erpID]; !marked || it.ver > 0 && m.Int64 != it.ver {
-			missed = append(missed, fmt.Sprintf("%s row v%d, served invalid at %s, mark %s", erpID, v, verString(it.ver), markString(m, marked)))
+			missed = append(missed, fmt.Sprintf("%s row v%d, served invalid at %s stamped %s, mark %s", erpID, v, verString(it.ver), it.at.Format(tsLayout), markString(m, marked)))
 		}
 	}
 	if len(missed) > 0 {
-		f.t.Errorf("%s: the run %s succeeded, yet rows of %s it was served the invalid current copy of are not marked quarantined at its version: %s",
-			when, id, tab.name, strings.Join(missed, "; "))
+		f.t.Errorf("%s: the run %s succeeded, yet rows of %s it was served the invalid current copy of are not marked quarantined at its version: %s; the rows now: %s",
+			when, id, tab.name, strings.Join(missed, "; "), f.w.rowStates(tab, missed))
 	}
+}
+
+// rowStates describes, for a failure's message, the rows of tab whose
+// erp_ids begin the entries of missed: their guard columns as they are now.
+func (w *world) rowStates(tab *table, missed []string) string {
+	var out []string
+	for _, m := range missed {
+		id, _, _ := strings.Cut(m, " ")
+		var v, fence int64
+		var at time.Time
+		var deleted, marked bool
+		err := w.st.DB().Raw("SELECT erp_version, fence_token, erp_updated_at, deleted_at IS NOT NULL, quarantined_at IS NOT NULL FROM "+tab.name+" WHERE "+tab.erpID+" = ?", id).
+			Row().Scan(&v, &fence, &at, &deleted, &marked)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", id, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s v%d fence %d erp_updated_at %s deleted %t marked %t", id, v, fence, at.UTC().Format(tsLayout), deleted, marked))
+	}
+	return strings.Join(out, "; ")
 }
 
 func verString(v int64) string {
