@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -310,6 +311,121 @@ func TestSIGSTOPBackfillAgainstALaggingReplica(t *testing.T) {
 		}
 	})
 	w.finish(t)
+}
+
+// eventsConfig writes a config file that declares the memberships of the
+// built-in table with change events on, read from the world's ERP, and
+// migrates its outbox. Its writes are transactions of several statements:
+// the rows, then their events.
+func (w *world) eventsConfig(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "memberships-events.yaml")
+	yaml := `erp:
+  kind: rest
+  url: ` + w.ERPURL + `
+events:
+  sink: webhook
+  url: http://127.0.0.1:1/hook
+entities:
+  - name: memberships
+    table: memberships
+    source: memberships
+    key: erp_id
+    updated_at: updated_at
+    version: version
+    events: true
+    columns:
+      - {name: erp_id,       type: string(64), pattern: "^[A-Za-z0-9._-]+$"}
+      - {name: member_id,    type: string(64), pattern: "."}
+      - {name: product_code, type: string(32), pattern: "."}
+      - {name: status,       type: string(16), values: {ACTIVE: ACTIVE, SUSPENDED: SUSPENDED, CANCELLED: CANCELLED, EXPIRED: EXPIRED}}
+      - {name: starts_at,    type: datetime}
+      - {name: ends_at,      type: datetime, nullable: true, not_before: starts_at}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.Run(context.Background(), "migrate", "--config", file); r.Code != 0 {
+		t.Fatalf("migrate --config exit %d: %s", r.Code, r.Out())
+	}
+	return file
+}
+
+// A backfill frozen inside a transaction holds its rows uncommitted, and
+// their locks: on PostgreSQL every other writer of those rows would wait
+// until it wakes, for as long as it sleeps (lock_timeout is 0). erpsync's
+// sessions carry idle_in_transaction_session_timeout (the lock TTL, at
+// least 10s), so the server ends the frozen session and rolls its
+// transaction back: a run started once the frozen backfill's record locks
+// expired writes those records and finishes while it still sleeps. Woken,
+// the backfill finds its session gone and writes its records again under
+// fresh locks. MySQL's InnoDB has no such end: its waits time out after
+// innodb_lock_wait_timeout instead.
+func TestSIGSTOPInsideATransaction(t *testing.T) {
+	t.Parallel()
+	if !testenv.Postgres() {
+		t.Skip("PostgreSQL's idle-in-transaction timeout; MySQL's waits end after innodb_lock_wait_timeout")
+	}
+	w := setup(t, 11, "SIGSTOP a backfill inside a transaction (change events on) past its lock TTL; a run writes its rows meanwhile; SIGCONT",
+		erpmock.Options{Records: 5000, Seed: 111, Faults: erpmock.Faults{Latency: 20 * time.Millisecond}})
+	file := w.eventsConfig(t)
+	rdb := testenv.Redis(t)
+	report := filepath.Join(t.TempDir(), "frozen.json")
+	frozen := w.Start("backfill", "--config", file, "--since", since, "--page-size", "50", "--chunk-size", "50",
+		"--workers", "4", "--db-writers", "1", "--lock-ttl", "2s", "--report", report)
+	w.WaitRows(300)
+	// Frozen where it holds records unwritten, and inside a transaction:
+	// a session of it idle in one (its INSERT landed once the table was
+	// free, and it sleeps before its COMMIT).
+	var held []string
+	for try := 0; ; try++ {
+		held = freezeHolding(t, w.Env, rdb, frozen, truthVersions(w.Mock))
+		var idle int
+		if err := w.DB.QueryRow("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'erpsync' AND state = 'idle in transaction'").Scan(&idle); err != nil {
+			t.Fatal(err)
+		}
+		if idle > 0 {
+			break
+		}
+		if try == 20 {
+			t.Fatal("never froze the backfill inside a transaction")
+		}
+		frozen.Signal(syscall.SIGCONT)
+	}
+	w.row.fault("SIGSTOP 1 inside a transaction (past a 2s TTL)")
+	if !proctest.Eventually(time.Minute, func() bool { return len(lockedIDs(t, rdb, w.Prefix)) == 0 }) {
+		t.Fatal("the frozen backfill's record locks never expired")
+	}
+	w.Mock.Change(400)
+	// Without the timeout the run waits on the frozen transaction's rows
+	// until the deadline kills it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	started := time.Now()
+	res := w.Run(ctx, "run", "--config", file, "--lock-ttl", "1s")
+	cancel()
+	if res.Code != 0 {
+		t.Fatalf("the run beside the frozen backfill exit %d after %s (held back by its transaction?): %s", res.Code, time.Since(started).Round(time.Second), res.Out())
+	}
+	t.Logf("the run beside the frozen backfill (%d records held unwritten) took %s", len(held), time.Since(started).Round(time.Second))
+	frozen.Signal(syscall.SIGCONT)
+	woken := frozen.Wait()
+	rep, err := proctest.ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.row.fault("woken: exit %d", woken.Code)
+	if woken.Code != 0 || rep["status"] != "succeeded" {
+		t.Errorf("woken backfill: exit %d, status %v; want 0, succeeded\n%s", woken.Code, rep["status"], woken.Stdout)
+	}
+	w.rerun(t, "--config", file)
+	w.finish(t)
+	// Every row's version has its change event: the rolled-back
+	// transaction took its events with it, and the writes made again
+	// recorded theirs.
+	if n := w.Count(`SELECT COUNT(*) FROM %s m WHERE NOT EXISTS (SELECT 1 FROM erpsync_events e
+ WHERE e.entity = 'memberships' AND e.entity_key = CONCAT('{"erp_id":"', m.erp_id, '"}') AND e.version = m.erp_version)`, "memberships"); n != 0 {
+		t.Errorf("%d rows have no change event at their version", n)
+	}
 }
 
 func TestRedisRestartedEmptyMidRun(t *testing.T) {

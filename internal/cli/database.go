@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -206,14 +207,33 @@ func dsnPassword(v string) []string {
 // set in its DSN (sslmode=verify-full, sslrootcert=...), and the files
 // given with PostgreSQL are a usage error.
 func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
-	if d == store.Postgres && !s.MySQLTLS.Empty() {
-		return nil, usageError{errors.New("--mysql-tls-* are MySQL's: with --postgres-dsn give TLS in the DSN (sslmode=verify-full&sslrootcert=/path/ca.pem, sslcert= and sslkey= for a client certificate)")}
+	if d == store.Postgres {
+		if !s.MySQLTLS.Empty() {
+			return nil, usageError{errors.New("--mysql-tls-* are MySQL's: with --postgres-dsn give TLS in the DSN (sslmode=verify-full&sslrootcert=/path/ca.pem, sslcert= and sslkey= for a client certificate)")}
+		}
+		return &store.Options{IdleTxTimeout: idleTxTimeout(s.LockTTL)}, nil
 	}
 	t, err := loadTLS("--mysql-tls-*", s.MySQLTLS)
 	if t == nil {
 		return nil, err
 	}
 	return &store.Options{TLS: t}, nil
+}
+
+// idleTxTimeout is how long a PostgreSQL session of erpsync may sit idle
+// inside a transaction before the server ends it (store.Options.
+// IdleTxTimeout): the lock TTL, past which a process that stopped there
+// (paused, frozen) has lost its record locks to other writers, whose
+// writes of the same rows its open transaction would hold back until it
+// wakes; 30s, --lock-ttl's default, for a command without one; never
+// under 10s, so that a busy machine's pause between two statements of a
+// transaction does not end it. The process, when it wakes, finds its
+// session gone and writes those records again under fresh locks.
+func idleTxTimeout(lockTTL time.Duration) time.Duration {
+	if lockTTL <= 0 {
+		lockTTL = 30 * time.Second
+	}
+	return max(lockTTL, 10*time.Second)
 }
 
 // openStore opens the database the settings name and checks its schema

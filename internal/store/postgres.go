@@ -79,6 +79,9 @@ func openPostgresDSN(ctx context.Context, dsn string, opt *Options) (*Store, err
 	return openPostgres(ctx, cfg, opt.withDefaults(cfg.ConnectTimeout))
 }
 
+// pgIdleTxTimeout is the session setting Options.IdleTxTimeout sets.
+const pgIdleTxTimeout = "idle_in_transaction_session_timeout"
+
 // pgAddr is host:port of a connection's configuration.
 func pgAddr(cfg *pgx.ConnConfig) string {
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
@@ -89,6 +92,10 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 		cfg = cfg.Copy()
 		cfg.TLSConfig = o.TLS.Clone()
 		cfg.Fallbacks = nil
+	}
+	if _, set := cfg.RuntimeParams[pgIdleTxTimeout]; o.IdleTxTimeout > 0 && !set {
+		cfg = cfg.Copy()
+		cfg.RuntimeParams[pgIdleTxTimeout] = strconv.FormatInt(max(o.IdleTxTimeout.Milliseconds(), 1), 10)
 	}
 	info := connInfo{addr: pgAddr(cfg), db: cfg.Database, password: cfg.Password}
 	pool := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(utcTimes))

@@ -289,3 +289,65 @@ func TestPostgresPlanNewDatabase(t *testing.T) {
 		t.Fatalf("open after the plan: %v, want ErrNoDatabase still", err)
 	}
 }
+
+// Options.IdleTxTimeout is every session's
+// idle_in_transaction_session_timeout unless the DSN gives its own, and a
+// transaction left idle past it is ended by the server.
+func TestPostgresIdleTxTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dsn := pgStore(t)
+	show := func(dsn string, idle time.Duration) string {
+		t.Helper()
+		s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var v string
+		if err := s.DB().Raw("SHOW idle_in_transaction_session_timeout").Row().Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		dsn  string
+		idle time.Duration
+		want string
+	}{
+		{dsn, 12 * time.Second, "12s"},
+		{dsn, 1500 * time.Millisecond, "1500ms"},
+		{dsn + "&idle_in_transaction_session_timeout=5000", 12 * time.Second, "5s"},
+		{dsn + "&idle_in_transaction_session_timeout=0", 12 * time.Second, "0"},
+	} {
+		if got := show(c.dsn, c.idle); got != c.want {
+			t.Errorf("IdleTxTimeout %s, DSN %s: the session's timeout is %s, want %s", c.idle, c.dsn, got, c.want)
+		}
+	}
+
+	s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := s.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('idle', 'u', 'p', 'ACTIVE', now(), 1, now(), 1, now(), now())"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := tx.Commit(); err == nil {
+		t.Fatal("a transaction idle for 1s past a 300ms timeout committed")
+	}
+	var n int64
+	if err := s.DB().Raw("SELECT COUNT(*) FROM memberships WHERE erp_id = 'idle'").Row().Scan(&n); err != nil || n != 0 {
+		t.Errorf("the ended transaction's row: %d rows (%v), want 0", n, err)
+	}
+}

@@ -86,6 +86,15 @@ type Options struct {
 	// than a refusal (the embedded server of `erpsync demo`). Defaults to
 	// false: a load, and an INSERT once the server refuses loads.
 	NoLoadData bool
+	// IdleTxTimeout, on PostgreSQL, is the sessions'
+	// idle_in_transaction_session_timeout unless the DSN sets one: the
+	// server ends a session left idle inside a transaction this long and
+	// rolls the transaction back. A process paused mid-transaction would
+	// otherwise hold its uncommitted rows' locks until it wakes, and every
+	// other writer of those rows would wait on them, without a bound (the
+	// server's lock_timeout is 0). Defaults to 0: the server's setting.
+	// MySQL ignores it (InnoDB's waits end after innodb_lock_wait_timeout).
+	IdleTxTimeout time.Duration
 }
 
 // withDefaults is a copy of opt (nil: the zero Options) with its defaults
