@@ -499,7 +499,24 @@ func (f *feed) reconcileChecked(ctx context.Context, id string, x execSpec, tab 
 }
 
 func (f *feed) env(id string) *proctest.Env {
-	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.w.dsn, Postgres: f.w.postgres(), ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
+	return &proctest.Env{T: f.t, Bin: erpsyncBin(f.t), DSN: f.processDSN(), Postgres: f.w.postgres(), ERPURL: f.erpURL(id), Job: f.job, Prefix: f.prefix}
+}
+
+// processDSN is the DSN of the feed's processes: the world's, and, in a
+// feed with LockLoss on PostgreSQL, with sessions the server ends once
+// idle in a transaction for a second (idle_in_transaction_session_timeout,
+// erpsync's own being the lock TTL and at least 10s): a process paused
+// inside a transaction (1.5s, pauseWriters) has it rolled back under it,
+// rows and change events, and must write its records again.
+func (f *feed) processDSN() string {
+	if !f.w.postgres() || f.sc.Typed == nil || !f.sc.Typed.LockLoss {
+		return f.w.dsn
+	}
+	sep := "?"
+	if strings.Contains(f.w.dsn, "?") {
+		sep = "&"
+	}
+	return f.w.dsn + sep + "idle_in_transaction_session_timeout=1000"
 }
 
 func processArgs(x execSpec, report string) []string {

@@ -44,7 +44,8 @@ type typedSpec struct {
 	// locks (as a failover to a replica that had not received them does),
 	// and its processes are paused now and then past their lock TTL, so
 	// that writers of one record overlap and write late: only the fencing
-	// tokens and the version guard keep the rows right.
+	// tokens and the version guard keep the rows right. On PostgreSQL a
+	// pause inside a transaction also ends it (feed.processDSN).
 	LockLoss bool
 	// Events, when set, declares the contracts with `events: true`
 	// (events.yaml): a sink receives their change events (events_test.go).
@@ -100,7 +101,7 @@ func (ty *typedSpec) String() string {
 		s = ty.DocsOData.String(ty.DocEvents)
 	}
 	if ty.LockLoss {
-		s += "; Redis loses the record locks while the waves run"
+		s += "; Redis loses the record locks while the waves run; on PostgreSQL, a transaction idle for 1s is ended"
 	}
 	if ty.Events != nil {
 		s += "; " + ty.Events.String()
