@@ -225,10 +225,12 @@ func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
 // IdleTxTimeout): the lock TTL, past which a process that stopped there
 // (paused, frozen) has lost its record locks to other writers, whose
 // writes of the same rows its open transaction would hold back until it
-// wakes; 30s, --lock-ttl's default, for a command without one; never
-// under 10s, so that a busy machine's pause between two statements of a
-// transaction does not end it. The process, when it wakes, finds its
-// session gone and writes those records again under fresh locks.
+// wakes; 30s, --lock-ttl's default, for a command without record locks
+// (the relay's --lock-ttl is its relay lock's, and its transactions are
+// a few statements long); never under 10s, so that a busy machine's
+// pause between two statements of a transaction does not end it. The
+// process, when it wakes, finds its session gone and writes those
+// records again under fresh locks.
 func idleTxTimeout(lockTTL time.Duration) time.Duration {
 	if lockTTL <= 0 {
 		lockTTL = 30 * time.Second
