@@ -27,7 +27,7 @@ func (s *Syncer) MarkQuarantined(ctx context.Context, invs []erp.Invalid, log ze
 // invalid copy is newer than the row's version and mark; a valid copy at
 // that version or a newer one clears the mark when it is written (the
 // store's guarded statements), so the order in which copies arrive does
-// not matter.
+// not matter, but for a copy without a version: markAfterWrites.
 func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	newest := map[string]erp.Invalid{}
 	for _, inv := range invs {
@@ -43,8 +43,11 @@ func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 		return nil
 	}
 	ids := make([]string, 0, len(newest))
-	for id := range newest {
+	for id, inv := range newest {
 		ids = append(ids, id)
+		if inv.Version == 0 {
+			r.undated.add(inv)
+		}
 	}
 	slices.Sort(ids)
 	cur, err := r.s.store.Versions(ctx, ids)
@@ -63,6 +66,20 @@ func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 			return fmt.Errorf("mark quarantined rows: %w", err)
 		}
 		todo = todo[n:]
+	}
+	return nil
+}
+
+// markAfterWrites marks again, after the run wrote recs, the rows of
+// those of them it was served an invalid copy without a version of. Such
+// a mark holds the row's version at the time (quarantined_version), so a
+// valid copy of a higher version clears it when it lands, though that
+// copy may be older than the invalid one: an earlier version replayed, or
+// served late. Current.Marks then decides by updated_at again, so the
+// order in which the run met the two copies does not matter.
+func (r *run) markAfterWrites(ctx context.Context, recs []erp.Record) error {
+	if invs := r.undated.of(recs); len(invs) > 0 {
+		return r.markInvalid(ctx, invs)
 	}
 	return nil
 }

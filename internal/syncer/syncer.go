@@ -363,6 +363,49 @@ type run struct {
 	failedIDs []string
 
 	invalid invalidTally
+	// undated holds the newest invalid copy without a readable version of
+	// each record the run was served one of (markInvalid): a valid copy
+	// the run writes later may be older than it (a replay of an earlier
+	// version), and the mark such a write clears is set again
+	// (markAfterWrites).
+	undated undatedCopies
+}
+
+// undatedCopies is run.undated. Safe for concurrent use.
+type undatedCopies struct {
+	n    atomic.Int64 // len(byID), read without mu on every chunk
+	mu   sync.Mutex
+	byID map[string]erp.Invalid
+}
+
+// add keeps inv when it is the newest copy of its record so far.
+func (u *undatedCopies) add(inv erp.Invalid) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.byID == nil {
+		u.byID = map[string]erp.Invalid{}
+	}
+	if old, ok := u.byID[inv.ErpID]; !ok || inv.NewerThan(old) {
+		inv.Raw = nil
+		u.byID[inv.ErpID] = inv
+		u.n.Store(int64(len(u.byID)))
+	}
+}
+
+// of returns the copies held of the records of recs.
+func (u *undatedCopies) of(recs []erp.Record) []erp.Invalid {
+	if u.n.Load() == 0 {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []erp.Invalid
+	for _, rec := range recs {
+		if inv, ok := u.byID[rec.ErpID]; ok {
+			out = append(out, inv)
+		}
+	}
+	return out
 }
 
 func (r *run) finish(ctx context.Context, status string, err error) {

@@ -99,6 +99,11 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 			failed = true
 		}
 	}
+	if err := r.markAfterWrites(ctx, recs); err != nil {
+		r.log.Error().Err(err).Msg("checkpoint held back")
+		r.c.failed.Add(1)
+		failed = true
+	}
 	return failed
 }
 
