@@ -14,7 +14,9 @@
 // it is absent (SET NX PX) to a random token, and Release and Refresh act
 // only while the key still carries that token, so a holder whose lease ran
 // out can neither delete nor extend the lock of the next one. While Redis
-// keeps the key, no two holders are granted the same key.
+// keeps the key, no two holders are granted the same key. The locks of one
+// ObtainMany share one random token: each is its own key, and a later
+// grant of any of them draws a new token.
 //
 // That is all a lease promises, and it is weaker than it looks. As Martin
 // Kleppmann argued against Redlock ("How to do distributed locking", 2016),

@@ -92,6 +92,8 @@ var (
 	releaseSrc string
 	//go:embed release_many.lua
 	releaseManySrc string
+	//go:embed tokens.lua
+	tokensSrc string
 	//go:embed refresh.lua
 	refreshSrc string
 	//go:embed pttl.lua
@@ -100,9 +102,9 @@ var (
 	raiseFenceSrc string
 
 	obtainScript      = newScript(obtainSrc)
-	obtainManyScript  = newScript(obtainManySrc)
+	obtainManyScript  = newScript(tokensSrc + obtainManySrc)
 	releaseScript     = newScript(releaseSrc)
-	releaseManyScript = newScript(releaseManySrc)
+	releaseManyScript = newScript(tokensSrc + releaseManySrc)
 	refreshScript     = newScript(refreshSrc)
 	pttlScript        = newScript(pttlSrc)
 	raiseFenceScript  = newScript(raiseFenceSrc)
@@ -643,20 +645,6 @@ func newToken() (string, error) {
 	var out [(tokenBytes*8 + 5) / 6]byte
 	base64.RawURLEncoding.Encode(out[:], buf[:])
 	return string(out[:]), nil
-}
-
-// newTokens returns n random tokens of tokenBytes bytes each, base64url
-// encoded.
-func newTokens(n int) ([]string, error) {
-	buf := make([]byte, n*tokenBytes)
-	if _, err := rand.Read(buf); err != nil {
-		return nil, fmt.Errorf("lock: read random token: %w", err)
-	}
-	tokens := make([]string, n)
-	for i := range tokens {
-		tokens[i] = base64.RawURLEncoding.EncodeToString(buf[i*tokenBytes : (i+1)*tokenBytes])
-	}
-	return tokens, nil
 }
 
 // backend is where a Lock was granted and what its methods call: a Client

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,13 +142,12 @@ func grantCall(gs []*grant, idx []int) scriptCall {
 	first := gs[idx[0]]
 	n := len(idx)
 	keys := make([]string, n, n+2)
-	args := make([]any, 5, 5+n+1)
 	var floor int64
 	for j, i := range idx {
 		keys[j] = gs[i].keys[0]
-		args = append(args, gs[i].args[0])
 		floor = max(floor, gs[i].proposed)
 	}
+	args := appendTokens(make([]any, 5, 8), n, func(j int) any { return gs[idx[j]].args[0] })
 	args[0], args[1], args[2], args[3], args[4] = first.ttl, first.counterTTL, first.step, floor, n
 	if first.keys[2] != "" && gs[idx[n-1]].keys[1] == first.keys[1] {
 		// One counter and its epoch counter (see obtain_many.lua).
@@ -175,13 +175,32 @@ func (c *Client) releaseCalls(rkeys []string, tokens []any) ([]scriptCall, [][]i
 	calls := make([]scriptCall, len(groups))
 	for g, idx := range groups {
 		keys := make([]string, len(idx))
-		args := make([]any, len(idx))
 		for j, i := range idx {
-			keys[j], args[j] = rkeys[i], tokens[i]
+			keys[j] = rkeys[i]
 		}
+		args := appendTokens(nil, len(idx), func(j int) any { return tokens[idx[j]] })
 		calls[g] = scriptCall{keys: keys, args: args}
 	}
 	return calls, groups
+}
+
+// appendTokens appends to args the tokens tok(j) of n locks, run-length
+// coded as tokens.lua reads them: a token, then "*" and a count when the
+// next locks carry it too.
+func appendTokens(args []any, n int, tok func(j int) any) []any {
+	for j := 0; j < n; {
+		t := tok(j)
+		k := j + 1
+		for k < n && tok(k) == t {
+			k++
+		}
+		args = append(args, t)
+		if k-j > 1 {
+			args = append(args, "*"+strconv.Itoa(k-j-1))
+		}
+		j = k
+	}
+	return args
 }
 
 // ObtainMany tries once to grant each key for ttl and returns one entry per
@@ -209,7 +228,7 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 	if len(keys) == 0 {
 		return []*Lock{}, nil
 	}
-	tokens, err := newTokens(len(keys))
+	token, err := newToken()
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +236,7 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 	ttlMS := ttl.Milliseconds()
 	for i, rk := range rkeys {
 		ck, ek, cttl := c.counter(rk, ttl)
-		gs[i] = makeGrant(rk, ck, ek, tokens[i], ttlMS, cttl.Milliseconds())
+		gs[i] = makeGrant(rk, ck, ek, token, ttlMS, cttl.Milliseconds())
 	}
 	calls, groups := c.grantCalls(gs)
 

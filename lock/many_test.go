@@ -134,6 +134,40 @@ func TestObtainManyRepeatedKey(t *testing.T) {
 	}
 }
 
+// ReleaseMany of locks from several grants, their tokens interleaved
+// (the call codes runs of one token, see tokens.lua), deletes each key
+// that carries its lock's token once: a lock named twice is released by
+// its first entry and not held at its second.
+func TestReleaseManyMixedTokens(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, nil)
+	first, err := b.client.ObtainMany(ctx, []string{"a", "b", "c"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.client.ObtainMany(ctx, []string{"d", "e"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[0].Token() != first[2].Token() || first[0].Token() == second[0].Token() {
+		t.Fatalf("tokens %q %q %q: want one per ObtainMany", first[0].Token(), first[2].Token(), second[0].Token())
+	}
+	single := mustObtain(t, b.client, "f", time.Minute)
+	locks := []*lock.Lock{first[0], second[0], first[1], single, second[1], first[2], first[0]}
+	notHeld, err := b.client.ReleaseMany(ctx, locks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notHeld != 1 {
+		t.Errorf("notHeld = %d, want 1 (the second entry of a)", notHeld)
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		if n := b.rdb.Exists(ctx, lock.LockKey(b.client, k)).Val(); n != 0 {
+			t.Errorf("key %s still held after ReleaseMany", k)
+		}
+	}
+}
+
 // The slot function agrees with the server, and keys that share a slot go
 // in one script call that the cluster accepts.
 func TestClusterSlots(t *testing.T) {

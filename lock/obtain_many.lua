@@ -14,9 +14,11 @@
 -- ARGV[4]     with a step: the floor proposed for every lock (see
 --             obtain.lua), else 0
 -- ARGV[5]     n
--- ARGV[5+i]   token of lock i
--- ARGV[5+n+j] how many locks, in KEYS order, counter j serves (not with
---             ARGV[2] = -1)
+-- ARGV[6]...  the tokens of the n locks, in KEYS order, run-length coded
+--             (see tokens.lua): a token, then '*' and a count when the
+--             next locks carry it too
+-- then        how many locks, in KEYS order, counter j serves, for j =
+--             1..m (not with ARGV[2] = -1)
 --
 -- A call names each key and token once, and each counter once, whatever
 -- the number of locks that share it: a Redlock's batch spreads its keys
@@ -35,12 +37,13 @@
 
 local step = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
+local token, after = tokens(6, n)
 
 if ARGV[2] == '-1' then
 	local out, granted = {}, {}
 	for i = 1, n do
 		out[i] = 0
-		if redis.call('SET', KEYS[i], ARGV[5 + i], 'NX', 'PX', ARGV[1]) then
+		if redis.call('SET', KEYS[i], token[i], 'NX', 'PX', ARGV[1]) then
 			granted[#granted + 1] = i
 		end
 	end
@@ -95,11 +98,11 @@ for j = n + 1, #KEYS do
 	local bad = type(last) == 'table' or (last and not string.find(last, '^%d+$'))
 	last = tonumber(last) or 0
 	local moved = false
-	for _ = 1, tonumber(ARGV[5 + j]) do
+	for _ = 1, tonumber(ARGV[after + j - n - 1]) do
 		i = i + 1
 		if bad then
 			out[i] = -1
-		elseif redis.call('SET', KEYS[i], ARGV[5 + i], 'NX', 'PX', ARGV[1]) then
+		elseif redis.call('SET', KEYS[i], token[i], 'NX', 'PX', ARGV[1]) then
 			local fence = clock
 			if last >= fence then
 				fence = last + 1

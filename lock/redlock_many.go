@@ -50,7 +50,7 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 	if len(keys) == 0 {
 		return []*Lock{}, nil
 	}
-	tokens, err := newTokens(len(keys))
+	token, err := newToken()
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (r *Redlock) ObtainMany(ctx context.Context, keys []string, ttl time.Durati
 	for i, k := range keys {
 		rkey := r.lockKey(k)
 		counters[i] = slotCounter(r.opt.Prefix, rkey)
-		gs[i] = makeGrant(rkey, counters[i], "", tokens[i], ttl.Milliseconds(), 0).withFloor(clockStep, floor)
+		gs[i] = makeGrant(rkey, counters[i], "", token, ttl.Milliseconds(), 0).withFloor(clockStep, floor)
 	}
 
 	nt := r.nodeTimeout(ttl)
