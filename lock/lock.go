@@ -351,11 +351,35 @@ func newGrant(rkey, counterKey, epochKey string, ttl, counterTTL time.Duration) 
 }
 
 func makeGrant(rkey, counterKey, epochKey, token string, ttl, counterTTL int64) *grant {
-	return &grant{
+	g := grantOf(rkey, counterKey, epochKey, token, ttl, ttl, counterTTL)
+	return &g
+}
+
+// grantOf is the grant of makeGrant, with the token and the TTL as
+// obtain.lua's arguments given boxed.
+func grantOf(rkey, counterKey, epochKey string, tokenArg, ttlArg any, ttl, counterTTL int64) grant {
+	return grant{
 		keys: [3]string{rkey, counterKey, epochKey},
-		args: [5]any{token, ttl, counterTTL},
+		args: [5]any{tokenArg, ttlArg, counterTTL},
 		ttl:  ttl, counterTTL: counterTTL,
 	}
+}
+
+// makeGrants returns the grants of the lock keys rkeys with one token, for
+// ttl ms, each with the fence counter, epoch counter and counter TTL (ms)
+// that counter gives its key: one allocation for all of them, and the
+// token and TTL boxed once, as a batch of 500 keys in a backfill's chunk
+// is granted many times a second.
+func makeGrants(rkeys []string, counter func(rkey string) (string, string, int64), token string, ttl int64) []*grant {
+	block := make([]grant, len(rkeys))
+	gs := make([]*grant, len(rkeys))
+	tokenArg, ttlArg := any(token), any(ttl)
+	for i, rk := range rkeys {
+		ck, ek, cttl := counter(rk)
+		block[i] = grantOf(rk, ck, ek, tokenArg, ttlArg, ttl, cttl)
+		gs[i] = &block[i]
+	}
+	return gs
 }
 
 // withFloor returns a copy of g that rounds the clock up to step and
@@ -754,14 +778,18 @@ type Lock struct {
 // newLock returns the Lock of a grant. tokenArg is token as an any, or
 // nil to box it here.
 func newLock(b backend, key, rkey, token string, tokenArg any, fence int64, ttl time.Duration, sent time.Time) *Lock {
+	return initLock(new(Lock), b, key, rkey, token, tokenArg, fence, ttl, sent)
+}
+
+// initLock makes l, a zero Lock, newLock's, and returns it: ObtainMany
+// makes the Locks of a batch in one allocation.
+func initLock(l *Lock, b backend, key, rkey, token string, tokenArg any, fence int64, ttl time.Duration, sent time.Time) *Lock {
 	if tokenArg == nil {
 		tokenArg = token
 	}
-	l := &Lock{
-		b: b, key: key, rkey: rkey, token: token,
-		keys: [1]string{rkey}, args: [1]any{tokenArg},
-		ttl: ttl, validUntil: sent.Add(validity(ttl)),
-	}
+	l.b, l.key, l.rkey, l.token = b, key, rkey, token
+	l.keys, l.args = [1]string{rkey}, [1]any{tokenArg}
+	l.ttl, l.validUntil = ttl, sent.Add(validity(ttl))
 	l.fence.Store(fence)
 	return l
 }

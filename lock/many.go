@@ -232,18 +232,17 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	gs := make([]*grant, len(keys))
-	ttlMS := ttl.Milliseconds()
-	for i, rk := range rkeys {
+	gs := makeGrants(rkeys, func(rk string) (string, string, int64) {
 		ck, ek, cttl := c.counter(rk, ttl)
-		gs[i] = makeGrant(rk, ck, ek, token, ttlMS, cttl.Milliseconds())
-	}
+		return ck, ek, cttl.Milliseconds()
+	}, token, ttl.Milliseconds())
 	calls, groups := c.grantCalls(gs)
 
 	start := time.Now()
 	cmds, err := c.runMany(ctx, obtainManyScript, calls)
 
 	locks := make([]*Lock, len(keys))
+	block := make([]Lock, len(keys))
 	for j, idx := range groups {
 		fences, ferr := results(cmds[j], err, len(idx))
 		for k, i := range idx {
@@ -254,7 +253,8 @@ func (c *Client) ObtainMany(ctx context.Context, keys []string, ttl time.Duratio
 				break
 			}
 			if fences[k] > 0 {
-				locks[i] = gs[i].lock(c, keys[i], fences[k], ttl, start)
+				g := gs[i]
+				locks[i] = initLock(&block[i], c, keys[i], g.keys[0], g.token(), g.args[0], fences[k], ttl, start)
 			}
 		}
 		err = cmp.Or(err, ferr)
