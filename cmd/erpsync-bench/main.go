@@ -11,7 +11,7 @@
 // runs it.
 //
 //	erpsync-bench [--records 200000] [--big 1000000] [--quick] [--repeat N] [--only backfill,rerun] [--nats-url nats://127.0.0.1:4222] [--postgres-dsn postgres://...]
-//	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."]
+//	              [--workers W] [--chunk-size C] [--page-size P] [--child-args "..."] [--database-cpus 0]
 //	              [--cpuprofile FILE [--rerun] [--profile-locks redis|redlock|cluster] [--profile-entity memberships|typed|typed-events]] [--stages]
 package main
 
@@ -39,7 +39,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	var cfg bench.Config
 	var quick, rerun, stages bool
-	var only, childArgs, jsonOut, cpuProfile, profileLocks, profileEntity string
+	var only, childArgs, jsonOut, cpuProfile, profileLocks, profileEntity, databaseCPUs string
 	var workers, chunk, page int
 	fs := flag.NewFlagSet("erpsync-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&chunk, "chunk-size", 0, "--chunk-size of the backfills (0: erpsync's default)")
 	fs.IntVar(&page, "page-size", 0, "--page-size of the backfills (0: erpsync's default)")
 	fs.StringVar(&childArgs, "child-args", "", "more flags for the backfill processes, space-separated")
+	fs.StringVar(&databaseCPUs, "database-cpus", "", "CPUs to run the database servers on, alone, for the whole run (e.g. 0, or 0-1 of 4): the bench, its erpsync processes and Redis run on the others, as with a database on a host of its own; the affinities are put back at the end (default: all share every CPU)")
 	fs.IntVar(&cfg.SlowFetchers, "slow-fetchers", bench.SlowFetchers, "the --fetchers of the slow ERP's row, against --fetchers 1 (2 to 256)")
 	fs.StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "instead: run one backfill of --records in this process and write its CPU profile here (on PostgreSQL with --postgres-dsn)")
@@ -94,6 +95,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if only != "" {
 		cfg.Only = strings.Split(only, ",")
+	}
+	if databaseCPUs != "" {
+		cpus, err := bench.ParseCPUs(databaseCPUs)
+		if err != nil {
+			fmt.Fprintf(stderr, "erpsync-bench: --database-cpus: %v\n", err)
+			return 2
+		}
+		cfg.DatabaseCPUs = cpus
 	}
 	for _, f := range []struct {
 		name string

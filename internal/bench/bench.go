@@ -107,6 +107,11 @@ type Config struct {
 	// and migrated, and its tables emptied before each measurement. Its
 	// name must contain "bench". Empty: no PostgreSQL rows.
 	PostgresDSN string
+	// DatabaseCPUs, when not empty, are the CPUs the database servers run
+	// on for the whole run, and the only ones they run on; this process,
+	// its erpsync processes and the Redis servers of the locks run on the
+	// others (see pin). It needs the right to set the servers' affinity.
+	DatabaseCPUs []int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -212,6 +217,8 @@ type Results struct {
 		Big         int      `json:"big"`
 		ChildArgs   []string `json:"child_args,omitempty"`
 		Database    string   `json:"database"`
+		// CPUs says where the processes ran, with DatabaseCPUs.
+		CPUs string `json:"cpus,omitempty"`
 	} `json:"config"`
 	Ceiling *Result `json:"ceiling,omitempty"`
 	// CeilingLiteral is the ceiling's best round with its values written
@@ -300,6 +307,19 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		defer pg.close()
 		res.Postgres = &PostgresResults{Database: pg.b.dbName}
+	}
+	if len(cfg.DatabaseCPUs) > 0 {
+		ports := b.ports
+		if pg != nil {
+			ports.postgres = pg.b.ports.postgres
+		}
+		pinned, err := pin(cfg.DatabaseCPUs, ports)
+		if err != nil {
+			return res, err
+		}
+		defer pinned.restore()
+		res.Config.CPUs = pinned.note
+		b.logf("%s", pinned.note)
 	}
 	topologies, stop, err := startTopologies(cfg, res)
 	if err != nil {

@@ -71,28 +71,49 @@ func selfCPU() float64 {
 }
 
 // serverCPU sums utime+stime of the database and Redis servers on ports
-// p. A server is told by its command line: redis-server shows
-// "host:port"; mariadbd shows --port=N, or none for 3306. PostgreSQL's
-// processes are every "postgres" of the machine, whatever its port (its
-// command line does not show it): the backends, and the postmaster with
-// the CPU of its children that ended, so that a child erpsync's backends
-// count after they exit.
+// p (see eachServer). The postmaster is read last: a backend that ends
+// while the others are read then counts in its cutime, or twice, never
+// nowhere (read first, a backend reaped after it and before its own turn
+// was lost, and a short measurement came out below zero); with the CPU of
+// its children that ended, so that a child erpsync's backends count after
+// they exit.
 func serverCPU(p serverPorts) CPU {
 	var c CPU
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	// The postmaster (its title not rewritten to "postgres: ...") is
-	// read last: a backend that ends while the others
-	// are read then counts in its cutime, or twice, never nowhere (read
-	// first, a backend reaped after it and before its own turn was lost,
-	// and a short measurement came out below zero).
 	var postmasters []string
+	eachServer(p, func(d, kind string, postmaster bool) {
+		switch {
+		case postmaster:
+			postmasters = append(postmasters, d)
+		case kind == "mysql":
+			c.MySQL += procCPU(d, false)
+		case kind == "postgres":
+			c.Postgres += procCPU(d, false)
+		default:
+			c.Redis += procCPU(d, false)
+		}
+	})
+	for _, d := range postmasters {
+		c.Postgres += procCPU(d, true)
+	}
+	return c
+}
+
+// eachServer calls fn with the /proc directory of each process of the
+// database and Redis servers on ports p, and its kind: "mysql",
+// "postgres" or "redis". A server is told by its command line:
+// redis-server shows "host:port"; mariadbd shows --port=N, or none for
+// 3306. PostgreSQL's processes are every "postgres" of the machine,
+// whatever its port (its command line does not show it): the backends,
+// and the postmaster (its title not rewritten to "postgres: ..."), for
+// which postmaster is true.
+func eachServer(p serverPorts, fn func(d, kind string, postmaster bool)) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
 		if err != nil {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join(d, "cmdline"))
-		var into *float64
 		switch string(bytes.TrimSpace(comm)) {
 		case "mariadbd", "mysqld":
 			port := "3306"
@@ -101,35 +122,21 @@ func serverCPU(p serverPorts) CPU {
 					port = string(v)
 				}
 			}
-			if port != p.mysql {
-				continue
+			if port == p.mysql {
+				fn(d, "mysql", false)
 			}
-			into = &c.MySQL
 		case "postgres":
-			if p.postgres == "" {
-				continue
-			}
-			into = &c.Postgres
-			if !bytes.HasPrefix(cmdline, []byte("postgres:")) {
-				postmasters = append(postmasters, d)
-				continue
+			if p.postgres != "" {
+				fn(d, "postgres", !bytes.HasPrefix(cmdline, []byte("postgres:")))
 			}
 		case "redis-server":
-			if !slices.ContainsFunc(p.redis, func(port string) bool {
+			if slices.ContainsFunc(p.redis, func(port string) bool {
 				return bytes.HasSuffix(bytes.TrimRight(cmdline, "\x00 "), []byte(":"+port)) || bytes.Contains(cmdline, []byte(":"+port+" "))
 			}) {
-				continue
+				fn(d, "redis", false)
 			}
-			into = &c.Redis
-		default:
-			continue
 		}
-		*into += procCPU(d, false)
 	}
-	for _, d := range postmasters {
-		c.Postgres += procCPU(d, true)
-	}
-	return c
 }
 
 // procCPU is the utime+stime of the process of /proc directory d, in

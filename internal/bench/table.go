@@ -171,6 +171,9 @@ func (r *Results) Bounds() []Bound {
 
 // Markdown writes the measurements and the goals as two markdown tables.
 func (r *Results) Markdown(w io.Writer) {
+	if r.Config.CPUs != "" {
+		fmt.Fprintf(w, "\nCPUs: %s.\n", r.Config.CPUs)
+	}
 	resultRows(w, "mysql", slices.Concat([]*Result{r.Ceiling, r.Seed, r.Backfill, r.Typed, r.TypedRaw, r.Redlock, r.Cluster, r.Rerun, r.Small, r.Big}, r.Slow.results(), r.Stages, r.Events.results()))
 	r.Postgres.markdown(w)
 	if gs := r.Goals(); len(gs) > 0 {
