@@ -211,7 +211,8 @@ func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
 		if !s.MySQLTLS.Empty() {
 			return nil, usageError{errors.New("--mysql-tls-* are MySQL's: with --postgres-dsn give TLS in the DSN (sslmode=verify-full&sslrootcert=/path/ca.pem, sslcert= and sslkey= for a client certificate)")}
 		}
-		return &store.Options{IdleTxTimeout: idleTxTimeout(s.LockTTL)}, nil
+		idle := idleTxTimeout(s.LockTTL)
+		return &store.Options{IdleTxTimeout: idle, LockTimeout: 2 * idle}, nil
 	}
 	t, err := loadTLS("--mysql-tls-*", s.MySQLTLS)
 	if t == nil {
@@ -231,6 +232,14 @@ func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
 // pause between two statements of a transaction does not end it. The
 // process, when it wakes, finds its session gone and writes those
 // records again under fresh locks.
+//
+// The sessions' lock_timeout (store.Options.LockTimeout) is twice that: a
+// write that waited so long on a row lock waits on a process paused in the
+// middle of a statement, which the idle timeout does not end (its session
+// is active), and fails, its records left to a later run, as InnoDB's
+// waits end after innodb_lock_wait_timeout; twice, so that a session
+// paused idle inside a transaction is ended before the writes that wait
+// on it give up.
 func idleTxTimeout(lockTTL time.Duration) time.Duration {
 	if lockTTL <= 0 {
 		lockTTL = 30 * time.Second

@@ -79,8 +79,11 @@ func openPostgresDSN(ctx context.Context, dsn string, opt *Options) (*Store, err
 	return openPostgres(ctx, cfg, opt.withDefaults(cfg.ConnectTimeout))
 }
 
-// pgIdleTxTimeout is the session setting Options.IdleTxTimeout sets.
-const pgIdleTxTimeout = "idle_in_transaction_session_timeout"
+// The session settings Options.IdleTxTimeout and Options.LockTimeout set.
+const (
+	pgIdleTxTimeout = "idle_in_transaction_session_timeout"
+	pgLockTimeout   = "lock_timeout"
+)
 
 // pgAddr is host:port of a connection's configuration.
 func pgAddr(cfg *pgx.ConnConfig) string {
@@ -93,9 +96,11 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 		cfg.TLSConfig = o.TLS.Clone()
 		cfg.Fallbacks = nil
 	}
-	if _, set := cfg.RuntimeParams[pgIdleTxTimeout]; o.IdleTxTimeout > 0 && !set {
-		cfg = cfg.Copy()
-		cfg.RuntimeParams[pgIdleTxTimeout] = strconv.FormatInt(max(o.IdleTxTimeout.Milliseconds(), 1), 10)
+	for name, d := range map[string]time.Duration{pgIdleTxTimeout: o.IdleTxTimeout, pgLockTimeout: o.LockTimeout} {
+		if _, set := cfg.RuntimeParams[name]; d > 0 && !set {
+			cfg = cfg.Copy()
+			cfg.RuntimeParams[name] = strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+		}
 	}
 	info := connInfo{addr: pgAddr(cfg), db: cfg.Database, password: cfg.Password}
 	pool := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(utcTimes))

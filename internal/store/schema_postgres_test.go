@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -297,31 +299,31 @@ func TestPostgresIdleTxTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, dsn := pgStore(t)
-	show := func(dsn string, idle time.Duration) string {
+	// Each option sets its own setting, and a setting the DSN gives wins.
+	show := func(dsn string, idle, lock time.Duration) (idleGot, lockGot string) {
 		t.Helper()
-		s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: idle})
+		s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: idle, LockTimeout: lock})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		var v string
-		if err := s.DB().Raw("SHOW idle_in_transaction_session_timeout").Row().Scan(&v); err != nil {
+		if err := s.DB().Raw("SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('lock_timeout')").Row().Scan(&idleGot, &lockGot); err != nil {
 			t.Fatal(err)
 		}
-		return v
+		return idleGot, lockGot
 	}
 	for _, c := range []struct {
-		dsn  string
-		idle time.Duration
-		want string
+		dsn              string
+		idle, lock       time.Duration
+		wantIdle, wantLk string
 	}{
-		{dsn, 12 * time.Second, "12s"},
-		{dsn, 1500 * time.Millisecond, "1500ms"},
-		{dsn + "&idle_in_transaction_session_timeout=5000", 12 * time.Second, "5s"},
-		{dsn + "&idle_in_transaction_session_timeout=0", 12 * time.Second, "0"},
+		{dsn, 12 * time.Second, 24 * time.Second, "12s", "24s"},
+		{dsn, 1500 * time.Millisecond, 0, "1500ms", "0"},
+		{dsn + "&idle_in_transaction_session_timeout=5000", 12 * time.Second, 0, "5s", "0"},
+		{dsn + "&idle_in_transaction_session_timeout=0&lock_timeout=7000", 12 * time.Second, 24 * time.Second, "0", "7s"},
 	} {
-		if got := show(c.dsn, c.idle); got != c.want {
-			t.Errorf("IdleTxTimeout %s, DSN %s: the session's timeout is %s, want %s", c.idle, c.dsn, got, c.want)
+		if idle, lock := show(c.dsn, c.idle, c.lock); idle != c.wantIdle || lock != c.wantLk {
+			t.Errorf("IdleTxTimeout %s, LockTimeout %s, DSN %s: the session's timeouts are %s and %s, want %s and %s", c.idle, c.lock, c.dsn, idle, lock, c.wantIdle, c.wantLk)
 		}
 	}
 
@@ -351,5 +353,67 @@ func TestPostgresIdleTxTimeout(t *testing.T) {
 	var n int64
 	if err := s.DB().Raw("SELECT COUNT(*) FROM memberships WHERE erp_id = 'idle'").Row().Scan(&n); err != nil || n != 0 {
 		t.Errorf("the ended transaction's row: %d rows (%v), want 0", n, err)
+	}
+}
+
+// Options.LockTimeout bounds a write's wait behind a session that holds
+// the row's lock while active in a statement (here pg_sleep; a process
+// paused in the middle of a COPY looks the same to the server), which the
+// idle timeout does not end: the write fails with lock_not_available,
+// where without it, it would wait for the holder, then insert.
+func TestPostgresLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	holder, dsn := pgStore(t)
+	db, err := holder.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	held := make(chan error, 1)
+	inserted := make(chan struct{})
+	go func() {
+		tx, err := db.BeginTx(hctx, nil)
+		if err == nil {
+			defer tx.Rollback()
+			_, err = tx.ExecContext(hctx, "INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('busy', 'u', 'p', 'ACTIVE', now(), 1, now(), 1, now(), now())")
+		}
+		close(inserted)
+		if err == nil {
+			_, err = tx.ExecContext(hctx, "SELECT pg_sleep(120)")
+		}
+		held <- err
+	}()
+	defer func() {
+		stop()
+		<-held
+	}()
+	<-inserted
+
+	s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: time.Second, LockTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Wait until the holder's statement is running, so that the row's lock
+	// is held by an active session.
+	for {
+		var n int
+		if err := s.DB().Raw("SELECT COUNT(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(120)%'").Row().Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-held:
+			t.Fatalf("the holder ended before it slept: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	err = s.DB().Exec("INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('busy', 'w', 'p', 'ACTIVE', now(), 2, now(), 2, now(), now()) ON CONFLICT (erp_id) DO NOTHING").Error
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		t.Fatalf("the write behind an active holder: %v, want lock_not_available (55P03)", err)
 	}
 }

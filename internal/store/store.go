@@ -95,6 +95,15 @@ type Options struct {
 	// server's lock_timeout is 0). Defaults to 0: the server's setting.
 	// MySQL ignores it (InnoDB's waits end after innodb_lock_wait_timeout).
 	IdleTxTimeout time.Duration
+	// LockTimeout, on PostgreSQL, is the sessions' lock_timeout unless the
+	// DSN sets one: a statement that waits this long for a lock fails
+	// (SQLSTATE 55P03) instead of waiting on. It bounds the wait behind a
+	// process paused in the middle of a statement (a COPY whose rows it
+	// had not all sent), whose session is active, not idle, and which
+	// IdleTxTimeout does not end; as innodb_lock_wait_timeout bounds
+	// InnoDB's. Defaults to 0: the server's setting (0, no bound). MySQL
+	// ignores it.
+	LockTimeout time.Duration
 }
 
 // withDefaults is a copy of opt (nil: the zero Options) with its defaults
