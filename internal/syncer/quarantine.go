@@ -31,12 +31,8 @@ func (s *Syncer) MarkQuarantined(ctx context.Context, invs []erp.Invalid, log ze
 func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	newest := map[string]erp.Invalid{}
 	for _, inv := range invs {
-		if inv.ErpID == "" {
-			continue
-		}
-		if old, ok := newest[inv.ErpID]; !ok || inv.NewerThan(old) {
-			inv.Raw = nil
-			newest[inv.ErpID] = inv
+		if inv.ErpID != "" {
+			keepNewest(newest, inv)
 		}
 	}
 	if len(newest) == 0 {
@@ -68,6 +64,17 @@ func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 		todo = todo[n:]
 	}
 	return nil
+}
+
+// keepNewest keeps inv in byID, without its raw text, when it is the
+// newest copy of its record there, and reports whether it did.
+func keepNewest(byID map[string]erp.Invalid, inv erp.Invalid) bool {
+	if old, ok := byID[inv.ErpID]; ok && !inv.NewerThan(old) {
+		return false
+	}
+	inv.Raw = nil
+	byID[inv.ErpID] = inv
+	return true
 }
 
 // markAfterWrites marks again, after the run wrote recs, the rows of

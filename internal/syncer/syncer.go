@@ -385,9 +385,7 @@ func (u *undatedCopies) add(inv erp.Invalid) {
 	if u.byID == nil {
 		u.byID = map[string]erp.Invalid{}
 	}
-	if old, ok := u.byID[inv.ErpID]; !ok || inv.NewerThan(old) {
-		inv.Raw = nil
-		u.byID[inv.ErpID] = inv
+	if keepNewest(u.byID, inv) {
 		u.n.Store(int64(len(u.byID)))
 	}
 }
