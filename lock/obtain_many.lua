@@ -20,9 +20,10 @@
 -- then        how many locks, in KEYS order, counter j serves, for j =
 --             1..m (not with ARGV[2] = -1)
 --
--- A call names each key and token once, and each counter once, whatever
--- the number of locks that share it: a Redlock's batch spreads its keys
--- over 64 counters, and one proposed floor serves the whole call.
+-- A call names each key once, a token once for each run of locks that
+-- carry it, and each counter once, whatever the number of locks that
+-- share it: a Redlock's batch spreads its keys over 64 counters, and one
+-- proposed floor serves the whole call.
 --
 -- Returns one integer per lock: its fencing token, 0 when it is held, or
 -- -1 when its counter is not an integer (nothing is granted on it). Each
