@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -410,7 +412,19 @@ func (f *Feed) CompareSnapshot(ctx context.Context, st *store.Store, snap *Snaps
 	if err != nil {
 		return nil, nil, err
 	}
+	diff.sort()
 	return res, diff, nil
+}
+
+// sort orders each list of d by erp_id, the order in which the scan
+// reads the table: the rows read again come in the database's own order,
+// which PostgreSQL does not keep from one read to the next, and the first
+// erp_ids of a list are the examples a reconcile shows.
+func (d *Diff) sort() {
+	slices.SortFunc(d.Absent, func(a, b Row) int { return strings.Compare(a.ErpID, b.ErpID) })
+	for _, recs := range [][]erp.Record{d.Missing, d.Restore, d.Stale, d.Repair} {
+		slices.SortFunc(recs, func(a, b erp.Record) int { return strings.Compare(a.ErpID, b.ErpID) })
+	}
 }
 
 // keys returns the erp_ids that d lists.
