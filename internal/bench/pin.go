@@ -48,10 +48,9 @@ type pinning struct {
 	ports serverPorts
 	// saved is each pinned thread's affinity before, to put back.
 	saved map[int]unix.CPUSet
-	// db and rest are the database's CPUs and the others'; dbBefore the
-	// database's before.
-	db, rest, dbBefore unix.CPUSet
-	note               string
+	// dbBefore is the database's CPUs before.
+	dbBefore unix.CPUSet
+	note     string
 }
 
 // pin gives the database servers on ports the CPUs db, and this process
@@ -64,18 +63,17 @@ func pin(db []int, ports serverPorts) (*pinning, error) {
 		return nil, fmt.Errorf("--database-cpus: read this process's CPUs: %w", err)
 	}
 	p := &pinning{ports: ports, saved: map[int]unix.CPUSet{}}
+	var dbSet unix.CPUSet
+	rest := all
 	for _, c := range db {
 		if !all.IsSet(c) {
 			return nil, fmt.Errorf("--database-cpus: CPU %d is not one this process may run on (%s)", c, cpuList(all))
 		}
-		p.db.Set(c)
+		dbSet.Set(c)
+		rest.Clear(c)
 	}
-	p.rest = all
-	for _, c := range db {
-		p.rest.Clear(c)
-	}
-	if p.rest.Count() == 0 {
-		return nil, fmt.Errorf("--database-cpus %s leaves no CPU for erpsync, Redis and the bench", cpuList(p.db))
+	if rest.Count() == 0 {
+		return nil, fmt.Errorf("--database-cpus %s leaves no CPU for erpsync, Redis and the bench", cpuList(dbSet))
 	}
 	var dbs, redis []string
 	eachServer(ports, func(d, kind string, _ bool) {
@@ -95,7 +93,7 @@ func pin(db []int, ports serverPorts) (*pinning, error) {
 	for _, g := range []struct {
 		dirs []string
 		set  unix.CPUSet
-	}{{dbs, p.db}, {redis, p.rest}, {[]string{self}, p.rest}} {
+	}{{dbs, dbSet}, {redis, rest}, {[]string{self}, rest}} {
 		for _, d := range g.dirs {
 			if err := p.set(d, g.set); err != nil {
 				p.restore()
@@ -103,7 +101,7 @@ func pin(db []int, ports serverPorts) (*pinning, error) {
 			}
 		}
 	}
-	p.note = fmt.Sprintf("the database servers (%d processes) on CPUs %s; the bench, erpsync and Redis (%d servers) on %s", len(dbs), cpuList(p.db), len(redis), cpuList(p.rest))
+	p.note = fmt.Sprintf("the database servers (%d processes) on CPUs %s; the bench, erpsync and Redis (%d servers) on %s", len(dbs), cpuList(dbSet), len(redis), cpuList(rest))
 	return p, nil
 }
 
