@@ -353,18 +353,22 @@ entities:
 
 // A backfill frozen inside a transaction holds its rows uncommitted, and
 // their locks: on PostgreSQL every other writer of those rows would wait
-// until it wakes, for as long as it sleeps (lock_timeout is 0). erpsync's
-// sessions carry idle_in_transaction_session_timeout (the lock TTL, at
-// least 10s), so the server ends the frozen session and rolls its
-// transaction back: a run started once the frozen backfill's record locks
-// expired writes those records and finishes while it still sleeps. Woken,
-// the backfill finds its session gone and writes its records again under
-// fresh locks. MySQL's InnoDB has no such end: its waits time out after
-// innodb_lock_wait_timeout instead.
+// until it wakes, for as long as it sleeps (lock_timeout is 0); on MariaDB
+// for innodb_lock_wait_timeout (50s) a statement, each try. erpsync's
+// sessions carry idle_in_transaction_session_timeout on PostgreSQL and
+// idle_transaction_timeout on MariaDB (the lock TTL, at least 10s), so the
+// server ends the frozen session and rolls its transaction back: a run
+// started once the frozen backfill's record locks expired writes those
+// records and finishes while it still sleeps. Woken, the backfill finds
+// its session gone and writes its records again under fresh locks. MySQL
+// has no such setting: its waits time out after innodb_lock_wait_timeout.
 func TestSIGSTOPInsideATransaction(t *testing.T) {
 	t.Parallel()
+	idleInTx := "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'erpsync' AND state = 'idle in transaction'"
 	if !testenv.Postgres() {
-		t.Skip("PostgreSQL's idle-in-transaction timeout; MySQL's waits end after innodb_lock_wait_timeout")
+		if !testenv.MariaDB(t) {
+			t.Skip("MySQL has no idle-transaction timeout: its waits end after innodb_lock_wait_timeout")
+		}
 	}
 	w := setup(t, 11, "SIGSTOP a backfill inside a transaction (change events on) past its lock TTL; a run writes its rows meanwhile; SIGCONT",
 		erpmock.Options{Records: 5000, Seed: 111, Faults: erpmock.Faults{Latency: 20 * time.Millisecond}})
@@ -377,11 +381,18 @@ func TestSIGSTOPInsideATransaction(t *testing.T) {
 	// Frozen where it holds records unwritten, and inside a transaction:
 	// a session of it idle in one (its INSERT landed once the table was
 	// free, and it sleeps before its COMMIT).
+	if !testenv.Postgres() {
+		// A session of the scenario's database idle (Sleep) with an
+		// InnoDB transaction open.
+		idleInTx = `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+ JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+ WHERE p.DB = '` + w.DBName + `' AND p.COMMAND = 'Sleep'`
+	}
 	var held []string
 	for try := 0; ; try++ {
 		held = freezeHolding(t, w.Env, rdb, frozen, truthVersions(w.Mock))
 		var idle int
-		if err := w.DB.QueryRow("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'erpsync' AND state = 'idle in transaction'").Scan(&idle); err != nil {
+		if err := w.DB.QueryRow(idleInTx).Scan(&idle); err != nil {
 			t.Fatal(err)
 		}
 		if idle > 0 {
@@ -422,7 +433,7 @@ func TestSIGSTOPInsideATransaction(t *testing.T) {
 	// Every row's version has its change event: the rolled-back
 	// transaction took its events with it, and the writes made again
 	// recorded theirs.
-	if n := w.Count(`SELECT COUNT(*) FROM %s m WHERE NOT EXISTS (SELECT 1 FROM erpsync_events e
+	if n := w.Count(`SELECT COUNT(*) FROM %s m WHERE NOT EXISTS (SELECT 1 FROM `+w.Table("erpsync_events")+` e
  WHERE e.entity = 'memberships' AND e.entity_key = CONCAT('{"erp_id":"', m.erp_id, '"}') AND e.version = m.erp_version)`, "memberships"); n != 0 {
 		t.Errorf("%d rows have no change event at their version", n)
 	}

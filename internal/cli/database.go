@@ -215,15 +215,15 @@ func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
 		return &store.Options{IdleTxTimeout: idle, LockTimeout: 2 * idle}, nil
 	}
 	t, err := loadTLS("--mysql-tls-*", s.MySQLTLS)
-	if t == nil {
+	if err != nil {
 		return nil, err
 	}
-	return &store.Options{TLS: t}, nil
+	return &store.Options{TLS: t, IdleTxTimeout: idleTxTimeout(s.LockTTL)}, nil
 }
 
-// idleTxTimeout is how long a PostgreSQL session of erpsync may sit idle
-// inside a transaction before the server ends it (store.Options.
-// IdleTxTimeout): the lock TTL, past which a process that stopped there
+// idleTxTimeout is how long a session of erpsync on PostgreSQL or MariaDB
+// may sit idle inside a transaction before the server ends it
+// (store.Options.IdleTxTimeout): the lock TTL, past which a process that stopped there
 // (paused, frozen) has lost its record locks to other writers, whose
 // writes of the same rows its open transaction would hold back until it
 // wakes; 30s, --lock-ttl's default, for a command without record locks

@@ -503,20 +503,41 @@ func (f *feed) env(id string) *proctest.Env {
 }
 
 // processDSN is the DSN of the feed's processes: the world's, and, in a
-// feed with LockLoss on PostgreSQL, with sessions the server ends once
-// idle in a transaction for a second (idle_in_transaction_session_timeout,
+// feed with LockLoss on PostgreSQL or MariaDB, with sessions the server
+// ends once idle in a transaction for a second
+// (idle_in_transaction_session_timeout, MariaDB's idle_transaction_timeout;
 // erpsync's own being the lock TTL and at least 10s): a process paused
 // inside a transaction (1.5s, pauseWriters) has it rolled back under it,
-// rows and change events, and must write its records again.
+// rows and change events, and must write its records again. MySQL has no
+// such setting.
 func (f *feed) processDSN() string {
-	if !f.w.postgres() || f.sc.Typed == nil || !f.sc.Typed.LockLoss {
+	if f.sc.Typed == nil || !f.sc.Typed.LockLoss {
 		return f.w.dsn
+	}
+	idle := "idle_in_transaction_session_timeout=1000"
+	if !f.w.postgres() {
+		if !mariaDB(f.t) {
+			return f.w.dsn
+		}
+		idle = "idle_transaction_timeout=1"
 	}
 	sep := "?"
 	if strings.Contains(f.w.dsn, "?") {
 		sep = "&"
 	}
-	return f.w.dsn + sep + "idle_in_transaction_session_timeout=1000"
+	return f.w.dsn + sep + idle
+}
+
+var (
+	isMariaDB     bool
+	isMariaDBOnce sync.Once
+)
+
+// mariaDB says whether the MySQL server of the tests is MariaDB, asked
+// once.
+func mariaDB(t testing.TB) bool {
+	isMariaDBOnce.Do(func() { isMariaDB = testenv.MariaDB(t) })
+	return isMariaDB
 }
 
 func processArgs(x execSpec, report string) []string {

@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -86,14 +88,17 @@ type Options struct {
 	// than a refusal (the embedded server of `erpsync demo`). Defaults to
 	// false: a load, and an INSERT once the server refuses loads.
 	NoLoadData bool
-	// IdleTxTimeout, on PostgreSQL, is the sessions'
-	// idle_in_transaction_session_timeout unless the DSN sets one: the
+	// IdleTxTimeout is the sessions' idle_in_transaction_session_timeout
+	// on PostgreSQL, and their idle_transaction_timeout (in seconds,
+	// rounded up) on MariaDB 10.3 and later, unless the DSN sets it: the
 	// server ends a session left idle inside a transaction this long and
 	// rolls the transaction back. A process paused mid-transaction would
 	// otherwise hold its uncommitted rows' locks until it wakes, and every
-	// other writer of those rows would wait on them, without a bound (the
-	// server's lock_timeout is 0). Defaults to 0: the server's setting.
-	// MySQL ignores it (InnoDB's waits end after innodb_lock_wait_timeout).
+	// other writer of those rows would wait on them: without a bound on
+	// PostgreSQL (the server's lock_timeout is 0), on MariaDB for
+	// innodb_lock_wait_timeout a statement, each try. Defaults to 0: the
+	// server's setting. MySQL has no such setting and ignores it
+	// (InnoDB's waits end after innodb_lock_wait_timeout).
 	IdleTxTimeout time.Duration
 	// LockTimeout, on PostgreSQL, is the sessions' lock_timeout unless the
 	// DSN sets one: a statement that waits this long for a lock fails
@@ -269,19 +274,16 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 		cfg.TLS = o.TLS.Clone()
 		cfg.TLSConfig = ""
 	}
-	// A connector, not a DSN string: a tls.Config has no DSN form.
-	conn, err := mysql.NewConnector(cfg)
+	pool, err := connect(ctx, cfg, o.PingTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("open mysql: %s", redact(err, cfg))
+		return nil, err
 	}
-	pool := sql.OpenDB(conn)
-	// Ping first, bounded: gorm.Open asks the version without a deadline,
-	// and an unreachable host cost the dial timeout once per retry.
-	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
-	defer cancel()
-	if err := pool.PingContext(pctx); err != nil {
+	if idle := withIdleTxTimeout(ctx, pool, cfg, o.IdleTxTimeout, o.PingTimeout); idle != cfg {
 		pool.Close()
-		return nil, unavailable(err, cfg, o.PingTimeout)
+		cfg = idle
+		if pool, err = connect(ctx, cfg, o.PingTimeout); err != nil {
+			return nil, err
+		}
 	}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: pool, DSNConfig: cfg}), &gorm.Config{
 		Logger:                 logger.Discard,
@@ -306,6 +308,56 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	}
 	info := connInfo{addr: cfg.Addr, db: cfg.DBName, password: cfg.Passwd}
 	return &Store{db: db, sql: sqlDB, d: MySQL, conn: info, cfg: cfg, rec: rec, t: memberships}, nil
+}
+
+// connect opens a pool on cfg and pings it within bound: gorm.Open asks
+// the version without a deadline, and an unreachable host cost the dial
+// timeout once per retry.
+func connect(ctx context.Context, cfg *mysql.Config, bound time.Duration) (*sql.DB, error) {
+	// A connector, not a DSN string: a tls.Config has no DSN form.
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %s", redact(err, cfg))
+	}
+	pool := sql.OpenDB(conn)
+	pctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	if err := pool.PingContext(pctx); err != nil {
+		pool.Close()
+		return nil, unavailable(err, cfg, bound)
+	}
+	return pool, nil
+}
+
+// myIdleTxTimeout is MariaDB's session setting of Options.IdleTxTimeout,
+// in whole seconds; MySQL has none.
+const myIdleTxTimeout = "idle_transaction_timeout"
+
+// withIdleTxTimeout is cfg with MariaDB's idle_transaction_timeout set to
+// d, rounded up to a second, when the server of pool has that setting
+// (MariaDB 10.3 and later; asked within bound) and cfg does not set it
+// itself; else cfg unchanged.
+func withIdleTxTimeout(ctx context.Context, pool *sql.DB, cfg *mysql.Config, d, bound time.Duration) *mysql.Config {
+	if _, set := cfg.Params[myIdleTxTimeout]; d <= 0 || set {
+		return cfg
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var name, value string
+	err := pool.QueryRowContext(ctx, `SHOW VARIABLES LIKE 'idle\_transaction\_timeout'`).Scan(&name, &value)
+	if err != nil {
+		// MySQL (no such row), or a server that would not say: InnoDB's
+		// innodb_lock_wait_timeout still bounds the waits.
+		return cfg
+	}
+	params := maps.Clone(cfg.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params[myIdleTxTimeout] = strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+	cfg = cfg.Clone()
+	cfg.Params = params
+	return cfg
 }
 
 // unavailable translates a failure to reach the database within bound:

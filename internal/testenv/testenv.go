@@ -27,6 +27,33 @@ func RandomName(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// mysqlServer is the user and address part of ERPSYNC_TEST_MYSQL_DSN,
+// before its "/".
+func mysqlServer() string {
+	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
+	if base == "" {
+		base = "root@tcp(127.0.0.1:3306)/"
+	}
+	host, _, _ := strings.Cut(base, "/")
+	return host
+}
+
+// MariaDB says whether the MySQL server of ERPSYNC_TEST_MYSQL_DSN is
+// MariaDB (its version says so), failing t when it does not answer.
+func MariaDB(t testing.TB) bool {
+	t.Helper()
+	s, err := store.Open(context.Background(), mysqlServer()+"/mysql", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var version string
+	if err := s.DB().Raw("SELECT VERSION()").Row().Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(version, "MariaDB")
+}
+
 // MySQLDSN returns a DSN naming a database that does not exist yet and is
 // dropped when the test ends.
 func MySQLDSN(t testing.TB) string { return MySQLDSNNamed(t, "erpsync_t_") }
@@ -34,13 +61,8 @@ func MySQLDSN(t testing.TB) string { return MySQLDSNNamed(t, "erpsync_t_") }
 // MySQLDSNNamed is MySQLDSN for a database whose name starts with prefix.
 func MySQLDSNNamed(t testing.TB, prefix string) string {
 	t.Helper()
-	base := os.Getenv("ERPSYNC_TEST_MYSQL_DSN")
-	if base == "" {
-		base = "root@tcp(127.0.0.1:3306)/"
-	}
 	name := RandomName(prefix)
-	host, _, _ := strings.Cut(base, "/")
-	dsn := host + "/" + name + "?parseTime=true"
+	dsn := mysqlServer() + "/" + name + "?parseTime=true"
 	t.Cleanup(func() {
 		cfg, err := store.ParseDSN(dsn)
 		if err != nil {

@@ -1,0 +1,100 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/store"
+)
+
+// On MariaDB, Options.IdleTxTimeout is the sessions'
+// idle_transaction_timeout in whole seconds, rounded up, unless the DSN
+// sets it; the server then ends a session idle inside a transaction that
+// long and rolls it back. MySQL has no such setting: the store opens
+// without it.
+func TestMySQLIdleTxTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, dsn := mysqlStore(t)
+	var version string
+	if err := base.DB().Raw("SELECT VERSION()").Row().Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	mariadb := strings.Contains(version, "MariaDB")
+	var global string
+	if mariadb {
+		if err := base.DB().Raw("SELECT @@GLOBAL.idle_transaction_timeout").Row().Scan(&global); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(dsn string, idle time.Duration) *store.Store {
+		t.Helper()
+		s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	for _, c := range []struct {
+		dsn  string
+		idle time.Duration
+		want string
+	}{
+		{dsn, 12 * time.Second, "12"},
+		{dsn, 1500 * time.Millisecond, "2"},
+		{dsn + "&idle_transaction_timeout=5", 12 * time.Second, "5"},
+		{dsn, 0, global},
+	} {
+		s := open(c.dsn, c.idle)
+		var got string
+		err := s.DB().Raw("SELECT @@SESSION.idle_transaction_timeout").Row().Scan(&got)
+		if !mariadb {
+			if err == nil {
+				t.Errorf("%s has idle_transaction_timeout (%s): a MariaDB not named so?", version, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("IdleTxTimeout %s, DSN %s: idle_transaction_timeout %q (%v), want %q", c.idle, c.dsn, got, err, c.want)
+		}
+	}
+	if !mariadb {
+		return
+	}
+
+	idleTxEnded(t, open(dsn, time.Second))
+}
+
+// idleTxEnded checks that the server of s, opened with an IdleTxTimeout
+// of a second, ends a transaction of s left idle for three and rolls its
+// row back.
+func idleTxEnded(t *testing.T, s *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := s.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	now := nowSQL(s)
+	if _, err := tx.ExecContext(ctx, "INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('idle', 'u', 'p', 'ACTIVE', "+now+", 1, "+now+", 1, "+now+", "+now+")"); err != nil {
+		t.Fatal(err)
+	}
+	// A second between BEGIN and the INSERT would end the transaction
+	// early: the test's own pause is three.
+	time.Sleep(3 * time.Second)
+	if err := tx.Commit(); err == nil {
+		t.Fatal("a transaction idle for 3s past a 1s timeout committed")
+	}
+	var n int64
+	if err := s.DB().Raw("SELECT COUNT(*) FROM memberships WHERE erp_id = 'idle'").Row().Scan(&n); err != nil || n != 0 {
+		t.Errorf("the ended transaction's row: %d rows (%v), want 0", n, err)
+	}
+}
