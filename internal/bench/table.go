@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -25,6 +26,22 @@ type Goal struct {
 	Value float64 `json:"value"`
 	Goal  string  `json:"goal"`
 	Met   bool    `json:"met"`
+}
+
+// shown is g's value as the goals table prints it: two decimals, or as
+// many more (up to four) as it takes for a missed goal not to print as its
+// target (0.7968 against ">= 0.8" is 0.797, not 0.80).
+func (g Goal) shown() string {
+	f := strings.Fields(g.Goal)
+	target, err := strconv.ParseFloat(f[len(f)-1], 64)
+	s := strconv.FormatFloat(g.Value, 'f', 2, 64)
+	for d := 3; d <= 4 && !g.Met && err == nil; d++ {
+		if v, _ := strconv.ParseFloat(s, 64); v != target {
+			break
+		}
+		s = strconv.FormatFloat(g.Value, 'f', d, 64)
+	}
+	return s
 }
 
 // Goals compares the measurements with the goals of the issue; a goal
@@ -183,7 +200,7 @@ func (r *Results) Markdown(w io.Writer) {
 			if g.Met {
 				met = "yes"
 			}
-			fmt.Fprintf(w, "| %s | %.2f | %s | %s |\n", g.Name, g.Value, g.Goal, met)
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", g.Name, g.shown(), g.Goal, met)
 		}
 	}
 	if ts := r.TypedRatios(); len(ts) > 0 {
