@@ -223,17 +223,17 @@ func (s *settings) storeOptions(d store.Dialect) (*store.Options, error) {
 
 // idleTxTimeout is how long a session of erpsync on PostgreSQL or MariaDB
 // may sit idle inside a transaction before the server ends it
-// (store.Options.IdleTxTimeout): the lock TTL, past which a process that stopped there
-// (paused, frozen) has lost its record locks to other writers, whose
-// writes of the same rows its open transaction would hold back until it
-// wakes; 30s, --lock-ttl's default, for a command without record locks
-// (the relay's --lock-ttl is its relay lock's, and its transactions are
-// a few statements long); never under 10s, so that a busy machine's
-// pause between two statements of a transaction does not end it. The
-// process, when it wakes, finds its session gone and writes those
-// records again under fresh locks.
+// (store.Options.IdleTxTimeout): the lock TTL, past which a process that
+// stopped there (paused, frozen) has lost its record locks to other
+// writers, whose writes of the same rows its open transaction would hold
+// back until it wakes; 30s, --lock-ttl's default, for a command without
+// record locks (the relay's --lock-ttl is its relay lock's, and its
+// transactions are a few statements long); never under 10s, so that a
+// busy machine's pause between two statements of a transaction does not
+// end it. The process, when it wakes, finds its session gone and writes
+// those records again under fresh locks.
 //
-// The sessions' lock_timeout (store.Options.LockTimeout) is twice that: a
+// The PostgreSQL sessions' lock_timeout (store.Options.LockTimeout) is twice that: a
 // write that waited so long on a row lock waits on a process paused in the
 // middle of a statement, which the idle timeout does not end (its session
 // is active), and fails, its records left to a later run, as InnoDB's
