@@ -364,11 +364,8 @@ entities:
 // has no such setting: its waits time out after innodb_lock_wait_timeout.
 func TestSIGSTOPInsideATransaction(t *testing.T) {
 	t.Parallel()
-	idleInTx := "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'erpsync' AND state = 'idle in transaction'"
-	if !testenv.Postgres() {
-		if !testenv.MariaDB(t) {
-			t.Skip("MySQL has no idle-transaction timeout: its waits end after innodb_lock_wait_timeout")
-		}
+	if !testenv.Postgres() && !testenv.MariaDB(t) {
+		t.Skip("MySQL has no idle-transaction timeout: its waits end after innodb_lock_wait_timeout")
 	}
 	w := setup(t, 11, "SIGSTOP a backfill inside a transaction (change events on) past its lock TTL; a run writes its rows meanwhile; SIGCONT",
 		erpmock.Options{Records: 5000, Seed: 111, Faults: erpmock.Faults{Latency: 20 * time.Millisecond}})
@@ -381,6 +378,7 @@ func TestSIGSTOPInsideATransaction(t *testing.T) {
 	// Frozen where it holds records unwritten, and inside a transaction:
 	// a session of it idle in one (its INSERT landed once the table was
 	// free, and it sleeps before its COMMIT).
+	idleInTx := "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'erpsync' AND state = 'idle in transaction'"
 	if !testenv.Postgres() {
 		// A session of the scenario's database idle (Sleep) with an
 		// InnoDB transaction open.

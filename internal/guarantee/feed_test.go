@@ -516,7 +516,7 @@ func (f *feed) processDSN() string {
 	}
 	idle := "idle_in_transaction_session_timeout=1000"
 	if !f.w.postgres() {
-		if !mariaDB(f.t) {
+		if !testenv.MariaDB(f.t) {
 			return f.w.dsn
 		}
 		idle = "idle_transaction_timeout=1"
@@ -526,18 +526,6 @@ func (f *feed) processDSN() string {
 		sep = "&"
 	}
 	return f.w.dsn + sep + idle
-}
-
-var (
-	isMariaDB     bool
-	isMariaDBOnce sync.Once
-)
-
-// mariaDB says whether the MySQL server of the tests is MariaDB, asked
-// once.
-func mariaDB(t testing.TB) bool {
-	isMariaDBOnce.Do(func() { isMariaDB = testenv.MariaDB(t) })
-	return isMariaDB
 }
 
 func processArgs(x execSpec, report string) []string {

@@ -3,11 +3,11 @@ package store_test
 import (
 	"context"
 	"database/sql"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // On MariaDB, Options.IdleTxTimeout is the sessions'
@@ -19,11 +19,7 @@ func TestMySQLIdleTxTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	base, dsn := mysqlStore(t)
-	var version string
-	if err := base.DB().Raw("SELECT VERSION()").Row().Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	mariadb := strings.Contains(version, "MariaDB")
+	mariadb := testenv.MariaDB(t)
 	var global string
 	if mariadb {
 		if err := base.DB().Raw("SELECT @@GLOBAL.idle_transaction_timeout").Row().Scan(&global); err != nil {
@@ -54,7 +50,7 @@ func TestMySQLIdleTxTimeout(t *testing.T) {
 		err := s.DB().Raw("SELECT @@SESSION.idle_transaction_timeout").Row().Scan(&got)
 		if !mariadb {
 			if err == nil {
-				t.Errorf("%s has idle_transaction_timeout (%s): a MariaDB not named so?", version, got)
+				t.Errorf("a MySQL server that is not MariaDB has idle_transaction_timeout (%s)", got)
 			}
 			continue
 		}

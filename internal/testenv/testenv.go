@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -39,20 +40,29 @@ func mysqlServer() string {
 }
 
 // MariaDB says whether the MySQL server of ERPSYNC_TEST_MYSQL_DSN is
-// MariaDB (its version says so), failing t when it does not answer.
+// MariaDB (its version says so), failing t when it does not answer. The
+// server is asked once per test binary.
 func MariaDB(t testing.TB) bool {
 	t.Helper()
-	s, err := store.Open(context.Background(), mysqlServer()+"/mysql", nil)
+	maria, err := isMariaDB()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return maria
+}
+
+var isMariaDB = sync.OnceValues(func() (bool, error) {
+	s, err := store.Open(context.Background(), mysqlServer()+"/mysql", nil)
+	if err != nil {
+		return false, err
 	}
 	defer s.Close()
 	var version string
 	if err := s.DB().Raw("SELECT VERSION()").Row().Scan(&version); err != nil {
-		t.Fatal(err)
+		return false, fmt.Errorf("mysql version: %w", err)
 	}
-	return strings.Contains(version, "MariaDB")
-}
+	return strings.Contains(version, "MariaDB"), nil
+})
 
 // MySQLDSN returns a DSN naming a database that does not exist yet and is
 // dropped when the test ends.
