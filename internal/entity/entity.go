@@ -364,7 +364,7 @@ func SplitKey(key string, n int) []string {
 
 // Reserved are the column names erpsync's own columns take in every
 // entity's table.
-var Reserved = []string{"erp_version", "erp_updated_at", "fence_token", "created_at", "updated_at", "deleted_at", "quarantined_at", "quarantined_version", "restore_count"}
+var Reserved = []string{"erp_version", "erp_updated_at", "fence_token", "created_at", "updated_at", "deleted_at", "quarantined_at", "quarantined_version", "restore_count", "quarantined_updated_at"}
 
 // OwnTables are the tables erpsync keeps for itself: no entity may take
 // one of these names. (memberships is not one: it is the built-in

@@ -36,11 +36,11 @@ func TestChildTablesAdditiveChanges(t *testing.T) {
 	e := orders(t)
 	p := migrateEntities(t, s, e)
 	want := pick(s, []string{
-		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, `restore_count` BIGINT NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+		"CREATE TABLE IF NOT EXISTS `orders` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `status` VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `amount` DECIMAL(15,2) NULL, `erp_version` BIGINT NOT NULL, `erp_updated_at` DATETIME(3) NOT NULL, `fence_token` BIGINT NOT NULL, `created_at` DATETIME(3) NOT NULL, `updated_at` DATETIME(3) NOT NULL, `deleted_at` DATETIME(3) NULL, `quarantined_at` DATETIME(3) NULL, `quarantined_version` BIGINT NULL, `restore_count` BIGINT NULL, `quarantined_updated_at` DATETIME(3) NULL, UNIQUE KEY `uq_orders_company_order_no` (`company`, `order_no`), INDEX `ix_orders_quarantined` (`quarantined_at`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 		"CREATE TABLE IF NOT EXISTS `order_items` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `line_no` INT NOT NULL, `material` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, `quantity` DECIMAL(13,3) NOT NULL, `note` TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_items_company_order_no_line_no` (`company`, `order_no`, `line_no`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 		"CREATE TABLE IF NOT EXISTS `order_texts` (`company` VARCHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `order_no` BIGINT NOT NULL, `lang` VARCHAR(2) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL, `kind` INT NOT NULL, `body` VARCHAR(80) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, `erp_version` BIGINT NOT NULL, UNIQUE KEY `uq_order_texts_company_order_no_lang_kind` (`company`, `order_no`, `lang`, `kind`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 	}, []string{
-		`CREATE TABLE IF NOT EXISTS "orders" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "status" varchar(10) NOT NULL, "amount" numeric(15,2) NULL, "erp_version" bigint NOT NULL, "erp_updated_at" timestamptz(3) NOT NULL, "fence_token" bigint NOT NULL, "created_at" timestamptz(3) NOT NULL, "updated_at" timestamptz(3) NOT NULL, "deleted_at" timestamptz(3) NULL, "quarantined_at" timestamptz(3) NULL, "quarantined_version" bigint NULL, "restore_count" bigint NULL, CONSTRAINT "uq_orders_company_order_no" UNIQUE ("company", "order_no"))`,
+		`CREATE TABLE IF NOT EXISTS "orders" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "status" varchar(10) NOT NULL, "amount" numeric(15,2) NULL, "erp_version" bigint NOT NULL, "erp_updated_at" timestamptz(3) NOT NULL, "fence_token" bigint NOT NULL, "created_at" timestamptz(3) NOT NULL, "updated_at" timestamptz(3) NOT NULL, "deleted_at" timestamptz(3) NULL, "quarantined_at" timestamptz(3) NULL, "quarantined_version" bigint NULL, "restore_count" bigint NULL, "quarantined_updated_at" timestamptz(3) NULL, CONSTRAINT "uq_orders_company_order_no" UNIQUE ("company", "order_no"))`,
 		`CREATE INDEX IF NOT EXISTS "ix_orders_quarantined" ON "orders" ("quarantined_at")`,
 		`CREATE TABLE IF NOT EXISTS "order_items" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "line_no" integer NOT NULL, "material" varchar(40) NOT NULL, "quantity" numeric(13,3) NOT NULL, "note" text NULL, "erp_version" bigint NOT NULL, CONSTRAINT "uq_order_items_company_order_no_line_no" UNIQUE ("company", "order_no", "line_no"))`,
 		`CREATE TABLE IF NOT EXISTS "order_texts" ("company" varchar(4) COLLATE "C" NOT NULL, "order_no" bigint NOT NULL, "lang" varchar(2) COLLATE "C" NOT NULL, "kind" integer NOT NULL, "body" varchar(80) NULL, "erp_version" bigint NOT NULL, CONSTRAINT "uq_order_texts_company_order_no_lang_kind" UNIQUE ("company", "order_no", "lang", "kind"))`,
@@ -144,25 +144,27 @@ func insertDocument(t *testing.T, s *store.Store, e *entity.Entity) {
 	}
 }
 
-// A table made before restore_count was one of erpsync's own columns
-// (migration 008) fails the check every command runs, naming the column,
-// and migrate adds it, nullable, to the table and keeps its rows; the
-// check then lets commands through.
-func TestMigrateAddsRestoreCount(t *testing.T) {
+// A table made before restore_count (migration 008) and
+// quarantined_updated_at (011) were erpsync's own columns fails the check
+// every command runs, naming the first, and migrate adds them, nullable, to the
+// table and keeps its rows; the check then lets commands through.
+func TestMigrateAddsLateColumns(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	ctx := context.Background()
 	e := orders(t)
 	migrateEntities(t, s, e)
 	insertDocument(t, s, e)
-	if err := s.DB().Exec("ALTER TABLE orders DROP COLUMN restore_count").Error; err != nil {
+	if err := s.DB().Exec("ALTER TABLE orders DROP COLUMN restore_count, DROP COLUMN quarantined_updated_at").Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CheckEntities(ctx, []*entity.Entity{e}); err == nil || !strings.Contains(err.Error(), "restore_count") {
-		t.Fatalf("check of a table without restore_count: %v", err)
+	err := s.CheckEntities(ctx, []*entity.Entity{e})
+	if err == nil || !strings.Contains(err.Error(), "restore_count") {
+		t.Fatalf("check of a table without restore_count and quarantined_updated_at: %v", err)
 	}
 	p := migrateEntities(t, s, e)
-	if want := pick(s, []string{"ALTER TABLE `orders` ADD COLUMN `restore_count` BIGINT NULL"}, []string{`ALTER TABLE "orders" ADD COLUMN "restore_count" bigint NULL`}); !slices.Equal(p.Statements, want) {
+	if want := pick(s, []string{"ALTER TABLE `orders` ADD COLUMN `restore_count` BIGINT NULL, ADD COLUMN `quarantined_updated_at` DATETIME(3) NULL"},
+		[]string{`ALTER TABLE "orders" ADD COLUMN "restore_count" bigint NULL, ADD COLUMN "quarantined_updated_at" timestamptz(3) NULL`}); !slices.Equal(p.Statements, want) {
 		t.Fatalf("migrate planned %q, want %q", p.Statements, want)
 	}
 	var n int64

@@ -15,6 +15,7 @@ import (
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // orders is an entity with two children: items, keyed by an int32 line
@@ -88,7 +89,7 @@ func documentModel(t *testing.T, events bool) {
 	e := orders(t)
 	e.Events = events
 	st := entityStore(t, s, e)
-	rng := propertyRand(t, 11)
+	rng := testenv.PropertyRand(t, 11)
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	keys := make([][2]string, 10)

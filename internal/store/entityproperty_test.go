@@ -249,7 +249,7 @@ func assertTable(t *testing.T, s *store.Store, e *entity.Entity) {
 	for _, own := range []entity.Column{{Name: "erp_version", Type: bigint}, {Name: "erp_updated_at", Type: datetime}, {Name: "fence_token", Type: bigint},
 		{Name: "created_at", Type: datetime}, {Name: "updated_at", Type: datetime}, {Name: "deleted_at", Type: datetime, Nullable: true},
 		{Name: "quarantined_at", Type: datetime, Nullable: true}, {Name: "quarantined_version", Type: bigint, Nullable: true},
-		{Name: "restore_count", Type: bigint, Nullable: true}} {
+		{Name: "restore_count", Type: bigint, Nullable: true}, {Name: "quarantined_updated_at", Type: datetime, Nullable: true}} {
 		want[own.Name] = fmt.Sprintf("%s %v", typeName(own.Type), own.Nullable)
 	}
 	query := `SELECT COLUMN_NAME AS name, LOWER(COLUMN_TYPE) AS type, IS_NULLABLE AS nullable FROM information_schema.COLUMNS

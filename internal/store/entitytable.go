@@ -9,8 +9,8 @@ import (
 )
 
 // ownColumns are erpsync's own columns of every entity's table, after the
-// declared ones, as memberships has them (migrations 001, 003, 004 and
-// 008).
+// declared ones, as memberships has them (migrations 001, 003, 004, 008
+// and 011).
 var ownColumns = []entity.Column{
 	{Name: "erp_version", Type: entity.Type{Kind: entity.Int64}},
 	{Name: "erp_updated_at", Type: entity.Type{Kind: entity.DateTime}},
@@ -24,6 +24,9 @@ var ownColumns = []entity.Column{
 	// delete (NULL: never): the life of its key that a change event's
 	// identity tells apart (migration 008).
 	{Name: "restore_count", Type: entity.Type{Kind: entity.Int64}, Nullable: true},
+	// quarantined_updated_at is the updated_at of the invalid copy that
+	// set the mark (migration 011).
+	{Name: "quarantined_updated_at", Type: entity.Type{Kind: entity.DateTime}, Nullable: true},
 }
 
 // tableColumn is one column of an entity's table: declared, or one of
@@ -41,8 +44,8 @@ type tableColumn struct {
 }
 
 // lateOwn are the own columns added after entity tables existed
-// (restore_count, with migration 008).
-var lateOwn = map[string]bool{"restore_count": true}
+// (restore_count, with migration 008; quarantined_updated_at, with 011).
+var lateOwn = map[string]bool{"restore_count": true, "quarantined_updated_at": true}
 
 // lineColumns are erpsync's own columns of every child table, after the
 // declared ones: the version of the parent its lines came with.

@@ -22,7 +22,7 @@ func GuardRules() []GuardRule {
 		{"replaces", ruleReplaces}, {"lands", ruleLands}, {"unmarks", ruleUnmarks},
 		{"lands and unmarks", and(ruleLands, ruleUnmarks)},
 		{"update unmarks", or(isNotNull(colDeleted), ruleUnmarks)},
-		{"marks by version", ruleMarksVersion}, {"marks by updated_at", ruleMarksUpdated}, {"marks undated", ruleMarksUndated},
+		{"marks by version", ruleMarksVersion}, {"marks by version, undated", ruleMarksVersionUndated}, {"marks by updated_at", ruleMarksUpdated}, {"marks undated", ruleMarksUndated},
 	}
 	out := make([]GuardRule, len(named))
 	for i, n := range named {

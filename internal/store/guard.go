@@ -22,6 +22,7 @@ const (
 	colFence     = "fence_token"
 	colUpdatedAt = "erp_updated_at"
 	colMark      = "quarantined_version"
+	colMarkAt    = "quarantined_updated_at"
 	colDeleted   = "deleted_at"
 )
 
@@ -72,17 +73,33 @@ var (
 	// ruleLands: the guarded upsert (UpsertRows), which restores nothing at
 	// the row's version: restores go through UpdateRow.
 	ruleLands = and(ruleNewer, ruleFence)
+	// ruleNotBeforeMark: the copy is not older than the invalid copy that
+	// set the row's mark, by their updated_at, when that copy's is known.
+	ruleNotBeforeMark = or(isNull(colMarkAt), ge(in(colUpdatedAt), row(colMarkAt)))
 	// ruleUnmarks: a write that lands clears the quarantine mark when it
-	// is at the marking version or a newer one; a replayed older valid
-	// copy updates the data and keeps the mark.
-	ruleUnmarks = or(isNull(colMark), ge(in(colVersion), row(colMark)))
+	// is at the marking version or a newer one, and not older than the
+	// invalid copy; a replayed older valid copy updates the data and keeps
+	// the mark. A mark set by a copy without a version holds the row's
+	// version then, so its updated_at alone decides: an earlier version
+	// served late keeps it, whichever run writes it.
+	ruleUnmarks = or(isNull(colMark), and(ge(in(colVersion), row(colMark)), ruleNotBeforeMark))
+	// ruleAfterMark: the copy is later than the invalid copy that set the
+	// row's mark, by their updated_at, or that copy's is not known.
+	ruleAfterMark = or(isNull(colMarkAt), gt(in(colUpdatedAt), row(colMarkAt)))
 	// ruleMarksVersion: an invalid copy with a version marks a live row
-	// when it is above the row's version and its mark.
-	ruleMarksVersion = and(ruleNewer, or(isNull(colMark), gt(in(colVersion), row(colMark))))
+	// when it is above the row's version and its mark, and later than the
+	// invalid copy of the mark when both updated_at are known.
+	ruleMarksVersion = and(ruleNewer, or(isNull(colMark), and(gt(in(colVersion), row(colMark)), ruleAfterMark)))
+	// ruleMarksVersionUndated: ruleMarksVersion for an invalid copy whose
+	// updated_at could not be read: by its version alone.
+	ruleMarksVersionUndated = and(ruleNewer, or(isNull(colMark), gt(in(colVersion), row(colMark))))
 	// ruleMarksUpdated: an invalid copy without a version but with an
-	// updated_at marks an unmarked live row when it is later than the
-	// row's erp_updated_at.
-	ruleMarksUpdated = and(isNull(colMark), gt(in(colUpdatedAt), row(colUpdatedAt)))
+	// updated_at marks a live row when it is later than the row's
+	// erp_updated_at, and the row is unmarked or its mark's invalid copy
+	// has a known, earlier updated_at: the mark then moves to the later
+	// copy.
+	ruleMarksUpdated = and(gt(in(colUpdatedAt), row(colUpdatedAt)),
+		or(isNull(colMark), and(isNotNull(colMarkAt), ruleAfterMark)))
 	// ruleMarksUndated: an invalid copy with neither marks an unmarked row.
 	ruleMarksUndated = isNull(colMark)
 )
@@ -151,6 +168,8 @@ func (c Current) null(col string) bool {
 	switch col {
 	case colMark:
 		return c.Mark == 0
+	case colMarkAt:
+		return c.MarkAt.IsZero()
 	case colDeleted:
 		return !c.Deleted
 	}
@@ -177,6 +196,8 @@ func (r rule) value(c Current, x incoming) operand {
 			return operand{t: c.UpdatedAt, time: true}
 		case colMark:
 			return operand{i: c.Mark}
+		case colMarkAt:
+			return operand{t: c.MarkAt, time: true}
 		}
 	}
 	panic("store: rule reads column " + r.col) // a declaration above is wrong: every test catches it
@@ -308,8 +329,10 @@ func (c Current) Marks(version int64, updatedAt time.Time) bool {
 // version when it has one, else by its updated_at when it has one.
 func marksRule(version int64, updatedAt time.Time) rule {
 	switch {
-	case version > 0:
+	case version > 0 && !updatedAt.IsZero():
 		return ruleMarksVersion
+	case version > 0:
+		return ruleMarksVersionUndated
 	case !updatedAt.IsZero():
 		return ruleMarksUpdated
 	}

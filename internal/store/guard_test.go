@@ -55,7 +55,7 @@ func agree(t *testing.T, st *store.Store, rng *rand.Rand, n int) {
 		ts = "timestamptz(3)"
 	}
 	if err := st.DB().Exec("CREATE TABLE guard_probe (id INT PRIMARY KEY, erp_version BIGINT NOT NULL, fence_token BIGINT NOT NULL, erp_updated_at " + ts +
-		" NOT NULL, quarantined_version BIGINT NULL, deleted_at " + ts + " NULL)").Error; err != nil {
+		" NOT NULL, quarantined_version BIGINT NULL, quarantined_updated_at " + ts + " NULL, deleted_at " + ts + " NULL)").Error; err != nil {
 		t.Fatal(err)
 	}
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -71,16 +71,22 @@ func agree(t *testing.T, st *store.Store, rng *rand.Rand, n int) {
 			version: int64(rng.IntN(4)), fence: int64(rng.IntN(3)), updatedAt: when()}
 		if rng.IntN(3) == 0 {
 			c.cur.Mark = 0
+		} else if rng.IntN(2) == 0 { // the invalid copy's updated_at, when it had one
+			c.cur.MarkAt = store.Millis(when())
 		}
 		cases[i] = c
 		mark, deleted := "NULL", "NULL"
 		if c.cur.Mark > 0 {
 			mark = fmt.Sprint(c.cur.Mark)
 		}
+		var markAt *time.Time
+		if !c.cur.MarkAt.IsZero() {
+			markAt = &c.cur.MarkAt
+		}
 		if c.cur.Deleted {
 			deleted = "'2026-03-02 00:00:00'"
 		}
-		if err := st.DB().Exec(fmt.Sprintf("INSERT INTO guard_probe VALUES (%d, %d, %d, ?, %s, %s)", i, c.cur.Version, c.cur.Fence, mark, deleted), c.cur.UpdatedAt).Error; err != nil {
+		if err := st.DB().Exec(fmt.Sprintf("INSERT INTO guard_probe VALUES (%d, %d, %d, ?, %s, ?, %s)", i, c.cur.Version, c.cur.Fence, mark, deleted), c.cur.UpdatedAt, markAt).Error; err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -37,6 +37,10 @@ type Current struct {
 	// copy that marked it (the row's own version when that copy had none);
 	// 0 when the row is not marked.
 	Mark int64
+	// MarkAt is the row's quarantined_updated_at: the updated_at of the
+	// invalid copy that marked it; zero when it had none that could be
+	// read, or the row is not marked.
+	MarkAt time.Time
 	// RestoreCount is the row's restore_count: how many times it came
 	// back after a soft delete.
 	RestoreCount int64
@@ -307,9 +311,10 @@ type Mark struct {
 
 // MarkQuarantined sets quarantined_at on the live rows of ms whose copy is
 // newer than what they hold and mark (Current.Marks, re-checked by each
-// UPDATE), in one transaction, and reports which it marked. A marked row
-// keeps its data and version; it takes the mark's fencing token, as any
-// write under a newer lock does.
+// UPDATE), in one transaction, and reports which it marked. The mark holds
+// the copy's version (the row's own when it had none) and its updated_at
+// (NULL when it had none). A marked row keeps its data and version; it
+// takes the mark's fencing token, as any write under a newer lock does.
 func (s *Store) MarkQuarantined(ctx context.Context, ms []Mark) ([]bool, error) {
 	return s.eachInTx(ctx, "mark quarantined", len(ms), func(tx *sql.Tx, i int) (sql.Result, error) {
 		m := ms[i]
@@ -320,6 +325,12 @@ func (s *Store) MarkQuarantined(ctx context.Context, ms []Mark) ([]bool, error) 
 			l.int(m.Version)
 		} else {
 			l.sql("UPDATE " + s.d.ident(s.t.name) + " SET quarantined_at = " + s.d.now() + ", quarantined_version = erp_version")
+		}
+		l.sql(", quarantined_updated_at = ")
+		if m.UpdatedAt.IsZero() {
+			l.sql("NULL")
+		} else if err := l.time(Millis(m.UpdatedAt)); err != nil {
+			return nil, fmt.Errorf("key %q: updated_at: %w", m.ErpID, err)
 		}
 		l.sql(", fence_token = ")
 		l.int(m.Fence)

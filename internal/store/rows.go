@@ -79,6 +79,7 @@ type Stored struct {
 	Written time.Time // the row's updated_at: when erpsync last wrote it, by the database's clock
 	Deleted bool      // deleted_at is set
 	Mark    int64     // quarantined_version, 0 when not marked
+	MarkAt  time.Time // quarantined_updated_at, zero when NULL
 	// RestoreCount is restore_count: how many times the row came back
 	// after a soft delete.
 	RestoreCount int64
@@ -116,26 +117,28 @@ func (s *Store) scanRows(ctx context.Context, db querier, keys []string, fn func
 	for _, c := range t.ent.Columns {
 		l.sql(t.d.ident(c.Name) + ", ")
 	}
-	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + t.d.ident(t.name))
+	l.sql("erp_version, erp_updated_at, fence_token, updated_at, deleted_at IS NOT NULL, COALESCE(quarantined_version, 0), quarantined_updated_at, COALESCE(restore_count, 0) FROM " + t.d.ident(t.name))
 	rows, err := s.queryWhere(ctx, db, l, keys, "")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)
 	}
 	defer rows.Close()
 	cs := make([]cell, len(t.kinds))
-	dest := make([]any, 0, len(cs)+7)
+	dest := make([]any, 0, len(cs)+8)
 	for i := range cs {
 		cs[i].k = t.kinds[i]
 		dest = append(dest, cs[i].dest())
 	}
 	var st Stored
+	var markAt sql.NullTime
 	st.Vals = make([]entity.Value, len(cs))
-	dest = append(dest, &st.Version, &st.UpdatedAt, &st.Fence, &st.Written, &st.Deleted, &st.Mark, &st.RestoreCount)
+	dest = append(dest, &st.Version, &st.UpdatedAt, &st.Fence, &st.Written, &st.Deleted, &st.Mark, &markAt, &st.RestoreCount)
 	keyParts := make([]string, len(t.keys))
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("read %s: %w", t.name, err)
 		}
+		st.MarkAt = markAt.Time
 		for i := range cs {
 			st.Vals[i] = cs[i].value()
 		}

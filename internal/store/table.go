@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,7 +120,7 @@ func compile(e *entity.Entity, d Dialect) (*Table, error) {
 	} else {
 		t.upsert = t.upsertMySQL()
 	}
-	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0), COALESCE(restore_count, 0) FROM " + q(t.name) + " WHERE "
+	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0), quarantined_updated_at, COALESCE(restore_count, 0) FROM " + q(t.name) + " WHERE "
 	if d == Postgres && len(t.keys) > 1 {
 		t.lateral = t.compileLateral()
 	}
@@ -312,16 +313,18 @@ func (t *Table) readVersionsLocking(ctx context.Context, db querier, keys []stri
 	}
 	defer rows.Close()
 	cs := t.keyCells()
-	dest := make([]any, 0, len(cs)+6)
+	dest := make([]any, 0, len(cs)+7)
 	for i := range cs {
 		dest = append(dest, cs[i].dest())
 	}
 	var c Current
-	dest = append(dest, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark, &c.RestoreCount)
+	var markAt sql.NullTime
+	dest = append(dest, &c.Version, &c.Fence, &c.Deleted, &c.UpdatedAt, &c.Mark, &markAt, &c.RestoreCount)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read versions: %w", err)
 		}
+		c.MarkAt = markAt.Time
 		out[keyOf(cs)] = c
 	}
 	if err := rows.Err(); err != nil {
@@ -400,7 +403,7 @@ func (t *Table) updateRow(l *literal, r Row) error {
 	l.sql(", fence_token = ")
 	l.int(r.Fence)
 	ops := rowOperands(incoming{Version: r.Version, Fence: r.Fence, UpdatedAt: r.UpdatedAt})
-	for _, col := range []string{"quarantined_at", "quarantined_version"} {
+	for _, col := range markColumns {
 		l.sql(", " + col + " = CASE WHEN ")
 		if err := or(isNotNull(colDeleted), ruleUnmarks).render(l, ops); err != nil {
 			return fmt.Errorf("key %q: %w", r.Key, err)
@@ -452,13 +455,19 @@ func (t *Table) liveKey(l *literal, key string, fence int64) {
 	l.int(fence)
 }
 
+// markColumns are the quarantine mark's columns, which a write that
+// unmarks the row sets NULL.
+var markColumns = []string{"quarantined_at", "quarantined_version", "quarantined_updated_at"}
+
 // upsertMySQL is the tail of MySQL's guarded upsert: ON DUPLICATE KEY
 // UPDATE, each assignment under ruleLands. It assigns the data first, then
 // the quarantine mark, then restore_count (a landed write on a
 // soft-deleted row restores it), fence_token, deleted_at and erp_version
 // last, in that order: MySQL evaluates the assignments left to right, a
 // later one sees the columns earlier ones changed, and the guard reads
-// fence_token and erp_version, the unmark quarantined_version. A new
+// fence_token and erp_version, the unmark the mark's columns (each set
+// NULL only where the unmark holds, which a NULL mark keeps true: their
+// order among them does not matter). A new
 // fence_token keeps the guard's fence test true, and the guard does not
 // read deleted_at: a higher version makes the row live.
 func (t *Table) upsertMySQL() string {
@@ -475,10 +484,11 @@ func (t *Table) upsertMySQL() string {
 		fmt.Fprintf(&b, "%s = IF(%s, VALUES(%s), %s), ", q(c.Name), guard, q(c.Name), q(c.Name))
 	}
 	b.WriteString("erp_updated_at = IF(" + guard + ", VALUES(erp_updated_at), erp_updated_at), " +
-		"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), " +
-		"quarantined_at = IF(" + unmark + ", NULL, quarantined_at), " +
-		"quarantined_version = IF(" + unmark + ", NULL, quarantined_version), " +
-		"restore_count = IF(" + guard + " AND deleted_at IS NOT NULL, COALESCE(restore_count, 0) + 1, restore_count), " +
+		"updated_at = IF(" + guard + ", VALUES(updated_at), updated_at), ")
+	for _, col := range markColumns {
+		b.WriteString(col + " = IF(" + unmark + ", NULL, " + col + "), ")
+	}
+	b.WriteString("restore_count = IF(" + guard + " AND deleted_at IS NOT NULL, COALESCE(restore_count, 0) + 1, restore_count), " +
 		"fence_token = IF(" + guard + ", VALUES(fence_token), fence_token), " +
 		"deleted_at = IF(" + guard + ", NULL, deleted_at), " +
 		"erp_version = IF(" + guard + ", VALUES(erp_version), erp_version)")
@@ -502,10 +512,11 @@ func (t *Table) upsertPostgres() string {
 		b.WriteString(q(c.Name) + " = EXCLUDED." + q(c.Name) + ", ")
 	}
 	unmark := ruleUnmarks.sqlText(Postgres, ops)
-	b.WriteString("erp_updated_at = EXCLUDED.erp_updated_at, updated_at = EXCLUDED.updated_at, " +
-		"quarantined_at = CASE WHEN " + unmark + " THEN NULL ELSE " + self + "quarantined_at END, " +
-		"quarantined_version = CASE WHEN " + unmark + " THEN NULL ELSE " + self + "quarantined_version END, " +
-		"restore_count = CASE WHEN " + self + "deleted_at IS NOT NULL THEN COALESCE(" + self + "restore_count, 0) + 1 ELSE " + self + "restore_count END, " +
+	b.WriteString("erp_updated_at = EXCLUDED.erp_updated_at, updated_at = EXCLUDED.updated_at, ")
+	for _, col := range markColumns {
+		b.WriteString(col + " = CASE WHEN " + unmark + " THEN NULL ELSE " + self + col + " END, ")
+	}
+	b.WriteString("restore_count = CASE WHEN " + self + "deleted_at IS NOT NULL THEN COALESCE(" + self + "restore_count, 0) + 1 ELSE " + self + "restore_count END, " +
 		"fence_token = EXCLUDED.fence_token, deleted_at = NULL, erp_version = EXCLUDED.erp_version" +
 		" WHERE " + ruleLands.sqlText(Postgres, ops))
 	return b.String()

@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // modelRow is the reference model of one row of a typed table.
@@ -57,7 +55,7 @@ func tableModel(t *testing.T, events bool) {
 	e := customers(t)
 	e.Events = events
 	st := entityStore(t, s, e)
-	rng := propertyRand(t, 7)
+	rng := testenv.PropertyRand(t, 7)
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	keys := make([][2]string, 12)
@@ -232,19 +230,6 @@ func entityStore(t testing.TB, s *store.Store, e *entity.Entity) *store.Store {
 		t.Fatal(err)
 	}
 	return s.For(tbl)
-}
-
-// propertyRand is the random source of a property test: of a new seed,
-// or of ERPSYNC_PROPERTY_SEED, which replays one; stream tells tests
-// apart.
-func propertyRand(t *testing.T, stream uint64) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("ERPSYNC_PROPERTY_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (ERPSYNC_PROPERTY_SEED replays it)", seed)
-	return rand.New(rand.NewPCG(seed, stream))
 }
 
 // compareEvents fails t unless the outbox holds, per key and in order,

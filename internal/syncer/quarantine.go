@@ -25,9 +25,10 @@ func (s *Syncer) MarkQuarantined(ctx context.Context, invs []erp.Invalid, log ze
 
 // markInvalid marks the rows of invs that need it. A row is marked when the
 // invalid copy is newer than the row's version and mark; a valid copy at
-// that version or a newer one clears the mark when it is written (the
-// store's guarded statements), so the order in which copies arrive does
-// not matter, but for a copy without a version: markAfterWrites.
+// that version or a newer one, no older than the invalid copy, clears the
+// mark when it is written (the store's guarded statements), so the order
+// in which copies arrive does not matter, but for a copy with neither a
+// version nor an updated_at: markAfterWrites.
 func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	newest := map[string]erp.Invalid{}
 	for _, inv := range invs {
@@ -79,10 +80,10 @@ func keepNewest(byID map[string]erp.Invalid, inv erp.Invalid) bool {
 
 // markAfterWrites marks again, after the run wrote recs, the rows of
 // those of them it was served an invalid copy without a version of. Such
-// a mark holds the row's version at the time (quarantined_version), so a
-// valid copy of a higher version clears it when it lands, though that
-// copy may be older than the invalid one: an earlier version replayed, or
-// served late. Current.Marks then decides by updated_at again, so the
+// a mark holds the row's version at the time (quarantined_version); with
+// the copy's updated_at (quarantined_updated_at) an older valid copy
+// written later keeps it, but a copy with neither is cleared by any
+// higher version that lands. Current.Marks then decides again, so the
 // order in which the run met the two copies does not matter.
 func (r *run) markAfterWrites(ctx context.Context, recs []erp.Record) error {
 	if invs := r.undated.of(recs); len(invs) > 0 {

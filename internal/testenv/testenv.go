@@ -9,17 +9,33 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/internal/store"
 )
+
+// PropertyRand is the random source of a property test: of a new seed,
+// or of ERPSYNC_PROPERTY_SEED, which replays one; stream tells tests
+// apart.
+func PropertyRand(t testing.TB, stream uint64) *mrand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("ERPSYNC_PROPERTY_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (ERPSYNC_PROPERTY_SEED replays it)", seed)
+	return mrand.New(mrand.NewPCG(seed, stream))
+}
 
 // RandomName returns prefix followed by 8 random hex digits.
 func RandomName(prefix string) string {

@@ -370,13 +370,14 @@ type tableRow struct {
 	key                  string
 	version, fence, mark int64
 	updated, written     time.Time
+	markAt               time.Time // quarantined_updated_at
 	deleted              bool
 	sum                  uint64
 }
 
 func tableRowOf(r *store.Stored) tableRow {
 	return tableRow{key: r.Key, version: r.Version, fence: r.Fence, mark: r.Mark, updated: r.UpdatedAt,
-		written: r.Written, deleted: r.Deleted, sum: valsSum(r.Vals, r.UpdatedAt, 0)}
+		markAt: r.MarkAt, written: r.Written, deleted: r.Deleted, sum: valsSum(r.Vals, r.UpdatedAt, 0)}
 }
 
 // CompareSnapshot compares the feed with the rows of snap, then reads
@@ -476,7 +477,7 @@ func (f *Feed) compare(ctx context.Context, st *store.Store, scan func(func(*tab
 		res.Rows++
 		inv, invalid := f.quarantined[id]
 		marked := row.mark > 0
-		if cur := (store.Current{Version: version, UpdatedAt: row.updated, Mark: row.mark}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
+		if cur := (store.Current{Version: version, UpdatedAt: row.updated, Mark: row.mark, MarkAt: row.markAt}); invalid && cur.Marks(inv.Version, inv.UpdatedAt) {
 			marked = true // the next run or reconcile marks it
 		}
 		if marked {

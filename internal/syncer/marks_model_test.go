@@ -1,0 +1,262 @@
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
+	"github.com/erpsync/erpsync/lock"
+)
+
+// markCopy is one copy of a record the ERP served: version n of its
+// history (a later version is a later updated_at), valid or not, and
+// whether its version and updated_at can be read.
+type markCopy struct {
+	n                  int
+	invalid            bool
+	noVersion, noStamp bool
+}
+
+// item is c as an item of the contract's feed.
+func (c markCopy) item(id string) string {
+	status := "ACTIVE"
+	if c.invalid {
+		status = "BOGUS"
+	}
+	s := fmt.Sprintf(`{"erp_id":%q,"member_id":"U%d","product_code":"GYM","status":%q,"starts_at":"2024-01-01T00:00:00Z"`, id, c.n, status)
+	if !c.noVersion {
+		s += `,"version":` + strconv.Itoa(c.n)
+	}
+	if !c.noStamp {
+		s += `,"updated_at":"` + markEpoch.AddDate(0, 0, c.n).Format(time.RFC3339) + `"`
+	}
+	return s + "}"
+}
+
+var markEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestMarksAcrossRunsMatchAModel: whatever runs meet the copies of a
+// record, in whatever order, one a run or two in one run, the row ends as
+// the model of the ERP says. The model: the row holds the highest valid
+// version served, and is marked quarantined when the newest copy served
+// (the highest version; a copy without a readable version placed by its
+// updated_at) is invalid, at that copy's version when it can be read.
+//
+// Each record has a row before its first invalid copy is served (the
+// first run writes a valid version 1 of every record), and its history's
+// later versions are valid, invalid, and invalid without a readable
+// version or, in other histories, without a readable updated_at. Left
+// out: an invalid copy without a version next to one without an
+// updated_at in one history (neither can be placed against the other), and
+// an invalid copy with neither (it counts as newest whenever a run meets
+// it).
+//
+// Seeds: ERPSYNC_PROPERTY_SEED replays one.
+func TestMarksAcrossRunsMatchAModel(t *testing.T) {
+	t.Parallel()
+	rng := testenv.PropertyRand(t, 36)
+	for i := range 10 {
+		sub := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+		t.Run(fmt.Sprint(i), func(t *testing.T) { marksAgainstModel(t, sub) })
+	}
+}
+
+func marksAgainstModel(t *testing.T, rng *rand.Rand) {
+	const records = 48
+	// runs[k] are the copies run k is served, a page each record at most
+	// once; two copies of one record in one run go on separate pages.
+	var runs [][]map[string]markCopy
+	served := map[string][]markCopy{}
+	first := map[string]markCopy{}
+	for r := range records {
+		id := fmt.Sprintf("r%02d", r)
+		first[id] = markCopy{n: 1}
+		served[id] = []markCopy{first[id]}
+		// A history's invalid copies lack a version, or an updated_at, not
+		// both kinds in one history: the two cannot be placed against each
+		// other.
+		noStamp := rng.IntN(3) == 0
+		var hist []markCopy
+		for n, last := 2, 2+rng.IntN(6); n <= last; n++ {
+			c := markCopy{n: n}
+			switch rng.IntN(8) {
+			case 0, 1, 2:
+				c.invalid = true
+				c.noVersion, c.noStamp = !noStamp, noStamp
+			case 3, 4:
+				c.invalid = true
+			}
+			hist = append(hist, c)
+		}
+		// Served: some of its copies, some twice, in any order.
+		var order []markCopy
+		for _, c := range hist {
+			for range rng.IntN(3) {
+				order = append(order, c)
+			}
+		}
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		k := 0
+		for i := 0; i < len(order); i++ {
+			for len(runs) <= k {
+				runs = append(runs, []map[string]markCopy{{}})
+			}
+			runs[k][0][id] = order[i]
+			served[id] = append(served[id], order[i])
+			if i+1 < len(order) && rng.IntN(4) == 0 { // the next copy in the same run, a page later
+				i++
+				if len(runs[k]) < 2 {
+					runs[k] = append(runs[k], map[string]markCopy{})
+				}
+				runs[k][1][id] = order[i]
+				served[id] = append(served[id], order[i])
+			}
+			k++
+		}
+	}
+	runs = append([][]map[string]markCopy{{first}}, runs...)
+
+	var mu sync.Mutex
+	var pages []map[string]markCopy
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/count") {
+			n := 0
+			for _, p := range pages {
+				n += len(p)
+			}
+			fmt.Fprintf(w, `{"count":%d}`, n)
+			return
+		}
+		i, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		var items []string
+		if i < len(pages) {
+			for _, id := range sortedIDs(pages[i]) {
+				items = append(items, pages[i][id].item(id))
+			}
+		}
+		next := "null"
+		if i+1 < len(pages) {
+			next = strconv.Quote(strconv.Itoa(i + 1))
+		}
+		fmt.Fprintf(w, `{"data":[%s],"next_cursor":%s}`, strings.Join(items, ","), next)
+	}))
+	t.Cleanup(srv.Close)
+	src, err := erp.New(erp.Config{BaseURL: srv.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := testenv.MigratedStore(t)
+	locks := lock.New(testenv.Redis(t), &lock.Options{Prefix: testenv.RandomName("erpsync-test:") + ":"})
+	job := testenv.RandomName("job-")
+	var log []string
+	for k, run := range runs {
+		mu.Lock()
+		pages = run
+		mu.Unlock()
+		for p, page := range run {
+			for _, id := range sortedIDs(page) {
+				log = append(log, fmt.Sprintf("run %d page %d: %s %s", k, p, id, page[id]))
+			}
+		}
+		s, err := New(Config{Job: job, Mode: ModeBackfill, Since: markEpoch.AddDate(-1, 0, 0), ChunkSize: 1 + rng.IntN(8)}, src, st, locks, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := s.Run(context.Background()); err != nil || rep.Status != store.StatusSucceeded {
+			t.Fatalf("run %d: %v, %+v", k, err, rep)
+		}
+	}
+
+	type state struct {
+		Version int64
+		Marked  bool
+		Mark    *int64
+	}
+	var rows []struct {
+		ErpID   string
+		Version int64
+		Marked  bool
+		Mark    *int64
+	}
+	if err := st.DB().Raw("SELECT erp_id, erp_version AS version, quarantined_at IS NOT NULL AS marked, quarantined_version AS mark FROM memberships").Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]state{}
+	for _, r := range rows {
+		got[r.ErpID] = state{r.Version, r.Marked, r.Mark}
+	}
+	var wrong []string
+	for _, id := range sortedIDs(first) {
+		cs := served[id]
+		var want state
+		newest := slices.MaxFunc(cs, func(a, b markCopy) int { return a.n - b.n })
+		for _, c := range cs {
+			if !c.invalid {
+				want.Version = max(want.Version, int64(c.n))
+			}
+		}
+		want.Marked = newest.invalid
+		g := got[id]
+		switch {
+		case g.Version != want.Version || g.Marked != want.Marked:
+		case want.Marked && !newest.noVersion && (g.Mark == nil || *g.Mark != int64(newest.n)):
+		default:
+			continue
+		}
+		wrong = append(wrong, fmt.Sprintf("%s: version %d, marked %t at %s; want version %d, marked %t (newest copy served: %s)",
+			id, g.Version, g.Marked, markOf(g.Mark), want.Version, want.Marked, newest))
+	}
+	if len(wrong) > 0 {
+		var trail []string
+		for _, id := range wrong {
+			id = id[:strings.Index(id, ":")]
+			for _, l := range log {
+				if strings.Contains(l, " "+id+" ") {
+					trail = append(trail, l)
+				}
+			}
+		}
+		t.Errorf("%d of %d rows differ from the model:\n%s\nserved:\n%s", len(wrong), records, strings.Join(wrong, "\n"), strings.Join(trail, "\n"))
+	}
+}
+
+func (c markCopy) String() string {
+	b, _ := json.Marshal(struct {
+		V                  int
+		Invalid            bool
+		NoVersion, NoStamp bool
+	}{c.n, c.invalid, c.noVersion, c.noStamp})
+	return string(b)
+}
+
+func markOf(m *int64) string {
+	if m == nil {
+		return "NULL"
+	}
+	return strconv.FormatInt(*m, 10)
+}
+
+func sortedIDs(m map[string]markCopy) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

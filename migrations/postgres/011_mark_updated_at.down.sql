@@ -1,0 +1,1 @@
+ALTER TABLE memberships DROP COLUMN IF EXISTS quarantined_updated_at;
