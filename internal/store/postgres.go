@@ -91,14 +91,13 @@ func pgAddr(cfg *pgx.ConnConfig) string {
 }
 
 func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, error) {
+	cfg = cfg.Copy() // the caller's stays as it was
 	if o.TLS != nil {
-		cfg = cfg.Copy()
 		cfg.TLSConfig = o.TLS.Clone()
 		cfg.Fallbacks = nil
 	}
 	for name, d := range map[string]time.Duration{pgIdleTxTimeout: o.IdleTxTimeout, pgLockTimeout: o.LockTimeout} {
 		if _, set := cfg.RuntimeParams[name]; d > 0 && !set {
-			cfg = cfg.Copy()
 			cfg.RuntimeParams[name] = strconv.FormatInt(max(d.Milliseconds(), 1), 10)
 		}
 	}
