@@ -97,17 +97,21 @@ type Invalid struct {
 }
 
 // NewerThan reports whether inv is a newer copy of its record than old:
-// a higher version; without versions on both, a later updated_at, an
-// undated copy counting as the newest. A versioned copy beats an
-// unversioned one.
+// a higher version when both have one; else, when both have an
+// updated_at, a later one; else a versioned copy beats an unversioned
+// one, and of two copies with neither, or with only an updated_at, an
+// undated copy counts as the newest. The store's marks place copies the
+// same way (store.Current.Marks).
 func (inv Invalid) NewerThan(old Invalid) bool {
 	switch {
+	case inv.Version > 0 && old.Version > 0:
+		return inv.Version > old.Version
+	case !inv.UpdatedAt.IsZero() && !old.UpdatedAt.IsZero():
+		return inv.UpdatedAt.After(old.UpdatedAt)
 	case inv.Version > 0 || old.Version > 0:
 		return inv.Version > old.Version
-	case old.UpdatedAt.IsZero():
-		return false
 	}
-	return inv.UpdatedAt.IsZero() || inv.UpdatedAt.After(old.UpdatedAt)
+	return inv.UpdatedAt.IsZero() && !old.UpdatedAt.IsZero()
 }
 
 // Page is one page of the feed.

@@ -550,3 +550,31 @@ func TestLimiterPacesEveryAttempt(t *testing.T) {
 		t.Errorf("%v after %d requests: a failed Wait must not send", err, b.mock.Requests())
 	}
 }
+
+// TestInvalidNewerThan places invalid copies of one record against each
+// other as the store's quarantine marks do: by version when both have
+// one, else by updated_at when both have one, else a versioned copy
+// first, and an undated copy without a version after a dated one.
+func TestInvalidNewerThan(t *testing.T) {
+	t1, t2 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		inv, old erp.Invalid
+		want     bool
+	}{
+		{"higher version, earlier updated_at", erp.Invalid{Version: 5, UpdatedAt: t1}, erp.Invalid{Version: 4, UpdatedAt: t2}, true},
+		{"same version", erp.Invalid{Version: 4, UpdatedAt: t2}, erp.Invalid{Version: 4, UpdatedAt: t1}, false},
+		{"no version, later than a versioned copy", erp.Invalid{UpdatedAt: t2}, erp.Invalid{Version: 9, UpdatedAt: t1}, true},
+		{"versioned, earlier than a copy without a version", erp.Invalid{Version: 9, UpdatedAt: t1}, erp.Invalid{UpdatedAt: t2}, false},
+		{"versioned without updated_at, against one without a version", erp.Invalid{Version: 1}, erp.Invalid{UpdatedAt: t2}, true},
+		{"without a version, against one without updated_at", erp.Invalid{UpdatedAt: t2}, erp.Invalid{Version: 1}, false},
+		{"undated without a version, against a dated one", erp.Invalid{}, erp.Invalid{UpdatedAt: t1}, true},
+		{"dated, against an undated one without a version", erp.Invalid{UpdatedAt: t2}, erp.Invalid{}, false},
+		{"two undated", erp.Invalid{}, erp.Invalid{}, false},
+		{"undated without a version, against a versioned one", erp.Invalid{}, erp.Invalid{Version: 1}, false},
+	} {
+		if got := c.inv.NewerThan(c.old); got != c.want {
+			t.Errorf("%s: %+v newer than %+v: %t, want %t", c.name, c.inv, c.old, got, c.want)
+		}
+	}
+}

@@ -27,8 +27,9 @@ func (s *Syncer) MarkQuarantined(ctx context.Context, invs []erp.Invalid, log ze
 // invalid copy is newer than the row's version and mark; a valid copy at
 // that version or a newer one, no older than the invalid copy, clears the
 // mark when it is written (the store's guarded statements), so the order
-// in which copies arrive does not matter, but for a copy with neither a
-// version nor an updated_at: markAfterWrites.
+// in which copies arrive does not matter, but for a record without a row
+// yet and a copy with neither a version nor an updated_at:
+// markAfterWrites.
 func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	newest := map[string]erp.Invalid{}
 	for _, inv := range invs {
@@ -42,9 +43,9 @@ func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	ids := make([]string, 0, len(newest))
 	for id, inv := range newest {
 		ids = append(ids, id)
-		if inv.Version == 0 {
-			r.undated.add(inv)
-		}
+		// Before the read: a chunk written after it finds the copy
+		// (markAfterWrites), and one written before, the read its row.
+		r.invalidCopies.add(inv)
 	}
 	slices.Sort(ids)
 	cur, err := r.s.store.Versions(ctx, ids)
@@ -78,15 +79,15 @@ func keepNewest(byID map[string]erp.Invalid, inv erp.Invalid) bool {
 	return true
 }
 
-// markAfterWrites marks again, after the run wrote recs, the rows of
-// those of them it was served an invalid copy without a version of. Such
-// a mark holds the row's version at the time (quarantined_version); with
-// the copy's updated_at (quarantined_updated_at) an older valid copy
-// written later keeps it, but a copy with neither is cleared by any
-// higher version that lands. Current.Marks then decides again, so the
-// order in which the run met the two copies does not matter.
+// markAfterWrites marks, after the run wrote recs, the rows of those of
+// them it was served an invalid copy of. The write may have made the
+// record's first row, from a copy older than the invalid one, which no
+// mark was set on; or cleared the mark of a copy with neither a version
+// nor an updated_at (its mark holds the row's version at the time, and
+// any higher version that lands clears it). Current.Marks then decides
+// again, so the order in which the run met the copies does not matter.
 func (r *run) markAfterWrites(ctx context.Context, recs []erp.Record) error {
-	if invs := r.undated.of(recs); len(invs) > 0 {
+	if invs := r.invalidCopies.of(recs); len(invs) > 0 {
 		return r.markInvalid(ctx, invs)
 	}
 	return nil

@@ -363,23 +363,24 @@ type run struct {
 	failedIDs []string
 
 	invalid invalidTally
-	// undated holds the newest invalid copy without a readable version of
-	// each record the run was served one of (markInvalid): a valid copy
-	// the run writes later may be older than it (a replay of an earlier
-	// version), and the mark such a write clears is set again
-	// (markAfterWrites).
-	undated undatedCopies
+	// invalidCopies holds the newest invalid copy of each record the run
+	// was served one of (markInvalid): a valid copy the run writes later
+	// may be older than it (a replay of an earlier version), and may make
+	// the record's first row or clear a mark that a copy with neither a
+	// version nor an updated_at set; the row is then marked after the
+	// write (markAfterWrites).
+	invalidCopies invalidCopies
 }
 
-// undatedCopies is run.undated. Safe for concurrent use.
-type undatedCopies struct {
+// invalidCopies is run.invalidCopies. Safe for concurrent use.
+type invalidCopies struct {
 	n    atomic.Int64 // len(byID), read without mu on every chunk
 	mu   sync.Mutex
 	byID map[string]erp.Invalid
 }
 
 // add keeps inv when it is the newest copy of its record so far.
-func (u *undatedCopies) add(inv erp.Invalid) {
+func (u *invalidCopies) add(inv erp.Invalid) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.byID == nil {
@@ -391,7 +392,7 @@ func (u *undatedCopies) add(inv erp.Invalid) {
 }
 
 // of returns the copies held of the records of recs.
-func (u *undatedCopies) of(recs []erp.Record) []erp.Invalid {
+func (u *invalidCopies) of(recs []erp.Record) []erp.Invalid {
 	if u.n.Load() == 0 {
 		return nil
 	}
