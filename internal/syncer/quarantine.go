@@ -68,13 +68,14 @@ func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	return nil
 }
 
-// keepNewest keeps inv in byID, without its raw text, when it is the
-// newest copy of its record there, and reports whether it did.
+// keepNewest keeps inv in byID, without its raw text and reason (a mark
+// needs neither), when it is the newest copy of its record there, and
+// reports whether it did.
 func keepNewest(byID map[string]erp.Invalid, inv erp.Invalid) bool {
 	if old, ok := byID[inv.ErpID]; ok && !inv.NewerThan(old) {
 		return false
 	}
-	inv.Raw = nil
+	inv.Raw, inv.Reason = nil, ""
 	byID[inv.ErpID] = inv
 	return true
 }
