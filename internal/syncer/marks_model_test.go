@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -79,7 +80,7 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 	const records = 48
 	// runs[k] are the copies run k is served, a page each record at most
 	// once; two copies of one record in one run go on separate pages.
-	var runs [][]map[string]markCopy
+	runs := make([][]map[string]markCopy, 1) // run 0: version 1 of the records with a row
 	serve := func(k, page int, id string, c markCopy) {
 		for len(runs) <= k {
 			runs = append(runs, nil)
@@ -162,7 +163,7 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 		i, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
 		var items []string
 		if i < len(pages) {
-			for _, id := range sortedIDs(pages[i]) {
+			for _, id := range slices.Sorted(maps.Keys(pages[i])) {
 				items = append(items, pages[i][id].item(id))
 			}
 		}
@@ -186,7 +187,7 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 		pages = run
 		mu.Unlock()
 		for p, page := range run {
-			for _, id := range sortedIDs(page) {
+			for _, id := range slices.Sorted(maps.Keys(page)) {
 				log = append(log, fmt.Sprintf("run %d page %d: %s %s", k, p, id, page[id]))
 			}
 		}
@@ -269,13 +270,4 @@ func markOf(m *int64) string {
 		return "NULL"
 	}
 	return strconv.FormatInt(*m, 10)
-}
-
-func sortedIDs(m map[string]markCopy) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
