@@ -16,7 +16,7 @@ import (
 // runtimeTables are the tables the runtime commands write: SELECT, INSERT,
 // UPDATE on each, and SELECT on schema_migrations. No DELETE anywhere: a
 // finished backfill resets its window's checkpoint with an UPDATE.
-var runtimeTables = []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners"}
+var runtimeTables = []string{"memberships", "sync_checkpoints", "sync_runs", "quarantined_records", "sync_quarantine_seq", "sync_table_owners"}
 
 // runtimeGrants are docs/security.md's grants for run, backfill, schedule,
 // verify and runs on MySQL.

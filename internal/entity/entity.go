@@ -369,7 +369,7 @@ var Reserved = []string{"erp_version", "erp_updated_at", "fence_token", "created
 // OwnTables are the tables erpsync keeps for itself: no entity may take
 // one of these names. (memberships is not one: it is the built-in
 // entity's table, which a file may declare.)
-var OwnTables = []string{"sync_checkpoints", "sync_runs", "quarantined_records", "sync_table_owners", "schema_migrations", "erpsync_entities", "erpsync_events"}
+var OwnTables = []string{"sync_checkpoints", "sync_runs", "quarantined_records", "sync_quarantine_seq", "sync_table_owners", "schema_migrations", "erpsync_entities", "erpsync_events"}
 
 // Patterns of the built-in memberships entity: the contract's erp_id, and
 // a string that is not empty.

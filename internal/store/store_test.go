@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,6 +280,74 @@ func TestQuarantineDedupes(t *testing.T) {
 	if seen != 3 {
 		t.Fatalf("seen_count = %d, want 3", seen)
 	}
+}
+
+// TestInvalidCopiesSince: each Quarantine of a job takes the job's next
+// number, and the copies it stored or counted are read back by it, placed
+// by the version and updated_at they had (truncated to the millisecond, as
+// a mark keeps it); copies that cannot be placed, and an updated_at no
+// DATETIME holds, are not. A payload quarantined again moves to the new
+// number.
+func TestInvalidCopiesSince(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	at := time.Date(2025, 3, 4, 5, 6, 7, 891_234_000, time.UTC)
+	q := func(id string, v int64, u time.Time, payload string) store.Quarantined {
+		return store.Quarantined{ErpID: id, Reason: "bad", Payload: []byte(payload), Version: v, UpdatedAt: u}
+	}
+	seq := func(job string, want int64) {
+		t.Helper()
+		if got, err := s.QuarantineSeq(ctx, job); err != nil || got != want {
+			t.Fatalf("QuarantineSeq(%q) = %d, %v; want %d", job, got, err, want)
+		}
+	}
+	since := func(after, upto int64, want ...store.InvalidCopy) {
+		t.Helper()
+		got, err := s.InvalidCopiesSince(ctx, "j", after, upto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(x, y store.InvalidCopy) int {
+			return cmp.Or(strings.Compare(x.ErpID, y.ErpID), cmp.Compare(x.Version, y.Version))
+		})
+		ok := len(got) == len(want)
+		for i := range want {
+			ok = ok && got[i].ErpID == want[i].ErpID && got[i].Version == want[i].Version && got[i].UpdatedAt.Equal(want[i].UpdatedAt)
+		}
+		if !ok {
+			t.Fatalf("copies of (%d, %d] = %+v, want %+v", after, upto, got, want)
+		}
+	}
+	seq("j", 0)
+	if err := s.Quarantine(ctx, "j", "r", []store.Quarantined{
+		q("A", 7, at, `{"a":1}`),
+		q("A", 0, at.Add(time.Hour), `{"a":2}`),
+		q("B", 0, time.Time{}, `{"b":1}`), // cannot be placed
+		q("C", 3, time.Date(900, 1, 1, 0, 0, 0, 0, time.UTC), `{"c":1}`),
+		q("D", 0, time.Date(900, 1, 1, 0, 0, 0, 0, time.UTC), `{"d":1}`), // nothing left to place it by
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Quarantine(ctx, "other", "r", []store.Quarantined{q("A", 8, at, `{"a":4}`)}); err != nil {
+		t.Fatal(err)
+	}
+	seq("j", 1)
+	seq("other", 1)
+	since(0, 1,
+		store.InvalidCopy{ErpID: "A", UpdatedAt: store.Millis(at.Add(time.Hour))},
+		store.InvalidCopy{ErpID: "A", Version: 7, UpdatedAt: store.Millis(at)},
+		store.InvalidCopy{ErpID: "C", Version: 3})
+	if err := s.Quarantine(ctx, "j", "r2", []store.Quarantined{q("A", 7, at, `{"a":1}`), q("E", 1, at, `{"e":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	seq("j", 2)
+	since(1, 2,
+		store.InvalidCopy{ErpID: "A", Version: 7, UpdatedAt: store.Millis(at)},
+		store.InvalidCopy{ErpID: "E", Version: 1, UpdatedAt: store.Millis(at)})
+	since(0, 1,
+		store.InvalidCopy{ErpID: "A", UpdatedAt: store.Millis(at.Add(time.Hour))},
+		store.InvalidCopy{ErpID: "C", Version: 3})
 }
 
 func TestRunHistory(t *testing.T) {

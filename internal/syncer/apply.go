@@ -50,6 +50,11 @@ func (s *Syncer) Apply(ctx context.Context, recs []erp.Record, log zerolog.Logge
 		}()
 	}
 	wg.Wait()
+	if err := r.flushMade(ctx); err != nil {
+		for _, key := range r.made.take() {
+			r.recordFailed(key, err)
+		}
+	}
 	return Applied{Counters: r.c.snapshot(), FailedIDs: r.failedIDs}
 }
 

@@ -57,10 +57,13 @@ var markEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // (the highest version; a copy without a readable version placed by its
 // updated_at) is invalid, at that copy's version when it can be read.
 //
-// Each record has a row before its first invalid copy is served (the
-// first run writes a valid version 1 of every record), and its history's
-// later versions are valid, invalid, and invalid without a readable
-// version or, in other histories, without a readable updated_at. Left
+// Half of the records have a row before their first invalid copy is
+// served (the first run writes a valid version 1 of them); the others are
+// new, their copies served to one run or spread over several, so that a
+// run may meet an invalid copy before the record has a row and another
+// make the row later from an older valid copy. A history's versions are
+// valid, invalid, and invalid without a readable version or, in other
+// histories, without a readable updated_at. Left
 // out: an invalid copy without a version next to one without an
 // updated_at in one history (neither can be placed against the other), and
 // an invalid copy with neither (it counts as newest whenever a run meets
@@ -96,9 +99,10 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 	for r := range records {
 		id := fmt.Sprintf("r%02d", r)
 		ids[r] = id
-		// A third of the records are new: no row before this history, all
-		// of it served to one run, a copy a page.
-		fresh := r%3 == 0
+		// Half of the records are new: no row before this history; a
+		// quarter have all of it served to one run, a copy a page.
+		fresh := r%2 == 0
+		oneRun := r%4 == 0
 		if !fresh {
 			first[id] = markCopy{n: 1}
 			served[id] = []markCopy{first[id]}
@@ -128,7 +132,7 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 		}
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		served[id] = append(served[id], order...)
-		if fresh {
+		if oneRun {
 			k := 1 + rng.IntN(3)
 			for i, c := range order {
 				serve(k, i, id, c)

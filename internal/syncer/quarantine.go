@@ -2,15 +2,16 @@ package syncer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/erpsync/erpsync/internal/ctxtime"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
-	"github.com/erpsync/erpsync/lock"
 )
 
 // MarkQuarantined marks the live rows whose record's newest copy, among
@@ -28,8 +29,8 @@ func (s *Syncer) MarkQuarantined(ctx context.Context, invs []erp.Invalid, log ze
 // that version or a newer one, no older than the invalid copy, clears the
 // mark when it is written (the store's guarded statements), so the order
 // in which copies arrive does not matter, but for a record without a row
-// yet and a copy with neither a version nor an updated_at:
-// markAfterWrites.
+// yet (markAfterWrites) and a copy with neither a version nor an
+// updated_at.
 func (r *run) markInvalid(ctx context.Context, invs []erp.Invalid) error {
 	newest := map[string]erp.Invalid{}
 	for _, inv := range invs {
@@ -87,40 +88,133 @@ func keepNewest(byID map[string]erp.Invalid, inv erp.Invalid) bool {
 // nor an updated_at (its mark holds the row's version at the time, and
 // any higher version that lands clears it). Current.Marks then decides
 // again, so the order in which the run met the copies does not matter.
-func (r *run) markAfterWrites(ctx context.Context, recs []erp.Record) error {
+//
+// made are the records whose rows the writes inserted or restored: the run
+// also looks, for them, at the invalid copies the job's quarantines stored
+// (flushMade), which another run met while the record had no live row to
+// mark. It looks at most every flushEvery, and before it saves a
+// checkpoint and as it ends.
+func (r *run) markAfterWrites(ctx context.Context, recs []erp.Record, made []string) error {
 	if invs := r.invalidCopies.of(recs); len(invs) > 0 {
-		return r.markInvalid(ctx, invs)
+		if err := r.markInvalid(ctx, invs); err != nil {
+			return err
+		}
+	}
+	if r.made.add(made, flushEvery) {
+		return r.flushMade(ctx)
 	}
 	return nil
 }
 
-// markChunk takes the record locks of invs (waiting for those another
-// holder has, up to LockWait), marks the rows and releases the locks.
-func (r *run) markChunk(ctx context.Context, invs []erp.Invalid) error {
-	keys := make([]string, len(invs))
-	for i, inv := range invs {
-		keys[i] = r.s.lockKey(inv.ErpID)
+// flushEvery is how often, at most, a run that makes rows reads the job's
+// quarantine number (flushMade).
+const flushEvery = 100 * time.Millisecond
+
+// flushMade marks the rows the run made, since it last looked, of records
+// whose invalid copies the job's quarantines stored: another run met the
+// copy while the record had no live row to mark. That run stores the copy
+// (a quarantine takes the job's next number in the transaction that stores
+// it) before it reads the rows, and this one reads the job's quarantine
+// number after the rows it looks at are committed, so one of the two finds
+// the other's write. On an error the rows wait for the next look.
+func (r *run) flushMade(ctx context.Context) error {
+	keys := r.made.take()
+	if len(keys) == 0 {
+		return nil
 	}
-	locks, err := r.obtainMany(ctx, keys)
+	stored, err := r.storedCopies.of(ctx, r.s.store, r.s.cfg.Job, keys)
+	if err == nil && len(stored) > 0 {
+		err = r.markInvalid(ctx, stored)
+	}
 	if err != nil {
-		return err
+		r.made.add(keys, 0)
+		return fmt.Errorf("mark the rows made of records quarantined by other runs: %w", err)
 	}
-	hs := make([]held, 0, len(invs))
-	defer func() { r.release(ctx, hs) }()
-	for i, l := range locks {
-		if l == nil {
-			wctx, cancel := context.WithTimeout(ctx, r.s.cfg.LockWait)
-			l, err = r.s.locks.Obtain(wctx, keys[i], r.s.cfg.LockTTL,
-				&lock.ObtainOptions{Retry: lock.ExponentialBackoff(backoff(2), backoff(8))})
-			cancel()
-			if errors.Is(err, lock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("record lock of %q held elsewhere past the lock wait", invs[i].ErpID)
+	return nil
+}
+
+// madeRows are the records whose rows a run made and whose stored invalid
+// copies it has not looked at yet (flushMade). Safe for concurrent use.
+type madeRows struct {
+	mu     sync.Mutex
+	keys   []string
+	looked time.Time // when the last look began
+}
+
+// add adds keys, and reports whether a look is due: some rows wait, and
+// the last look began at least every ago (never, with every 0). A look
+// reported due counts as begun.
+func (m *madeRows) add(keys []string, every time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keys = append(m.keys, keys...)
+	if len(m.keys) == 0 || every <= 0 || time.Since(m.looked) < every {
+		return false
+	}
+	m.looked = time.Now()
+	return true
+}
+
+// take returns the rows that wait, and empties the list.
+func (m *madeRows) take() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := m.keys
+	m.keys = nil
+	return keys
+}
+
+// markChunk marks the rows of invs under their record locks. It never
+// waits for a lock while it holds others, which two runs marking the same
+// records would do on each other until a lease ran out: each round marks
+// the rows whose locks are free and releases them, and the others are
+// tried again, with a growing pause, up to LockWait.
+func (r *run) markChunk(ctx context.Context, invs []erp.Invalid) error {
+	deadline := time.Now().Add(r.s.cfg.LockWait)
+	for round := 0; len(invs) > 0; round++ {
+		if round > 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("record lock of %q held elsewhere past the lock wait", invs[0].ErpID)
 			}
-			if err != nil {
+			if err := ctxtime.Sleep(ctx, backoff(round+1)); err != nil {
 				return err
 			}
 		}
-		hs = append(hs, held{rec: erp.Record{ErpID: invs[i].ErpID}, lock: l})
+		keys := make([]string, len(invs))
+		for i, inv := range invs {
+			keys[i] = r.s.lockKey(inv.ErpID)
+		}
+		locks, err := r.obtainMany(ctx, keys)
+		if err != nil {
+			return err
+		}
+		var (
+			hs        []held
+			free      []erp.Invalid
+			contended []erp.Invalid
+		)
+		for i, l := range locks {
+			if l == nil {
+				contended = append(contended, invs[i])
+				continue
+			}
+			hs = append(hs, held{rec: erp.Record{ErpID: invs[i].ErpID}, lock: l})
+			free = append(free, invs[i])
+		}
+		err = r.markHeld(ctx, free, hs)
+		r.release(ctx, hs)
+		if err != nil {
+			return err
+		}
+		invs = contended
+	}
+	return nil
+}
+
+// markHeld marks the rows of invs, whose record locks hs holds.
+func (r *run) markHeld(ctx context.Context, invs []erp.Invalid, hs []held) error {
+	if len(invs) == 0 {
+		return nil
 	}
 	ms := make([]store.Mark, len(invs))
 	for i, inv := range invs {

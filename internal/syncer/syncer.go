@@ -370,6 +370,50 @@ type run struct {
 	// version nor an updated_at set; the row is then marked after the
 	// write (markAfterWrites).
 	invalidCopies invalidCopies
+	// storedCopies holds the invalid copies of the job's records that its
+	// quarantines stored, which other runs met too: flushMade marks the
+	// rows the run made (made) of those records.
+	storedCopies storedCopies
+	made         madeRows
+}
+
+// storedCopies is run.storedCopies, read when the run first makes a row
+// and then as the job's quarantines store more. Safe for concurrent use.
+type storedCopies struct {
+	mu   sync.Mutex
+	seq  int64 // the job's quarantine number when they were last read
+	byID map[string]erp.Invalid
+}
+
+// of returns the stored copies of the records of keys, after reading
+// those the job's quarantines stored or counted since it last looked.
+func (c *storedCopies) of(ctx context.Context, st *store.Store, job string, keys []string) ([]erp.Invalid, error) {
+	seq, err := st.QuarantineSeq(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq > c.seq {
+		got, err := st.InvalidCopiesSince(ctx, job, c.seq, seq)
+		if err != nil {
+			return nil, err
+		}
+		if c.byID == nil {
+			c.byID = map[string]erp.Invalid{}
+		}
+		for _, g := range got {
+			keepNewest(c.byID, erp.Invalid{ErpID: g.ErpID, Version: g.Version, UpdatedAt: g.UpdatedAt})
+		}
+		c.seq = seq
+	}
+	var out []erp.Invalid
+	for _, k := range keys {
+		if inv, ok := c.byID[k]; ok {
+			out = append(out, inv)
+		}
+	}
+	return out, nil
 }
 
 // invalidCopies is run.invalidCopies. Safe for concurrent use.
@@ -565,6 +609,9 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	close(stopCP)
 	<-cpDone
 	if cpErr == nil {
+		cpErr = r.flushMade(workCtx)
+	}
+	if cpErr == nil {
 		cpErr = r.saveCheckpoint(workCtx)
 	}
 	if fetchErr != nil && ctx.Err() != nil && errors.Is(fetchErr, ctx.Err()) {
@@ -577,6 +624,10 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 	wm, moved := r.t.take()
 	if !moved || !wm.After(r.checkpoint) {
 		return nil
+	}
+	// The rows of the chunks wm passes are committed and wait in made.
+	if err := r.flushMade(ctx); err != nil {
+		return err
 	}
 	var err error
 	if r.s.cfg.Mode == ModeRun {
@@ -665,7 +716,7 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 		r.c.invalid.Add(int64(len(page.Invalid)))
 		qs := make([]store.Quarantined, len(page.Invalid))
 		for i, inv := range page.Invalid {
-			qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw}
+			qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw, Version: inv.Version, UpdatedAt: inv.UpdatedAt}
 		}
 		r.invalid.page(page.Invalid, r.log)
 		if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {

@@ -29,6 +29,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 	// (the holder wrote them) and cost one read. Whatever is still held,
 	// refused for an older token, or caught in an error goes one by one.
 	var slow []erp.Record
+	var made []string // the records whose rows the chunk inserted or restored
 	deadline := time.Now().Add(r.s.cfg.LockWait)
 	pending := recs
 	for round := 0; len(pending) > 0; round++ {
@@ -77,7 +78,7 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 			}
 			hs = append(hs, held{rec: pending[i], lock: l})
 		}
-		again, current, werr := r.write(ctx, hs, round == 0 && r.insertFirst())
+		again, current, werr := r.write(ctx, hs, round == 0 && r.insertFirst(), &made)
 		r.release(ctx, hs)
 		if round == 0 && !preRead && werr == nil {
 			r.learnCurrent(current, len(hs))
@@ -94,12 +95,12 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 	}
 	failed := false
 	for _, rec := range slow {
-		if err := r.processOne(ctx, rec); err != nil {
+		if err := r.processOne(ctx, rec, &made); err != nil {
 			r.recordFailed(rec.ErpID, err)
 			failed = true
 		}
 	}
-	if err := r.markAfterWrites(ctx, recs); err != nil {
+	if err := r.markAfterWrites(ctx, recs, made); err != nil {
 		r.log.Error().Err(err).Msg("checkpoint held back")
 		r.c.failed.Add(1)
 		failed = true
@@ -242,10 +243,18 @@ func (r *run) release(ctx context.Context, hs []held) {
 	}
 }
 
+// madeOf adds to made the keys of hs, whose rows a write inserted or
+// restored.
+func madeOf(made *[]string, hs []held) {
+	for _, h := range hs {
+		*made = append(*made, h.rec.ErpID)
+	}
+}
+
 // processOne writes one record under its own lock, waiting for the lock
 // when another holder has it and retrying refused or failed writes under a
 // fresh lock, up to MaxAttempts.
-func (r *run) processOne(ctx context.Context, rec erp.Record) error {
+func (r *run) processOne(ctx context.Context, rec erp.Record, made *[]string) error {
 	cfg := r.s.cfg
 	var last error
 	for attempt := 1; attempt <= cfg.MaxAttempts; attempt++ {
@@ -265,7 +274,7 @@ func (r *run) processOne(ctx context.Context, rec erp.Record) error {
 			}
 			continue
 		}
-		again, _, err := r.write(ctx, []held{{rec: rec, lock: l}}, false)
+		again, _, err := r.write(ctx, []held{{rec: rec, lock: l}}, false, made)
 		r.release(ctx, []held{{rec: rec, lock: l}})
 		if err != nil {
 			last = err
@@ -343,9 +352,11 @@ func (r *run) rowsOf(hs []held) []store.Row {
 
 // write applies the version rule to records whose locks are held: insert
 // the absent, update the older in one guarded statement, count the rest as
-// unchanged. It returns the records whose write the fence refused while
-// their version is still the newest: they need a fresh lock. An error means
-// nothing can be said of the chunk; every record must be retried.
+// unchanged, and add to made the keys of the rows it inserted or
+// restored (markAfterWrites). It returns the records whose write the fence
+// refused while their version is still the newest: they need a fresh lock.
+// An error means nothing can be said of the chunk; every record must be
+// retried.
 //
 // With insertFirst, the records are first inserted in one statement without
 // a read: when none of their rows exists, which is what a first load finds,
@@ -358,7 +369,7 @@ func (r *run) rowsOf(hs []held) []store.Row {
 // there before ours, which is no race.
 //
 // current counts the records found at their version or a newer one.
-func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []erp.Record, current int, err error) {
+func (r *run) write(ctx context.Context, hs []held, insertFirst bool, made *[]string) (again []erp.Record, current int, err error) {
 	if len(hs) == 0 {
 		return nil, 0, nil
 	}
@@ -380,6 +391,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		switch {
 		case err == nil:
 			r.c.inserted.Add(int64(len(ms)))
+			madeOf(made, hs)
 			return nil, 0, nil
 		case !errors.Is(err, store.ErrDuplicate):
 			return nil, 0, err
@@ -448,12 +460,14 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 					return nil, 0, err
 				default:
 					r.c.inserted.Add(1)
+					madeOf(made, ins[i:i+1])
 				}
 			}
 		case err != nil:
 			return nil, 0, err
 		default:
 			r.c.inserted.Add(int64(len(ins)))
+			madeOf(made, ins)
 		}
 	}
 	r.c.unchanged.Add(int64(unchanged))
@@ -472,6 +486,7 @@ func (r *run) write(ctx context.Context, hs []held, insertFirst bool) (again []e
 		}); err != nil {
 			return nil, 0, err
 		}
+		madeOf(made, rst)
 	}
 	switch {
 	case len(upd) == 1 && len(rst) == 0:

@@ -1,0 +1,16 @@
+-- A quarantined record keeps the version and updated_at of its invalid
+-- copy (NULL when it carried none that could be read), and the number of
+-- the last Quarantine that stored or counted it: each job's quarantines
+-- are numbered in sync_quarantine_seq, in the order they commit. A run
+-- that makes a record's row, from a valid copy older than an invalid one
+-- another run met before the row existed, reads the copies quarantined
+-- since it last looked to mark the row it made. Records quarantined before
+-- keep NULL and 0.
+ALTER TABLE quarantined_records ADD COLUMN IF NOT EXISTS erp_version bigint NULL;
+ALTER TABLE quarantined_records ADD COLUMN IF NOT EXISTS erp_updated_at timestamptz(3) NULL;
+ALTER TABLE quarantined_records ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS ix_quarantined_job_seq ON quarantined_records (job, seq);
+CREATE TABLE IF NOT EXISTS sync_quarantine_seq (
+  job varchar(191) PRIMARY KEY,
+  seq bigint NOT NULL
+);
