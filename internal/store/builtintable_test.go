@@ -6,6 +6,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/testenv"
 )
 
 // A database that has the memberships table keeps it, and gets the
@@ -34,5 +35,24 @@ func TestMigrateForOtherEntitiesKeepsMemberships(t *testing.T) {
 	}
 	if coll != "utf8mb4_nopad_bin" {
 		t.Errorf("memberships.erp_id after migrate for customers: %q, want utf8mb4_nopad_bin", coll)
+	}
+}
+
+// A migration whose statements ran but whose row in schema_migrations was
+// not written (a crash between the two) runs again and is recorded: on
+// MySQL, its ADD COLUMN and CREATE INDEX find their change in place and
+// pass; on PostgreSQL they say IF NOT EXISTS.
+func TestMigrateAgainAfterACrashBeforeItsRow(t *testing.T) {
+	t.Parallel()
+	s, dsn := testenv.MigratedStore(t)
+	if err := s.DB().Exec("DELETE FROM schema_migrations WHERE version >= 11").Error; err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Migrate(context.Background(), dsn)
+	if err != nil || len(res.Applied) != 2 || res.Applied[0].Version != 11 || res.Applied[1].Version != 12 {
+		t.Fatalf("migrate: %+v, %v; want 011 and 012 applied", res, err)
+	}
+	if err := s.CheckSchema(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -296,6 +296,10 @@ func schemaMigrationsSQL(d Dialect) string {
 // migrations is idempotent (IF NOT EXISTS).
 func applyMigration(conn *gorm.DB, d Dialect, m Migration, keyColl string, record bool) error {
 	run := func(tx *gorm.DB) error {
+		// A new statement each Exec: the connection Migrate holds is one
+		// gorm chain, which would carry a passed error on to the next
+		// statement and fail it.
+		tx = tx.Session(&gorm.Session{})
 		for _, stmt := range statements(dialectSQL(m.SQL, keyColl)) {
 			if err := tx.Exec(stmt).Error; err != nil && (d == Postgres || !alreadyApplied(err)) {
 				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
