@@ -20,8 +20,9 @@ type Quarantined struct {
 	Reason  string
 	Payload []byte
 	// Version and UpdatedAt place the invalid copy among its record's
-	// copies (InvalidCopies): zero when it carried none that could be read,
-	// or when it is no copy of its own record (a key another row holds).
+	// copies (InvalidCopiesSince): zero when it carried none that could be
+	// read, or when it is no copy of its own record (a key another row
+	// holds).
 	Version   int64
 	UpdatedAt time.Time
 }

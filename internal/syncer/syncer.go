@@ -377,45 +377,6 @@ type run struct {
 	made         madeRows
 }
 
-// storedCopies is run.storedCopies, read when the run first makes a row
-// and then as the job's quarantines store more. Safe for concurrent use.
-type storedCopies struct {
-	mu   sync.Mutex
-	seq  int64 // the job's quarantine number when they were last read
-	byID map[string]erp.Invalid
-}
-
-// of returns the stored copies of the records of keys, after reading
-// those the job's quarantines stored or counted since it last looked.
-func (c *storedCopies) of(ctx context.Context, st *store.Store, job string, keys []string) ([]erp.Invalid, error) {
-	seq, err := st.QuarantineSeq(ctx, job)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if seq > c.seq {
-		got, err := st.InvalidCopiesSince(ctx, job, c.seq, seq)
-		if err != nil {
-			return nil, err
-		}
-		if c.byID == nil {
-			c.byID = map[string]erp.Invalid{}
-		}
-		for _, g := range got {
-			keepNewest(c.byID, erp.Invalid{ErpID: g.ErpID, Version: g.Version, UpdatedAt: g.UpdatedAt})
-		}
-		c.seq = seq
-	}
-	var out []erp.Invalid
-	for _, k := range keys {
-		if inv, ok := c.byID[k]; ok {
-			out = append(out, inv)
-		}
-	}
-	return out, nil
-}
-
 // invalidCopies is run.invalidCopies. Safe for concurrent use.
 type invalidCopies struct {
 	n    atomic.Int64 // len(byID), read without mu on every chunk
