@@ -118,6 +118,7 @@ func printVerify(w io.Writer, r *verify.Result, ok bool) {
 func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var s settings
 	var limit int
+	var lostAfter time.Duration
 	var asJSON, all, status bool
 	fs := newFlagSet("erpsync runs", stderr)
 	s.databaseFlags(fs)
@@ -127,6 +128,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	intVar(fs, &limit, "limit", 20, 1, math.MaxInt, "how many runs to show")
 	fs.BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	fs.BoolVar(&status, "status", false, "one line per entity instead: last run, last success, lag behind the checkpoint, quarantined rows, pending events")
+	durationVar(fs, &lostAfter, "lost-after", time.Minute, time.Second, "", fmt.Sprintf("show a run as lost when its row says running but its process has not written its heartbeat (every %s) for this long: killed, or paused", store.HeartbeatEvery))
 	s.logFlags(fs)
 	if err := s.parseEntities(fs, args); err != nil {
 		return err
@@ -137,7 +139,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer st.Close()
 	if status {
-		return printStatus(ctx, &s, st, stdout)
+		return printStatus(ctx, &s, st, stdout, lostAfter)
 	}
 	jobs := []string{s.Job}
 	switch {
@@ -161,7 +163,13 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		slices.SortStableFunc(runs, func(a, b store.Run) int { return b.StartedAt.Compare(a.StartedAt) })
 		runs = runs[:min(limit, len(runs))]
 	}
+	if err := showLost(ctx, st, runs, lostAfter); err != nil {
+		return err
+	}
 	if asJSON {
+		if runs == nil {
+			runs = []store.Run{} // [], not null
+		}
 		b, _ := json.MarshalIndent(runs, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 		return nil
@@ -184,6 +192,24 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tw.Flush()
 	if len(runs) == 0 {
 		fmt.Fprintln(stdout, noRuns(ctx, st, jobs))
+	}
+	return nil
+}
+
+// showLost sets the status of each running run whose process has not
+// beaten for longer than after, by the database's clock, to lost.
+func showLost(ctx context.Context, st *store.Store, runs []store.Run, after time.Duration) error {
+	if !slices.ContainsFunc(runs, func(r store.Run) bool { return r.Status == store.StatusRunning }) {
+		return nil
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		return dbError(st, err)
+	}
+	for i := range runs {
+		if runs[i].Lost(now, after) {
+			runs[i].Status = store.StatusLost
+		}
 	}
 	return nil
 }

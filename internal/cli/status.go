@@ -15,7 +15,7 @@ import (
 // --config, or the built-in memberships under --job): its last run and
 // last success, its lag (how far its checkpoint is behind the database's
 // clock), its quarantined rows and its pending change events.
-func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Writer) error {
+func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Writer, lostAfter time.Duration) error {
 	targets := s.targets
 	if targets == nil {
 		ent := entity.Memberships()
@@ -35,6 +35,9 @@ func printStatus(ctx context.Context, s *settings, st *store.Store, stdout io.Wr
 		runs, err := st.Runs(ctx, t.job, 1000)
 		if err != nil {
 			return dbError(st, err)
+		}
+		if err := showLost(ctx, st, runs[:min(1, len(runs))], lostAfter); err != nil {
+			return err
 		}
 		last, success := "-", "never"
 		if len(runs) > 0 {

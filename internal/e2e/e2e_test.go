@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,38 @@ func (e *env) runs(limit int) []store.Run {
 	return runs
 }
 
+// shown returns the status that `erpsync runs --json` with args shows for
+// run runID; the test fails if it shows no such run.
+func (e *env) shown(runID string, args ...string) string {
+	e.T.Helper()
+	r := e.Run(context.Background(), append([]string{"runs", "--json", "--limit", "50"}, args...)...)
+	if r.Code != 0 {
+		e.T.Fatalf("runs exit %d: %s", r.Code, r.Out())
+	}
+	var runs []store.Run
+	if err := json.Unmarshal([]byte(r.Stdout), &runs); err != nil {
+		e.T.Fatalf("runs --json: %v: %s", err, r.Stdout)
+	}
+	for _, run := range runs {
+		if run.RunID == runID {
+			return run.Status
+		}
+	}
+	e.T.Fatalf("runs --json shows no run %s: %s", runID, r.Stdout)
+	return ""
+}
+
+// running returns the run ID of the job's newest run, which must say
+// running.
+func (e *env) running() string {
+	e.T.Helper()
+	runs := e.runs(1)
+	if len(runs) != 1 || runs[0].Status != store.StatusRunning {
+		e.T.Fatalf("the newest run: %+v, want one running", runs)
+	}
+	return runs[0].RunID
+}
+
 func TestOverlappingProcessesEndWithTheTruth(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 5000, Seed: 21, Faults: erpmock.Faults{InvalidRate: 0.01}})
@@ -166,12 +199,21 @@ func TestFrozenPastItsLockThenWokenChangesNothingWrong(t *testing.T) {
 	frozen := e.Start("run", "--lock-ttl", "1s", "--page-size", "50", "--workers", "4")
 	e.WaitRows(100) // freeze it once it is writing
 	frozen.Signal(syscall.SIGSTOP)
+	id := e.running()
 	time.Sleep(2500 * time.Millisecond) // past its 1s lease
+	// Its last heartbeat came before the pause: runs shows it lost.
+	if st := e.shown(id, "--lost-after", "2s"); st != store.StatusLost {
+		t.Errorf("runs shows the paused run %s; want lost", st)
+	}
 	if r := e.Run(ctx, "run", "--lock-ttl", "1s"); r.Code != 0 {
 		t.Fatalf("replacement run exit %d: %s", r.Code, r.Out())
 	}
 	frozen.Signal(syscall.SIGCONT)
 	r := frozen.Wait()
+	// Woken, it finished its row with its real status.
+	if st := e.shown(id, "--lost-after", "2s"); st != store.StatusSucceeded && st != store.StatusFailed {
+		t.Errorf("runs shows the woken run %s; want succeeded or failed", st)
+	}
 	t.Logf("woken run: exit %d\n%s", r.Code, r.Stdout)
 	if r.Code == 0 {
 		t.Logf("the woken run exited 0")
@@ -189,6 +231,10 @@ func TestKilledRunFreesItsLockWithinTheTTL(t *testing.T) {
 	e.WaitRows(50)
 	victim.Signal(syscall.SIGKILL)
 	victim.Wait()
+	id := e.running()
+	if st := e.shown(id); st != store.StatusRunning {
+		t.Errorf("runs right after the kill shows the killed run %s; want running (not yet --lost-after 1m without a heartbeat)", st)
+	}
 	dir := t.TempDir()
 	if r := e.Run(ctx, "run", "--lock-ttl", "6s", "--report", filepath.Join(dir, "a.json")); r.Code != 0 {
 		t.Fatalf("run right after the kill exit %d", r.Code)
@@ -197,6 +243,10 @@ func TestKilledRunFreesItsLockWithinTheTTL(t *testing.T) {
 		t.Fatalf("run right after the kill: %v, want skipped (the killed run's lock lives until its TTL)", st)
 	}
 	time.Sleep(6200 * time.Millisecond)
+	// Its last heartbeat came before the kill: runs shows it lost.
+	if st := e.shown(id, "--lost-after", "5s"); st != store.StatusLost {
+		t.Errorf("runs shows the killed run %s; want lost", st)
+	}
 	e.Mock.SetFaults(erpmock.Faults{})
 	if r := e.Run(ctx, "run", "--lock-ttl", "6s", "--report", filepath.Join(dir, "b.json")); r.Code != 0 {
 		t.Fatalf("run after the TTL exit %d: %s", r.Code, r.Out())

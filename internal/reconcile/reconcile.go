@@ -193,6 +193,11 @@ func (rc *Reconciler) Run(ctx context.Context) (*Report, error) {
 	if err := rc.store.StartRun(ctx, &rep.Run); err != nil {
 		return rep, err
 	}
+	// The heartbeat only: the counters are the report's, written by this
+	// goroutine.
+	stopBeat := rc.store.Beat(ctx, rep.RunID, 0, nil, func(err error) {
+		log.Warn().Err(err).Msg("heartbeat not written; the reconcile goes on")
+	})
 	log.Info().Int64("fence_token", rep.Fence).Msg("reconcile started")
 
 	err = rc.reconcile(workCtx, rep, log)
@@ -209,6 +214,7 @@ func (rc *Reconciler) Run(ctx context.Context) (*Report, error) {
 	case err != nil:
 		status = store.StatusFailed
 	}
+	stopBeat()
 	rc.finish(ctx, rep, status, err, log)
 	return rep, err
 }

@@ -49,8 +49,8 @@ func TestMigrateAgainAfterACrashBeforeItsRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := store.Migrate(context.Background(), dsn)
-	if err != nil || len(res.Applied) != 2 || res.Applied[0].Version != 11 || res.Applied[1].Version != 12 {
-		t.Fatalf("migrate: %+v, %v; want 011 and 012 applied", res, err)
+	if err != nil || len(res.Applied) != 3 || res.Applied[0].Version != 11 || res.Applied[1].Version != 12 || res.Applied[2].Version != 13 {
+		t.Fatalf("migrate: %+v, %v; want 011, 012 and 013 applied", res, err)
 	}
 	if err := s.CheckSchema(context.Background()); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Counters are the per-run record outcomes of the run report.
@@ -61,6 +64,11 @@ type Run struct {
 	// its deletions do not count against the guard's window.
 	Forced bool    `json:"-" gorm:"column:forced"`
 	Error  *string `json:"error,omitempty" gorm:"column:error"`
+	// HeartbeatAt is when the run's process last said it was alive (the
+	// database's clock; see Beat): its start, then every few seconds
+	// while it runs. NULL on rows of runs started before migration 013,
+	// and in a run's own report.
+	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty" gorm:"column:heartbeat_at"`
 }
 
 // TableName tells gorm the table of Run.
@@ -73,23 +81,106 @@ const (
 	StatusSkipped     = "skipped"
 	StatusFailed      = "failed"
 	StatusInterrupted = "interrupted"
+	// StatusLost is not stored: it is how `erpsync runs` shows a running
+	// row whose process has not beaten for a while (Run.Lost).
+	StatusLost = "lost"
 )
 
 // StartRun records a run as it begins (or a skipped run, finished at once).
+// A running one is recorded with its first heartbeat at its start.
 func (s *Store) StartRun(ctx context.Context, r *Run) error {
-	if err := s.db.WithContext(ctx).Create(r).Error; err != nil {
+	row := *r
+	if row.Status == StatusRunning {
+		row.HeartbeatAt = &row.StartedAt
+	}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
 		return fmt.Errorf("record run %s: %w", r.RunID, err)
 	}
+	r.ID = row.ID
 	return nil
 }
 
-// FinishRun writes a run's final status and counters.
+// FinishRun writes a run's final status and counters. The row keeps its
+// last heartbeat.
 func (s *Store) FinishRun(ctx context.Context, r *Run) error {
-	err := s.db.WithContext(ctx).Model(&Run{}).Where("run_id = ?", r.RunID).Select("*").Omit("id").Updates(r).Error
+	err := s.db.WithContext(ctx).Model(&Run{}).Where("run_id = ?", r.RunID).Select("*").Omit("id", "heartbeat_at").Updates(r).Error
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", r.RunID, err)
 	}
 	return nil
+}
+
+// HeartbeatEvery is how often a run's process beats (Beat) by default.
+const HeartbeatEvery = 10 * time.Second
+
+// Heartbeat writes the run's heartbeat_at (the database's clock) and,
+// when c is not nil, its counters so far, while its row still says
+// running; it reports whether it did.
+func (s *Store) Heartbeat(ctx context.Context, runID string, c *Counters) (bool, error) {
+	cols := map[string]any{"heartbeat_at": gorm.Expr(s.d.now())}
+	if c != nil {
+		for k, v := range map[string]int64{"fetched": c.Fetched, "inserted": c.Inserted, "updated": c.Updated,
+			"unchanged": c.Unchanged, "duplicates_in_feed": c.DuplicatesInFeed, "lock_contended": c.LockContended,
+			"unique_violations": c.UniqueViolations, "stale_rejected": c.StaleRejected, "invalid": c.Invalid,
+			"failed": c.Failed, "restored": c.Restored, "deleted": c.Deleted, "repaired": c.Repaired,
+			"quarantined": c.Quarantined} {
+			cols[k] = v
+		}
+	}
+	res := s.db.WithContext(ctx).Model(&Run{}).Where("run_id = ? AND status = ?", runID, StatusRunning).Updates(cols)
+	if res.Error != nil {
+		return false, fmt.Errorf("heartbeat of run %s: %w", runID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// Beat writes the run's heartbeat, with the counters of snapshot unless
+// it is nil, every every, from a goroutine, until stop is called; stop returns once the
+// goroutine has ended, so that no heartbeat follows the run's finish. A
+// heartbeat that fails goes to failed (nil: dropped) and the beats go on:
+// a database that is briefly away costs the run a beat, not its work.
+func (s *Store) Beat(ctx context.Context, runID string, every time.Duration, snapshot func() Counters, failed func(error)) (stop func()) {
+	if every <= 0 {
+		every = HeartbeatEvery
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(every, 5*time.Second))
+				var c *Counters
+				if snapshot != nil {
+					now := snapshot()
+					c = &now
+				}
+				_, err := s.Heartbeat(bctx, runID, c)
+				cancel()
+				if err != nil && failed != nil {
+					failed(err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-ended
+	}
+}
+
+// Lost says whether r is a running row whose process has not beaten for
+// longer than after, by the database clock now: killed (kill -9, out of
+// memory, its node gone) or paused. A paused process that wakes finishes
+// its row with its real status. Rows without a heartbeat (runs started
+// before migration 013) are never lost.
+func (r Run) Lost(now time.Time, after time.Duration) bool {
+	return r.Status == StatusRunning && r.HeartbeatAt != nil && now.Sub(*r.HeartbeatAt) > after
 }
 
 // ReconcileDeletedSince sums the rows that job's runs of mode (reconciles)

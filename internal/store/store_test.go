@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,6 +376,113 @@ func TestRunHistory(t *testing.T) {
 	if runs[0].RunID != "b" || runs[0].Status != store.StatusSkipped || runs[1].Inserted != 42 || runs[1].Status != store.StatusSucceeded {
 		t.Fatalf("history newest first with counters: %+v", runs)
 	}
+}
+
+// A running run's row carries a heartbeat from its start; Heartbeat moves
+// it to the database's clock with the counters so far while the row says
+// running, and not after its finish, which keeps the last one; a row not
+// heard from for longer than Lost's bound is lost, a finished one never.
+func TestRunHeartbeat(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	start := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	r := &store.Run{RunID: "hb", Job: "j", Mode: "run", Status: store.StatusRunning, Host: "h", PID: 1, StartedAt: start}
+	if err := s.StartRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.HeartbeatAt != nil {
+		t.Errorf("StartRun set the caller's HeartbeatAt: the report carries none")
+	}
+	row := func() store.Run { return newestRun(t, s, "j") }
+	if got := row(); got.HeartbeatAt == nil || !got.HeartbeatAt.Equal(start) {
+		t.Fatalf("heartbeat at start %v, want %v", got.HeartbeatAt, start)
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := row(); !got.Lost(now, 59*time.Minute) || got.Lost(now, 2*time.Hour) {
+		t.Errorf("a run last heard from an hour ago: Lost(59m) %v, Lost(2h) %v; want true, false", got.Lost(now, 59*time.Minute), got.Lost(now, 2*time.Hour))
+	}
+	if ok, err := s.Heartbeat(ctx, "hb", &store.Counters{Fetched: 7, Inserted: 5, Quarantined: 1}); err != nil || !ok {
+		t.Fatalf("Heartbeat = %v, %v", ok, err)
+	}
+	got := row()
+	if got.HeartbeatAt == nil || got.HeartbeatAt.Before(now.Add(-time.Second)) || got.Fetched != 7 || got.Inserted != 5 || got.Quarantined != 1 {
+		t.Fatalf("after a heartbeat: at %v (database clock %v), fetched %d, inserted %d, quarantined %d", got.HeartbeatAt, now, got.Fetched, got.Inserted, got.Quarantined)
+	}
+	if got.Lost(now, time.Minute) {
+		t.Errorf("a run heard from now is lost")
+	}
+	if ok, err := s.Heartbeat(ctx, "hb", nil); err != nil || !ok || row().Fetched != 7 {
+		t.Fatalf("a heartbeat without counters: %v, %v, fetched %d; want the counters kept", ok, err, row().Fetched)
+	}
+	last := *row().HeartbeatAt
+	fin := time.Now().UTC()
+	r.Status, r.FinishedAt, r.Fetched = store.StatusSucceeded, &fin, 9
+	if err := s.FinishRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Heartbeat(ctx, "hb", &store.Counters{Fetched: 1}); err != nil || ok {
+		t.Fatalf("Heartbeat after the finish = %v, %v; want nothing written", ok, err)
+	}
+	got = row()
+	if got.Status != store.StatusSucceeded || got.Fetched != 9 || got.HeartbeatAt == nil || !got.HeartbeatAt.Equal(last) {
+		t.Fatalf("finished row: %s, fetched %d, heartbeat %v; want succeeded, 9, the last beat %v", got.Status, got.Fetched, got.HeartbeatAt, last)
+	}
+	if got.Lost(now.Add(24*time.Hour), time.Minute) {
+		t.Errorf("a finished run is lost")
+	}
+	sk := &store.Run{RunID: "hb-skip", Job: "j", Mode: "run", Status: store.StatusSkipped, Host: "h", PID: 2, StartedAt: fin, FinishedAt: &fin}
+	if err := s.StartRun(ctx, sk); err != nil {
+		t.Fatal(err)
+	}
+	if got := row(); got.RunID != "hb-skip" || got.HeartbeatAt != nil {
+		t.Errorf("a skipped run's row: %s, heartbeat %v; want none", got.RunID, got.HeartbeatAt)
+	}
+}
+
+// newestRun is job's newest run; the test fails unless it has one.
+func newestRun(t *testing.T, s *store.Store, job string) store.Run {
+	t.Helper()
+	runs, err := s.Runs(context.Background(), job, 1)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("Runs = %v, %v", runs, err)
+	}
+	return runs[0]
+}
+
+// Beat writes heartbeats with the snapshot's counters while it runs, and
+// none once stop has returned.
+func TestBeat(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	start := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	if err := s.StartRun(ctx, &store.Run{RunID: "beat", Job: "j", Mode: "run", Status: store.StatusRunning, Host: "h", PID: 1, StartedAt: start}); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	stop := s.Beat(ctx, "beat", 20*time.Millisecond, func() store.Counters { return store.Counters{Fetched: n.Add(1)} }, func(err error) { t.Error(err) })
+	row := func() store.Run { return newestRun(t, s, "j") }
+	deadline := time.Now().Add(time.Minute)
+	for r := row(); r.Fetched < 3; r = row() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no third heartbeat within a minute: %+v", r)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	after := row()
+	if after.HeartbeatAt == nil || !after.HeartbeatAt.After(start) {
+		t.Fatalf("heartbeat %v, want after the start %v", after.HeartbeatAt, start)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if again := row(); again.Fetched != after.Fetched || !again.HeartbeatAt.Equal(*after.HeartbeatAt) {
+		t.Fatalf("a heartbeat after stop: %+v, then %+v", after, again)
+	}
+	stop() // a second stop returns
 }
 
 // Instances quarantine the same replayed payloads at once; none may fail.

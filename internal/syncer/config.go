@@ -100,6 +100,11 @@ type Config struct {
 	// counters of the run.
 	Progress      func(store.Counters)
 	ProgressEvery time.Duration
+	// HeartbeatEvery is how often the run writes its heartbeat and its
+	// counters so far to its row of the run history (store.Beat), by
+	// which `erpsync runs` tells a killed run from a running one.
+	// Defaults to store.HeartbeatEvery.
+	HeartbeatEvery time.Duration
 	// Host and PID identify the process in the run history. Default to the
 	// hostname and os.Getpid().
 	Host string

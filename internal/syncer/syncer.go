@@ -219,6 +219,9 @@ func (s *Syncer) Run(ctx context.Context) (*Report, error) {
 	if err := s.store.StartRun(ctx, &rep.Run); err != nil {
 		return rep, err
 	}
+	r.stopBeat = s.store.Beat(ctx, rep.RunID, s.cfg.HeartbeatEvery, r.c.snapshot, func(err error) {
+		r.log.Warn().Err(err).Msg("heartbeat not written; the run goes on")
+	})
 	ev := log.Info()
 	if !since.IsZero() {
 		ev = ev.Time("since", since)
@@ -356,6 +359,7 @@ type run struct {
 
 	checkpoint  time.Time // last saved
 	cpName      string    // the backfill window's checkpoint
+	stopBeat    func()    // ends the heartbeat (store.Beat) once the run is recorded
 	erpRequests int64
 	erpRetries  int64
 
@@ -413,6 +417,9 @@ func (u *invalidCopies) of(recs []erp.Record) []erp.Invalid {
 }
 
 func (r *run) finish(ctx context.Context, status string, err error) {
+	if r.stopBeat != nil {
+		r.stopBeat()
+	}
 	now := time.Now()
 	rep := r.rep
 	rep.Status = status

@@ -585,3 +585,53 @@ func earlierRow(w erpmock.Record) store.Membership {
 	return store.Membership{ErpID: w.ErpID, MemberID: "EARLIER", ProductCode: w.ProductCode, Status: w.Status,
 		StartsAt: w.StartsAt, Version: w.Version - 1, UpdatedAt: w.UpdatedAt, Fence: 1}
 }
+
+// A run writes its heartbeat and its counters so far to its row while it
+// runs, and its final counters once it has finished, which no later
+// heartbeat overwrites.
+func TestRunBeatsWhileRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, erpmock.Options{Records: 400, Seed: 5, Faults: erpmock.Faults{Latency: 30 * time.Millisecond}})
+	s := b.syncer(t, Config{Mode: ModeRun, PageSize: 20, Fetchers: 1, Workers: 2, ChunkSize: 20, HeartbeatEvery: 20 * time.Millisecond})
+	done := make(chan *Report, 1)
+	go func() {
+		rep, err := s.Run(context.Background())
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+		done <- rep
+	}()
+	row := func() store.Run { // the zero Run until the run has its row
+		runs, err := b.store.Runs(context.Background(), b.job, 1)
+		if err != nil {
+			t.Errorf("Runs: %v", err)
+		}
+		if len(runs) == 0 {
+			return store.Run{}
+		}
+		return runs[0]
+	}
+	var beats []store.Run
+	for rep := (*Report)(nil); rep == nil; {
+		select {
+		case rep = <-done:
+			fin := row()
+			if fin.Status != store.StatusSucceeded || fin.HeartbeatAt == nil || fin.Fetched != rep.Fetched || fin.Fetched < 400 {
+				t.Fatalf("finished row: %s, fetched %d; report fetched %d", fin.Status, fin.Fetched, rep.Fetched)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if again := row(); again.Fetched != fin.Fetched || !again.HeartbeatAt.Equal(*fin.HeartbeatAt) {
+				t.Fatalf("the row changed after the finish: %+v, then %+v", fin, again)
+			}
+		case <-time.After(5 * time.Millisecond):
+			if r := row(); r.Status == store.StatusRunning && r.Fetched > 0 && r.Fetched < 400 {
+				beats = append(beats, r)
+			}
+		}
+	}
+	// At 30 ms a page of 20, the 400 records take 600 ms or more: a beat
+	// every 20 ms shows the run part way through, its heartbeat moving.
+	if len(beats) < 2 || !beats[len(beats)-1].HeartbeatAt.After(*beats[0].HeartbeatAt) || beats[len(beats)-1].Fetched <= beats[0].Fetched {
+		t.Fatalf("%d rows seen part way through, want two or more with the heartbeat and fetched moving on: %+v", len(beats), beats)
+	}
+}
