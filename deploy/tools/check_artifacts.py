@@ -123,9 +123,13 @@ def go_flag_settings():
                 if fn.endswith(".go") and not fn.endswith("_test.go"):
                     with open(os.path.join(dirpath, fn), errors="replace") as f:
                         src = f.read()
-                    # secretVar(fs, &s.X, "name", ...) defines --name and --name-file.
-                    for m in re.finditer(r'(?:fs\.\w+Var\(|secretVar\([^,]+,)[^,]+,\s*"([a-z0-9-]+)"', src):
+                    # fs.XVar(&p, "name", ...) and the cli's helpers
+                    # durationVar(fs, &p, "name", ...), intVar, nameVar...
+                    for m in re.finditer(r'(?:fs\.\w+Var\(|\b\w+Var\(\s*fs\s*,)[^,]+,\s*"([a-z0-9-]+)"', src):
                         names.add("ERPSYNC_" + m.group(1).upper().replace("-", "_"))
+                    # secretVar(fs, &s.X, "name", ...) defines --name and --name-file.
+                    for m in re.finditer(r'\bsecretVar\(\s*fs\s*,[^,]+,\s*"([a-z0-9-]+)"', src):
+                        names.add("ERPSYNC_" + m.group(1).upper().replace("-", "_") + "_FILE")
                     for m in re.finditer(r'fs\.(?:String|Int|Int64|Bool|Duration|Float64|Uint)\(\s*"([a-z0-9-]+)"', src):
                         names.add("ERPSYNC_" + m.group(1).upper().replace("-", "_"))
                     for m in re.finditer(r'"(ERPSYNC_[A-Z0-9_]+)"', src):
