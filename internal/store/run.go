@@ -135,10 +135,11 @@ func (s *Store) Heartbeat(ctx context.Context, runID string, c *Counters) (bool,
 }
 
 // Beat writes the run's heartbeat, with the counters of snapshot unless
-// it is nil, every every, from a goroutine, until stop is called; stop returns once the
-// goroutine has ended, so that no heartbeat follows the run's finish. A
-// heartbeat that fails goes to failed (nil: dropped) and the beats go on:
-// a database that is briefly away costs the run a beat, not its work.
+// it is nil, every every, from a goroutine, until stop is called; stop
+// returns once the goroutine has ended, so that no heartbeat follows the
+// run's finish. A heartbeat that fails goes to failed (nil: dropped) and
+// the beats go on: a database that is briefly away costs the run a beat,
+// not its work.
 func (s *Store) Beat(ctx context.Context, runID string, every time.Duration, snapshot func() Counters, failed func(error)) (stop func()) {
 	if every <= 0 {
 		every = HeartbeatEvery
