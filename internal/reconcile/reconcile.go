@@ -315,8 +315,10 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	}
 	// Every invalid copy of the scan, not only those of rows the
 	// comparison found unmarked: a row the repairs just wrote from an
-	// older valid copy is marked too (MarkQuarantined reads the rows).
-	q, err := rc.sy.MarkQuarantined(ctx, feed.Invalid(), log)
+	// older valid copy is marked too (Quarantine reads the rows), and a
+	// run that makes a record's row later, from an older valid copy it
+	// fetched before, finds the copy stored and marks its row.
+	q, err := rc.sy.Quarantine(ctx, rep.RunID, feed.Invalid(), log)
 	rep.Quarantined = q
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package syncer
+package syncer_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
+	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
-	"github.com/erpsync/erpsync/lock"
 )
 
 // markCopy is one copy of a record the ERP served: version n of its
@@ -50,21 +50,24 @@ func (c markCopy) item(id string) string {
 
 var markEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// TestMarksAcrossRunsMatchAModel: whatever runs meet the copies of a
-// record, in whatever order, one a run or two in one run, the row ends as
-// the model of the ERP says. The model: the row holds the highest valid
-// version served, and is marked quarantined when the newest copy served
-// (the highest version; a copy without a readable version placed by its
-// updated_at) is invalid, at that copy's version when it can be read.
+// TestMarksAcrossRunsMatchAModel: whatever runs and reconciles meet the
+// copies of a record, in whatever order, one a run or two in one run, the
+// row ends as the model of the ERP says. The model: the row holds the
+// highest valid version served, and is marked quarantined when the newest
+// copy served (the highest version; a copy without a readable version
+// placed by its updated_at) is invalid, at that copy's version when it
+// can be read.
 //
 // Half of the records have a row before their first invalid copy is
 // served (the first run writes a valid version 1 of them); the others are
 // new, their copies served to one run or spread over several, so that a
 // run may meet an invalid copy before the record has a row and another
-// make the row later from an older valid copy. A history's versions are
-// valid, invalid, and invalid without a readable version or, in other
-// histories, without a readable updated_at. Left
-// out: an invalid copy without a version next to one without an
+// make the row later from an older valid copy. Reconciles between the
+// runs, and maybe after the last, are each served one copy of every
+// record, so a reconcile too may meet an invalid copy before a run makes
+// the row. A history's versions are valid, invalid, and invalid without a
+// readable version or, in other histories, without a readable updated_at.
+// Left out: an invalid copy without a version next to one without an
 // updated_at in one history (neither can be placed against the other), and
 // an invalid copy with neither (it counts as newest whenever a run meets
 // it).
@@ -94,6 +97,7 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 		runs[k][page][id] = c
 	}
 	served := map[string][]markCopy{}
+	hists := map[string][]markCopy{}
 	ids := make([]string, records)
 	first := map[string]markCopy{}
 	for r := range records {
@@ -132,6 +136,7 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 		}
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		served[id] = append(served[id], order...)
+		hists[id] = hist
 		if oneRun {
 			k := 1 + rng.IntN(3)
 			for i, c := range order {
@@ -150,6 +155,35 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 		}
 	}
 	runs[0] = []map[string]markCopy{first}
+	// Reconciles go between the runs, and maybe after the last: each is
+	// served one copy of every record, any of its history, as a scan of
+	// the ERP at some moment would be.
+	type execution struct {
+		reconcile bool
+		pages     []map[string]markCopy
+	}
+	reconcileOf := func() execution {
+		x := execution{reconcile: true}
+		for r, id := range ids {
+			if r%16 == 0 {
+				x.pages = append(x.pages, map[string]markCopy{})
+			}
+			c := hists[id][rng.IntN(len(hists[id]))]
+			x.pages[len(x.pages)-1][id] = c
+			served[id] = append(served[id], c)
+		}
+		return x
+	}
+	var execs []execution
+	for k, run := range runs {
+		if k > 0 && rng.IntN(4) == 0 {
+			execs = append(execs, reconcileOf())
+		}
+		execs = append(execs, execution{pages: run})
+	}
+	if rng.IntN(3) == 0 {
+		execs = append(execs, reconcileOf())
+	}
 
 	var mu sync.Mutex
 	var pages []map[string]markCopy
@@ -182,20 +216,28 @@ func marksAgainstModel(t *testing.T, rng *rand.Rand) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := testenv.MigratedStore(t)
-	locks := lock.New(testenv.Redis(t), &lock.Options{Prefix: testenv.RandomName("erpsync-test:") + ":"})
-	job := testenv.RandomName("job-")
+	st, locks, job := markWorld(t)
 	var log []string
-	for k, run := range runs {
+	for k, x := range execs {
 		mu.Lock()
-		pages = run
+		pages = x.pages
 		mu.Unlock()
-		for p, page := range run {
+		what := "run"
+		if x.reconcile {
+			what = "reconcile"
+		}
+		for p, page := range x.pages {
 			for _, id := range slices.Sorted(maps.Keys(page)) {
-				log = append(log, fmt.Sprintf("run %d page %d: %s %s", k, p, id, page[id]))
+				log = append(log, fmt.Sprintf("%s %d page %d: %s %s", what, k, p, id, page[id]))
 			}
 		}
-		s, err := New(Config{Job: job, Mode: ModeBackfill, Since: markEpoch.AddDate(-1, 0, 0), ChunkSize: 1 + rng.IntN(8)}, src, st, locks, zerolog.Nop())
+		if x.reconcile {
+			if rep, err := reconcileOnce(job, src, st, locks); err != nil || rep.Status != store.StatusSucceeded {
+				t.Fatalf("reconcile %d: %v, %+v", k, err, rep)
+			}
+			continue
+		}
+		s, err := syncer.New(syncer.Config{Job: job, Mode: syncer.ModeBackfill, Since: markEpoch.AddDate(-1, 0, 0), ChunkSize: 1 + rng.IntN(8)}, src, st, locks, zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
 		}

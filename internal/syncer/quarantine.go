@@ -14,14 +14,39 @@ import (
 	"github.com/erpsync/erpsync/internal/store"
 )
 
-// MarkQuarantined marks the live rows whose record's newest copy, among
-// invs, is invalid and newer than what the row holds (store.Current.Marks),
-// each under its record lock with its fencing token, as a run does with
-// the invalid items of its pages. It returns how many rows it marked.
-func (s *Syncer) MarkQuarantined(ctx context.Context, invs []erp.Invalid, log zerolog.Logger) (int64, error) {
+// Quarantine stores invs, the invalid copies that run runID (a reconcile)
+// met in the feed, in the job's quarantine, then marks the live rows whose
+// record's newest copy among them is newer than what the row holds
+// (store.Current.Marks), each under its record lock with its fencing
+// token: what a run does with the invalid items of its pages. A record
+// without a row yet is marked by the run that makes its row, which finds
+// the stored copy (flushMade). It returns how many rows it marked.
+func (s *Syncer) Quarantine(ctx context.Context, runID string, invs []erp.Invalid, log zerolog.Logger) (int64, error) {
+	// A thousand copies a statement at most, as a run's page holds: a
+	// reconcile may meet many more, and one statement of all their
+	// payloads could pass MySQL's max_allowed_packet.
+	for rest := invs; len(rest) > 0; {
+		part := rest[:min(len(rest), quarantineBatch)]
+		rest = rest[len(part):]
+		qs := make([]store.Quarantined, len(part))
+		for i, inv := range part {
+			qs[i] = quarantinedOf(inv)
+		}
+		if err := s.store.Quarantine(ctx, s.cfg.Job, runID, qs); err != nil {
+			return 0, fmt.Errorf("store the invalid copies: %w", err)
+		}
+	}
 	r := s.newRun(&Report{}, log)
 	err := r.markInvalid(ctx, invs)
 	return r.c.quarantined.Load(), err
+}
+
+// quarantineBatch is how many copies Quarantine stores a statement.
+const quarantineBatch = 1000
+
+// quarantinedOf is the quarantine's row of inv.
+func quarantinedOf(inv erp.Invalid) store.Quarantined {
+	return store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw, Version: inv.Version, UpdatedAt: inv.UpdatedAt}
 }
 
 // markInvalid marks the rows of invs that need it. A row is marked when the

@@ -684,7 +684,7 @@ func (r *run) put(ctx, hand context.Context, i int, page *erp.Page, fetchedAt ti
 		r.c.invalid.Add(int64(len(page.Invalid)))
 		qs := make([]store.Quarantined, len(page.Invalid))
 		for i, inv := range page.Invalid {
-			qs[i] = store.Quarantined{ErpID: inv.ErpID, Reason: inv.Reason, Payload: inv.Raw, Version: inv.Version, UpdatedAt: inv.UpdatedAt}
+			qs[i] = quarantinedOf(inv)
 		}
 		r.invalid.page(page.Invalid, r.log)
 		if err := r.s.store.Quarantine(hand, cfg.Job, r.rep.RunID, qs); err != nil {

@@ -165,9 +165,10 @@ type Feed struct {
 	items, invalid int64
 	byID           map[string]*want
 	// quarantined holds the newest invalid or unstorable copy of each
-	// erp_id served so (erp.Invalid.NewerThan), without its payload: the
-	// ERP still has these records, so a row of one is never absent, and a
-	// row older than such a copy is not current.
+	// erp_id served so (erp.Invalid.NewerThan), with its payload when the
+	// scan keeps records (a reconcile stores the copies): the ERP still
+	// has these records, so a row of one is never absent, and a row older
+	// than such a copy is not current.
 	quarantined map[string]erp.Invalid
 	// noNUL says the table's database cannot store U+0000 in text
 	// (PostgreSQL): a record with one is quarantined, as a run does.
@@ -181,7 +182,7 @@ func (f *Feed) Records() int64 { return int64(len(f.byID)) }
 func (f *Feed) Has(erpID string) bool { return f.byID[erpID] != nil }
 
 // Invalid returns the newest invalid or unstorable copy of each erp_id the
-// feed served, without payloads.
+// feed served, with its payload when the scan kept records.
 func (f *Feed) Invalid() []erp.Invalid {
 	out := make([]erp.Invalid, 0, len(f.quarantined))
 	for _, inv := range f.quarantined {
@@ -263,7 +264,9 @@ func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
 			}
 		}
 		if old, ok := f.quarantined[inv.ErpID]; inv.ErpID != "" && (!ok || inv.NewerThan(old)) {
-			inv.Raw = nil
+			if !keep {
+				inv.Raw = nil
+			}
 			f.quarantined[inv.ErpID] = inv
 		}
 	}
