@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 
 	"github.com/erpsync/erpsync/internal/entity"
@@ -46,6 +48,26 @@ func (t *Table) event(r Row, op string) (outbox.Event, error) {
 // adjacent documents meet in the gaps of the child tables' index.
 func (s *Store) inTx(ctx context.Context, what string, write func(tx *sql.Tx) ([]outbox.Event, error)) error {
 	return retrying(func() error { return s.tx(ctx, what, write) })
+}
+
+// inTxResumed is inTx that also runs the transaction again when the
+// server ended its session under it (sessionEnded): a process paused
+// inside it wakes and writes again. It is for writes that hold no record
+// lock (a quarantine); a chunk of records whose session ended goes record
+// by record instead, each under a fresh lock.
+func (s *Store) inTxResumed(ctx context.Context, what string, write func(tx *sql.Tx) ([]outbox.Event, error)) error {
+	return retrying(func() error { return s.tx(ctx, what, write) }, sessionEnded)
+}
+
+// sessionEnded reports whether err says the server ended the session of a
+// transaction before its commit reached it, and so rolled it back:
+// PostgreSQL's idle_in_transaction_session_timeout (25P03), or MariaDB's
+// idle_transaction_timeout, after which the driver finds the connection
+// closed before it sends the next statement or the COMMIT
+// (driver.ErrBadConn; a connection lost after the COMMIT was sent is
+// mysql.ErrInvalidConn, whose outcome is unknown, and is not retried).
+func sessionEnded(err error) bool {
+	return pgCode(err) == pgIdleTxEnded || errors.Is(err, driver.ErrBadConn)
 }
 
 // tx is one attempt of inTx.

@@ -1,6 +1,12 @@
 package store
 
-import "time"
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/erpsync/erpsync/internal/outbox"
+)
 
 // GuardRule is one guard rule as TestGuardRulesAgree sees it: its SQL for
 // a copy (the WHERE of a guarded UPDATE over the row's columns) and its Go
@@ -41,4 +47,10 @@ func GuardRules() []GuardRule {
 		}
 	}
 	return out
+}
+
+// InTxResumed is inTxResumed (Quarantine's transaction), for a test that
+// pauses inside it.
+func (s *Store) InTxResumed(ctx context.Context, what string, write func(tx *sql.Tx) error) error {
+	return s.inTxResumed(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) { return nil, write(tx) })
 }

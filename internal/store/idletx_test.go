@@ -102,3 +102,46 @@ func idleTxEnded(t *testing.T, s *store.Store) {
 		t.Errorf("the ended transaction's row: %d rows (%v), want 0", n, err)
 	}
 }
+
+// TestTransactionOfAnEndedSessionRunsAgain: a process pauses inside a
+// quarantine's transaction past the sessions' idle-in-transaction
+// timeout; the server ends its session and rolls the transaction back.
+// Woken, the store runs the transaction again, whole, on a new session:
+// its row is written once and the caller sees no error. Before, the caller
+// got the server's end of the session (25P03 on PostgreSQL, "driver: bad
+// connection" on MariaDB), and a run that was quarantining failed. MySQL
+// proper has no such timeout.
+func TestTransactionOfAnEndedSessionRunsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, dsn := testenv.MigratedStore(t)
+	if base.Dialect() == store.MySQL && !testenv.MariaDB(t) {
+		t.Log("MySQL has no idle-in-transaction timeout: nothing ends the session")
+		return
+	}
+	s, err := store.Open(ctx, dsn, &store.Options{IdleTxTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := nowSQL(s)
+	insert := "INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('paused', 'u', 'p', 'ACTIVE', " + now + ", 1, " + now + ", 1, " + now + ", " + now + ")"
+	attempts := 0
+	err = s.InTxResumed(ctx, "a paused write", func(tx *sql.Tx) error {
+		attempts++
+		if _, err := tx.ExecContext(ctx, insert); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			time.Sleep(3 * time.Second) // paused, three times the timeout
+		}
+		return nil
+	})
+	var n int64
+	if err := s.DB().Raw("SELECT COUNT(*) FROM memberships WHERE erp_id = 'paused'").Row().Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || attempts != 2 || n != 1 {
+		t.Fatalf("the paused transaction: %v after %d attempts, %d rows; want no error, 2 attempts (the first ended by the server), 1 row", err, attempts, n)
+	}
+}

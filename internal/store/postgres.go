@@ -31,6 +31,7 @@ const (
 	pgDuplicateObject  = "42710"
 	pgDuplicateTable   = "42P07"
 	pgNoDatabase       = "3D000"
+	pgIdleTxEnded      = "25P03"
 )
 
 // pgCode is the SQLSTATE of a PostgreSQL error, "" for any other error.

@@ -44,7 +44,9 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 	now := time.Now().UTC()
 	// Several instances quarantine the same replayed payloads at once, and
 	// concurrent upserts on one unique index can deadlock in InnoDB: write
-	// in hash order, and retry a deadlock or a lock wait timeout.
+	// in hash order, and retry a deadlock or a lock wait timeout. A
+	// process paused inside the transaction, whose session the server
+	// ended, runs it again when it wakes.
 	rows := make([]quarantineRow, len(qs))
 	for i, q := range qs {
 		sum := sha256.Sum256(q.Payload)
@@ -52,7 +54,7 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].hash < rows[j].hash })
 	what := fmt.Sprintf("quarantine %d records", len(qs))
-	return s.inTx(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) {
+	return s.inTxResumed(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) {
 		seq, err := s.nextQuarantineSeq(ctx, tx, job)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)

@@ -449,11 +449,25 @@ func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (re
 	return res, err
 }
 
+// retryable reports whether err is transient (isTransient) or one of also
+// says it may be retried.
+func retryable(err error, also []func(error) bool) bool {
+	if isTransient(err) {
+		return true
+	}
+	for _, ok := range also {
+		if ok(err) {
+			return true
+		}
+	}
+	return false
+}
+
 // retrying runs fn, and runs it again after a deadlock or a lock wait
-// timeout, five times at most.
-func retrying(fn func() error) (err error) {
+// timeout, or an error also says may be retried, five times at most.
+func retrying(fn func() error, also ...func(error) bool) (err error) {
 	for attempt := 0; attempt < 5; attempt++ {
-		if err = fn(); err == nil || !isTransient(err) {
+		if err = fn(); err == nil || !retryable(err, also) {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
