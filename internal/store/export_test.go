@@ -54,3 +54,9 @@ func GuardRules() []GuardRule {
 func (s *Store) InTxResumed(ctx context.Context, what string, write func(tx *sql.Tx) error) error {
 	return s.inTxResumed(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) { return nil, write(tx) })
 }
+
+// EachInTx is eachInTx (MarkQuarantined's transaction), for a test that
+// pauses inside it.
+func (s *Store) EachInTx(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error)) ([]bool, error) {
+	return s.eachInTx(ctx, what, n, stmt)
+}

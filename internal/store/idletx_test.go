@@ -104,13 +104,13 @@ func idleTxEnded(t *testing.T, s *store.Store) {
 }
 
 // TestTransactionOfAnEndedSessionRunsAgain: a process pauses inside a
-// quarantine's transaction past the sessions' idle-in-transaction
-// timeout; the server ends its session and rolls the transaction back.
-// Woken, the store runs the transaction again, whole, on a new session:
-// its row is written once and the caller sees no error. Before, the caller
-// got the server's end of the session (25P03 on PostgreSQL, "driver: bad
-// connection" on MariaDB), and a run that was quarantining failed. MySQL
-// proper has no such timeout.
+// quarantine's transaction, or one of quarantine marks, past the
+// sessions' idle-in-transaction timeout; the server ends its session and
+// rolls the transaction back. Woken, the store runs the transaction again,
+// whole, on a new session: its row is written once and the caller sees no
+// error. Before, the caller got the server's end of the session (25P03 on
+// PostgreSQL, "driver: bad connection" on MariaDB), and a run that was
+// quarantining failed. MySQL proper has no such timeout.
 func TestTransactionOfAnEndedSessionRunsAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -125,23 +125,43 @@ func TestTransactionOfAnEndedSessionRunsAgain(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	now := nowSQL(s)
-	insert := "INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('paused', 'u', 'p', 'ACTIVE', " + now + ", 1, " + now + ", 1, " + now + ", " + now + ")"
-	attempts := 0
-	err = s.InTxResumed(ctx, "a paused write", func(tx *sql.Tx) error {
-		attempts++
-		if _, err := tx.ExecContext(ctx, insert); err != nil {
+	for _, c := range []struct {
+		what string
+		run  func(write func(tx *sql.Tx) error) error
+	}{
+		{"quarantine", func(write func(tx *sql.Tx) error) error { return s.InTxResumed(ctx, "a paused quarantine", write) }},
+		{"marks", func(write func(tx *sql.Tx) error) error {
+			_, err := s.EachInTx(ctx, "paused marks", 1, func(tx *sql.Tx, _ int) (sql.Result, error) {
+				if err := write(tx); err != nil {
+					return nil, err
+				}
+				return tx.ExecContext(ctx, "SELECT 1") // after the pause: the session is gone
+			})
 			return err
-		}
-		if attempts == 1 {
-			time.Sleep(3 * time.Second) // paused, three times the timeout
-		}
-		return nil
-	})
-	var n int64
-	if err := s.DB().Raw("SELECT COUNT(*) FROM memberships WHERE erp_id = 'paused'").Row().Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if err != nil || attempts != 2 || n != 1 {
-		t.Fatalf("the paused transaction: %v after %d attempts, %d rows; want no error, 2 attempts (the first ended by the server), 1 row", err, attempts, n)
+		}},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
+			id := "paused-" + c.what
+			insert := "INSERT INTO memberships (erp_id, member_id, product_code, status, starts_at, erp_version, erp_updated_at, fence_token, created_at, updated_at) VALUES ('" + id + "', 'u', 'p', 'ACTIVE', " + now + ", 1, " + now + ", 1, " + now + ", " + now + ")"
+			attempts := 0
+			err := c.run(func(tx *sql.Tx) error {
+				attempts++
+				if _, err := tx.ExecContext(ctx, insert); err != nil {
+					return err
+				}
+				if attempts == 1 {
+					time.Sleep(3 * time.Second) // paused, three times the timeout
+				}
+				return nil
+			})
+			var n int64
+			if err := s.DB().Raw("SELECT COUNT(*) FROM memberships WHERE erp_id = ?", id).Row().Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil || attempts != 2 || n != 1 {
+				t.Fatalf("the paused transaction: %v after %d attempts, %d rows; want no error, 2 attempts (the first ended by the server), 1 row", err, attempts, n)
+			}
+		})
 	}
 }

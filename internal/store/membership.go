@@ -258,19 +258,29 @@ func (s *Store) updates(ctx context.Context, rows []Row) func(tx *sql.Tx, i int)
 }
 
 // eachInTx runs stmt for i in 0..n-1 in one transaction and reports which
-// changed a row. what names the statements in errors.
+// changed a row. what names the statements in errors. A session the
+// server ended under the transaction runs it again (inTxResumed): the
+// statements are guarded, and record no change events.
 func (s *Store) eachInTx(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error)) ([]bool, error) {
-	return s.eachRecording(ctx, what, n, stmt, nil)
+	return s.eachIn(ctx, s.inTxResumed, what, n, stmt, nil)
 }
 
 // eachRecording is eachInTx that, with ch, also records in the
-// transaction the change events of the rows the statements changed.
+// transaction the change events of the rows the statements changed. A
+// session ended under it fails it (inTx): a run writes the records of a
+// failed chunk again one by one, under fresh locks.
 func (s *Store) eachRecording(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error), ch *changes) ([]bool, error) {
+	return s.eachIn(ctx, s.inTx, what, n, stmt, ch)
+}
+
+// eachIn is eachInTx and eachRecording, their transaction run by inTx.
+func (s *Store) eachIn(ctx context.Context, inTx func(context.Context, string, func(*sql.Tx) ([]outbox.Event, error)) error,
+	what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error), ch *changes) ([]bool, error) {
 	done := make([]bool, n)
 	if n == 0 {
 		return done, nil
 	}
-	err := s.inTx(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) {
+	err := inTx(ctx, what, func(tx *sql.Tx) ([]outbox.Event, error) {
 		if ch != nil && ch.before != nil {
 			if err := ch.before(tx); err != nil {
 				return nil, fmt.Errorf("%s: %w", what, err)
