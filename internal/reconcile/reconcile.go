@@ -318,11 +318,13 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	// older valid copy is marked too (Quarantine reads the rows), and a
 	// run that makes a record's row later, from an older valid copy it
 	// fetched before, finds the copy stored and marks its row.
-	q, err := rc.sy.Quarantine(ctx, rep.RunID, feed.Invalid(), log)
+	invs := feed.Invalid()
+	q, err := rc.sy.Quarantine(ctx, rep.RunID, invs, log)
 	rep.Quarantined = q
 	if err != nil {
 		return err
 	}
+	rep.Invalid = int64(len(invs))
 	if len(absent) == 0 {
 		return nil
 	}
@@ -415,6 +417,7 @@ func (rc *Reconciler) finish(ctx context.Context, rep *Report, status string, er
 	}
 	ev.Str("status", status).Int64("fetched", rep.Fetched).
 		Int64("deleted", rep.Deleted).Int64("restored", rep.Restored).Int64("repaired", rep.Repaired).
+		Int64("invalid", rep.Invalid).Int64("quarantined", rep.Quarantined).
 		Int64("lock_contended", rep.LockContended).Int64("failed", rep.Failed).
 		Int64("erp_requests", rep.ERPRequests).Dur("duration", now.Sub(rep.StartedAt)).
 		Msg("reconcile summary")

@@ -211,7 +211,8 @@ func feedOf(t *testing.T, items []string, size int) *erp.Client {
 
 // TestReconcileStoresEveryInvalidCopy: a reconcile served 6,000 invalid
 // records of 3 KB each stores every one, in statements that stay under
-// MySQL's max_allowed_packet (16 MiB by default; the copies take 18 MB).
+// MySQL's max_allowed_packet (16 MiB by default; the copies take 18 MB),
+// and reports them as invalid.
 func TestReconcileStoresEveryInvalidCopy(t *testing.T) {
 	t.Parallel()
 	st, locks, job := markWorld(t)
@@ -229,7 +230,7 @@ func TestReconcileStoresEveryInvalidCopy(t *testing.T) {
 	if err := st.DB().Raw("SELECT COUNT(*) FROM quarantined_records WHERE job = ? AND erp_version = 2", job).Scan(&n).Error; err != nil {
 		t.Fatal(err)
 	}
-	if n != records {
-		t.Fatalf("%d invalid copies stored, want %d", n, records)
+	if n != records || rep.Invalid != records {
+		t.Fatalf("%d invalid copies stored, the report's invalid %d; want %d", n, rep.Invalid, records)
 	}
 }
