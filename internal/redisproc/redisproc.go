@@ -23,15 +23,37 @@ import (
 // Server is one redis-server process.
 type Server struct {
 	// Addr is its host:port.
-	Addr string
-	cmd  *exec.Cmd
-	dir  string
+	Addr   string
+	cmd    *exec.Cmd
+	dir    string
+	exited chan struct{} // closed once the process has exited
 }
 
 // Start starts a redis-server (--save "" --appendonly no) with extra
 // args on a free loopback port, in a directory of its own, and waits until
-// it answers.
+// it answers. A port found free may be taken before the server binds it
+// (another process's outgoing connection draws from the same range; a
+// cluster node also binds the port 10000 above): a server that exits
+// before it answers is started again on another port, five times at most.
 func Start(args ...string) (*Server, error) {
+	var err error
+	for range 5 {
+		var s *Server
+		if s, err = start(args); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errExited) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// errExited says a server exited before it answered.
+var errExited = errors.New("exited before it answered")
+
+// start is one attempt of Start.
+func start(args []string) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -48,7 +70,11 @@ func Start(args ...string) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir}
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
 	if err := s.wait(); err != nil {
 		s.Stop()
 		return nil, err
@@ -120,7 +146,7 @@ func Ports(servers []*Server) []string {
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	_ = os.RemoveAll(s.dir)
 }
 
@@ -148,6 +174,11 @@ func (s *Server) wait() error {
 		cancel()
 		if err == nil {
 			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redis-server on %s %w", s.Addr, errExited)
+		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-server on %s did not answer: %w", s.Addr, err)

@@ -26,47 +26,80 @@ type Server struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	// exited is closed once cmd has exited.
+	exited chan struct{}
 }
 
 // Start starts a redis-server with extra args on a free port and waits
-// until it answers; it is killed when the test ends.
+// until it answers; it is killed when the test ends. A port found free may
+// be taken before the server binds it (an outgoing connection of another
+// process draws from the same range): a server that exits before it
+// answers is started on another port, five times at most.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server is needed in PATH for this test: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	s := &Server{Addr: addr, t: t, dir: t.TempDir(), args: args}
-	s.Start()
+	s := &Server{t: t, dir: t.TempDir(), args: args}
 	t.Cleanup(s.Kill)
-	return s
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = l.Addr().String()
+		_ = l.Close()
+		if s.launch() {
+			return s
+		}
+		if try == 5 {
+			t.Fatalf("redis-server exited before it answered, on five ports, the last %s", s.Addr)
+		}
+	}
 }
 
 // Start starts the server on s.Addr, empty, and waits until it answers.
 func (s *Server) Start() {
+	s.t.Helper()
+	if !s.launch() {
+		s.t.Fatalf("redis-server on %s exited before it answered", s.Addr)
+	}
+}
+
+// launch starts the server on s.Addr and waits until it answers, or
+// reports false when it exits first.
+func (s *Server) launch() bool {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := append([]string{
 		"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 	}, s.args...)
-	s.cmd = exec.Command("redis-server", args...)
-	if err := s.cmd.Start(); err != nil {
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(30 * time.Second)
 	for !s.Up() {
+		select {
+		case <-exited:
+			s.cmd = nil
+			return false
+		default:
+		}
 		if time.Now().After(deadline) {
 			s.Kill()
 			s.t.Fatalf("redis-server on %s never answered", s.Addr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return true
 }
 
 // Up reports whether the server answers PING within 200 ms.
@@ -86,7 +119,7 @@ func (s *Server) Kill() {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
