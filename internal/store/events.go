@@ -52,9 +52,10 @@ func (s *Store) inTx(ctx context.Context, what string, write func(tx *sql.Tx) ([
 
 // inTxResumed is inTx that also runs the transaction again when the
 // server ended its session under it (sessionEnded): a process paused
-// inside it wakes and writes again. It is for writes that hold no record
-// lock (a quarantine); a chunk of records whose session ended goes record
-// by record instead, each under a fresh lock.
+// inside it wakes and writes again. It is for guarded writes that record
+// no change events (a quarantine, quarantine marks); a chunk of records
+// whose session ended goes record by record instead, each under a fresh
+// lock.
 func (s *Store) inTxResumed(ctx context.Context, what string, write func(tx *sql.Tx) ([]outbox.Event, error)) error {
 	return retrying(func() error { return s.tx(ctx, what, write) }, sessionEnded)
 }
