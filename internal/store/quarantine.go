@@ -27,6 +27,9 @@ type Quarantined struct {
 	UpdatedAt time.Time
 }
 
+// quarantineBatch is how many rows a statement of Quarantine stores.
+const quarantineBatch = 1000
+
 // quarantineRow is a record to quarantine and its payload's hash.
 type quarantineRow struct {
 	hash string
@@ -59,9 +62,16 @@ func (s *Store) Quarantine(ctx context.Context, job, runID string, qs []Quaranti
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		query, args := s.quarantineInsert(job, runID, now, seq, rows)
-		if _, err := tx.ExecContext(ctx, s.d.Placeholders(query), args...); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+		// A thousand rows a statement at most, as a run's page holds: a
+		// reconcile may store many more, and one statement of all their
+		// payloads could pass MySQL's max_allowed_packet.
+		for rest := rows; len(rest) > 0; {
+			part := rest[:min(len(rest), quarantineBatch)]
+			rest = rest[len(part):]
+			query, args := s.quarantineInsert(job, runID, now, seq, part)
+			if _, err := tx.ExecContext(ctx, s.d.Placeholders(query), args...); err != nil {
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
 		}
 		return nil, nil
 	})

@@ -22,27 +22,17 @@ import (
 // without a row yet is marked by the run that makes its row, which finds
 // the stored copy (flushMade). It returns how many rows it marked.
 func (s *Syncer) Quarantine(ctx context.Context, runID string, invs []erp.Invalid, log zerolog.Logger) (int64, error) {
-	// A thousand copies a statement at most, as a run's page holds: a
-	// reconcile may meet many more, and one statement of all their
-	// payloads could pass MySQL's max_allowed_packet.
-	for rest := invs; len(rest) > 0; {
-		part := rest[:min(len(rest), quarantineBatch)]
-		rest = rest[len(part):]
-		qs := make([]store.Quarantined, len(part))
-		for i, inv := range part {
-			qs[i] = quarantinedOf(inv)
-		}
-		if err := s.store.Quarantine(ctx, s.cfg.Job, runID, qs); err != nil {
-			return 0, fmt.Errorf("store the invalid copies: %w", err)
-		}
+	qs := make([]store.Quarantined, len(invs))
+	for i, inv := range invs {
+		qs[i] = quarantinedOf(inv)
+	}
+	if err := s.store.Quarantine(ctx, s.cfg.Job, runID, qs); err != nil {
+		return 0, fmt.Errorf("store the invalid copies: %w", err)
 	}
 	r := s.newRun(&Report{}, log)
 	err := r.markInvalid(ctx, invs)
 	return r.c.quarantined.Load(), err
 }
-
-// quarantineBatch is how many copies Quarantine stores a statement.
-const quarantineBatch = 1000
 
 // quarantinedOf is the quarantine's row of inv.
 func quarantinedOf(inv erp.Invalid) store.Quarantined {
