@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/internal/freeport"
 )
 
 // Server is one redis-server process.
@@ -31,10 +33,11 @@ type Server struct {
 
 // Start starts a redis-server (--save "" --appendonly no) with extra
 // args on a free loopback port, in a directory of its own, and waits until
-// it answers. A port found free may be taken before the server binds it
-// (another process's outgoing connection draws from the same range; a
-// cluster node also binds the port 10000 above): a server that exits
-// before it answers is started again on another port, five times at most.
+// it answers. The port, and the one 10,000 above that a cluster node also
+// binds, are drawn outside the ephemeral range (internal/freeport), yet
+// another process's server may take one before this one binds it: a
+// server that exits before it answers is started again on another port,
+// five times at most.
 func Start(args ...string) (*Server, error) {
 	var err error
 	for range 5 {
@@ -54,12 +57,10 @@ var errExited = errors.New("exited before it answered")
 
 // start is one attempt of Start.
 func start(args []string) (*Server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.TCP()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	dir, err := os.MkdirTemp("", "redisproc-")
 	if err != nil {
 		return nil, err

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/erpsync/erpsync/internal/freeport"
 )
 
 // Server is a redis-server (--save "" --appendonly no) that a test can
@@ -43,12 +45,11 @@ func Start(t testing.TB, args ...string) *Server {
 	s := &Server{t: t, dir: t.TempDir(), args: args}
 	t.Cleanup(s.Kill)
 	for try := 1; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Addr = l.Addr().String()
-		_ = l.Close()
+		s.Addr = addr
 		if s.launch() {
 			return s
 		}

@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,18 +12,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/erpsync/erpsync/internal/freeport"
 	"github.com/erpsync/erpsync/internal/store"
 )
 
-// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago,
+// outside the ephemeral range (see internal/freeport).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.TCP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Binary returns the path of the named server binary, looked up in PATH and
