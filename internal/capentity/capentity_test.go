@@ -344,22 +344,6 @@ func readReports(t testing.TB, path string) []map[string]any {
 	return reps
 }
 
-// customer returns the fields of a new customer of company with number n
-// (Customer "N<company><n>"), every typed property set.
-func customer(company string, n int) map[string]any {
-	return map[string]any{
-		"CompanyCode":  company,
-		"Customer":     fmt.Sprintf("N%s%05d", company[:1], n),
-		"CustomerName": fmt.Sprintf("Kunde Nº %d – Ærø Straße 東京", n),
-		"CreditLimit":  fmt.Sprintf("%d.%02d", 1000000000000+n*7919, n%100),
-		"IsBlocked":    n%3 == 0,
-		"FoundedOn":    fmt.Sprintf("19%02d-%02d-%02d", n%100, n%12+1, n%28+1),
-		"Rating":       fmt.Sprint(int64(9007199254740993) + int64(n)*1_000_000_007),
-		"Status":       []string{"A", "B"}[n%2],
-		"Address_City": fmt.Sprintf("Zürich %d", n),
-	}
-}
-
 // post creates n customers of company, numbered from first, four POSTs
 // at a time, and fails the test on an error.
 func (e *env) post(company string, first, n int) {
@@ -369,7 +353,7 @@ func (e *env) post(company string, first, n int) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := first + w; i < first+n; i += 4 {
-				if _, err := e.cap.Customers.Post(context.Background(), customer(company, i)); err != nil {
+				if _, err := e.cap.Customers.Post(context.Background(), captest.Customer(company, i)); err != nil {
 					errs <- fmt.Errorf("post customer %s/%d: %w", company, i, err)
 					return
 				}
@@ -392,12 +376,12 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 	captest.ForVersions(t, func(t *testing.T, v string) {
 		e := setupOn(t, captest.Options{}, v)
 		ctx := context.Background()
-		c := customer("2000", 1)
+		c := captest.Customer("2000", 1)
 		c["CustomerName"], c["CreditLimit"], c["Rating"], c["FoundedOn"] = "Ça va? 😀 Ünïcödé ☕", "9999999999999.99", "9223372036854775807", nil
 		if _, err := e.cap.Customers.Post(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		c = customer("2000", 2)
+		c = captest.Customer("2000", 2)
 		c["Rating"], c["CreditLimit"], c["Address_City"] = "-9223372036854775808", "-0.01", nil
 		if _, err := e.cap.Customers.Post(ctx, c); err != nil {
 			t.Fatal(err)
@@ -450,8 +434,7 @@ func TestDiscoverMigrateRunVerify(t *testing.T) {
 func TestOverlapWhileCustomersChange(t *testing.T) {
 	t.Parallel()
 	captest.ForVersions(t, func(t *testing.T, v string) {
-		e := setupOn(t, captest.Options{PageLimit: 50}, v)
-		e.post("1000", 0, 300)
+		e := setupOn(t, captest.Options{PageLimit: 50, Customers: map[string]int{"1000": 300}}, v)
 		e.use(e.discover())
 		e.MustRun(e.cfg("run")...)
 		watch := e.WatchTable("customers", "CONCAT(company_code, '/', customer)")
@@ -459,7 +442,8 @@ func TestOverlapWhileCustomersChange(t *testing.T) {
 		var wg sync.WaitGroup
 		var ch changes
 		wg.Go(func() { ch = e.change(ctx, 300) })
-		proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 20 })
+		// One change of each kind before the processes start.
+		proctest.Eventually(time.Minute, func() bool { return e.changes.Load() >= 25 })
 		procs := []*proctest.Proc{
 			e.Start(e.cfg("run", "--page-size", "50")...),
 			e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "50", "--workers", "3")...),
@@ -489,12 +473,35 @@ func TestOverlapWhileCustomersChange(t *testing.T) {
 	})
 }
 
+// waitPace waits for the next tick of pace, and reports false when ctx
+// ends first.
+func waitPace(ctx context.Context, pace *time.Ticker) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-pace.C:
+		return true
+	}
+}
+
 // changes counts what change did to CAP's customers.
 type changes struct{ patched, posted, deleted int }
 
-// change PATCHes, POSTs and DELETEs customers of company 1000 until ctx
-// ends: the customers numbered 0 to n-1 exist at its start. Every change
-// is counted in e.changes as it is made.
+// changePace is the time between two changes the tests make to CAP while
+// erpsync processes run, and changeBudget the most changes one test
+// makes. A run reads until it meets the end of the feed: changes made as
+// fast as CAP answers, without end, took CAP's one thread from the
+// processes' reads, and the faster the machine, the more changes there
+// were to chase (a run over OData V2 chased them for minutes).
+const (
+	changePace   = 20 * time.Millisecond
+	changeBudget = 400
+)
+
+// change PATCHes, POSTs and DELETEs customers of company 1000, one every
+// changePace, until ctx ends or changeBudget changes are made: the
+// customers numbered 0 to n-1 exist at its start. Every change is counted
+// in e.changes as it is made.
 func (e *env) change(ctx context.Context, n int) changes {
 	var ch changes
 	live := make([]int, n)
@@ -502,11 +509,13 @@ func (e *env) change(ctx context.Context, n int) changes {
 		live[i] = i
 	}
 	next := n
-	for i := 0; ctx.Err() == nil; i++ {
+	pace := time.NewTicker(changePace)
+	defer pace.Stop()
+	for i := 0; i < changeBudget && waitPace(ctx, pace); i++ {
 		var err error
 		switch {
 		case i%10 == 9:
-			_, err = e.cap.Customers.Post(context.Background(), customer("1000", next))
+			_, err = e.cap.Customers.Post(context.Background(), captest.Customer("1000", next))
 			live = append(live, next)
 			next++
 			ch.posted++
@@ -518,11 +527,11 @@ func (e *env) change(ctx context.Context, n int) changes {
 			for live[j] >= n {
 				j = (j + 1) % len(live)
 			}
-			err = e.cap.Customers.Delete(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": customer("1000", live[j])["Customer"]})
+			err = e.cap.Customers.Delete(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": captest.Customer("1000", live[j])["Customer"]})
 			live = append(live[:j], live[j+1:]...)
 			ch.deleted++
 		default:
-			_, err = e.cap.Customers.Patch(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": customer("1000", live[(i*13)%len(live)])["Customer"]}, patchOf(i))
+			_, err = e.cap.Customers.Patch(context.Background(), captest.Key{"CompanyCode": "1000", "Customer": captest.Customer("1000", live[(i*13)%len(live)])["Customer"]}, patchOf(i))
 			ch.patched++
 		}
 		if err != nil {
@@ -557,8 +566,7 @@ func patchOf(i int) map[string]any {
 func TestKilledRunResumes(t *testing.T) {
 	t.Parallel()
 	captest.ForVersions(t, func(t *testing.T, v string) {
-		e := setupOn(t, captest.Options{PageLimit: 10}, v)
-		e.post("1000", 0, 1000)
+		e := setupOn(t, captest.Options{PageLimit: 10, Customers: map[string]int{"1000": 1000}}, v)
 		e.use(e.discover())
 		// 40 requests a second: the run takes seconds however idle the
 		// machine, so that it saves a checkpoint (every second) long before
@@ -651,10 +659,7 @@ func of(objs []captest.Object, codes ...string) []captest.Object {
 // verify of company 1000 alone counts none of company 2000's rows.
 func TestSourcePerCompany(t *testing.T) {
 	t.Parallel()
-	e := setup(t, captest.Options{PageLimit: 20})
-	e.post("1000", 0, 40)
-	e.post("2000", 0, 30)
-	e.post("3000", 0, 10)
+	e := setup(t, captest.Options{PageLimit: 20, Customers: map[string]int{"1000": 40, "2000": 30, "3000": 10}})
 	e.use(e.write("companies.yaml", companies))
 	ent := e.file.Entity("customers")
 	report := filepath.Join(t.TempDir(), "report.json")
@@ -697,7 +702,7 @@ func TestSourcePerCompany(t *testing.T) {
 		e.Start(e.cfg("backfill", "--since", "2000-01-01T00:00:00Z", "--page-size", "20", "--workers", "2")...),
 	}
 	for i, company := range []string{"1000", "2000", "3000"} {
-		k := captest.Key{"CompanyCode": company, "Customer": customer(company, i)["Customer"]}
+		k := captest.Key{"CompanyCode": company, "Customer": captest.Customer(company, i)["Customer"]}
 		if _, err := e.cap.Customers.Patch(ctx, k, patchOf(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -714,7 +719,7 @@ func TestSourcePerCompany(t *testing.T) {
 	}
 
 	// One customer of each company DELETEd in CAP.
-	for _, k := range []captest.Key{{"CompanyCode": "1000", "Customer": "C0002"}, {"CompanyCode": "2000", "Customer": customer("2000", 3)["Customer"]}} {
+	for _, k := range []captest.Key{{"CompanyCode": "1000", "Customer": "C0002"}, {"CompanyCode": "2000", "Customer": captest.Customer("2000", 3)["Customer"]}} {
 		if err := e.cap.Customers.Delete(ctx, k); err != nil {
 			t.Fatal(err)
 		}
@@ -746,7 +751,7 @@ func deletedOf(t testing.TB, e *env, company string, n int) captest.Object {
 	t.Helper()
 	// The record as POSTed, with the server's fields from the row.
 	o := captest.Object{}
-	for k, v := range customer(company, n) {
+	for k, v := range captest.Customer(company, n) {
 		switch v := v.(type) {
 		case string:
 			o[k] = v
@@ -780,7 +785,7 @@ func TestBadInput(t *testing.T) {
 	t.Parallel()
 	e := setup(t, captest.Options{})
 	ctx := context.Background()
-	big := customer("2000", 1)
+	big := captest.Customer("2000", 1)
 	big["CustomerName"], big["CreditLimit"] = "Kurz", "1234567.89" // 7 digits before the point: decimal(8,2) holds 6
 	if _, err := e.cap.Customers.Post(ctx, big); err != nil {
 		t.Fatal(err)

@@ -396,12 +396,12 @@ type docChanges struct {
 	deletedNos                []string
 }
 
-// changeOrders revises, creates and deletes orders until ctx ends, one
-// change at a time, remembering every version it makes: most changes are
-// deep PATCHes that delete, change and add lines (captest's Revise), every
-// tenth a new order with its lines, every 25th a DELETE. New orders are
-// numbered "SN" and 6 digits from first. Every change is counted in
-// e.changes as it is made.
+// changeOrders revises, creates and deletes orders, one every changePace,
+// until ctx ends or changeBudget changes are made, remembering every
+// version it makes: most changes are deep PATCHes that delete, change and
+// add lines (captest's Revise), every tenth a new order with its lines,
+// every 25th a DELETE. New orders are numbered "SN" and 6 digits from
+// first. Every change is counted in e.changes as it is made.
 func (e *docEnv) changeOrders(ctx context.Context, first int) docChanges {
 	var ch docChanges
 	var live []string
@@ -412,7 +412,9 @@ func (e *docEnv) changeOrders(ctx context.Context, first int) docChanges {
 	e.mu.Unlock()
 	slices.Sort(live)
 	next := first
-	for i := 0; ctx.Err() == nil; i++ {
+	pace := time.NewTicker(changePace)
+	defer pace.Stop()
+	for i := 0; i < changeBudget && waitPace(ctx, pace); i++ {
 		var o captest.Object
 		var err error
 		switch {

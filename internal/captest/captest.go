@@ -33,6 +33,12 @@ type Options struct {
 	// Orders is the number of OrdersService SalesOrders seeded, each with
 	// its lines (see SeedOrders). Defaults to 0.
 	Orders int
+	// Customers is the number of Customers seeded beside the project's
+	// own, by CompanyCode: Customer(code, i) for i from 0 to n-1, changed
+	// at CustomerSeedStart and every millisecond after. Seeding them costs
+	// CAP a small part of the POSTs that would create them. Defaults to
+	// none.
+	Customers map[string]int
 	// Seed selects the seeded records. Defaults to 0.
 	Seed int64
 	// PageLimit is the most rows one response carries (CAP's
@@ -126,6 +132,9 @@ func Start(t testing.TB, opt Options) *Server {
 	}
 	if err := writeSeed(dir, opt); err != nil {
 		t.Fatalf("captest: write seed data: %v", err)
+	}
+	if err := appendCustomers(filepath.Join(dir, "db", "data", "sales-Customers.csv"), opt.Customers); err != nil {
+		t.Fatalf("captest: write seed customers: %v", err)
 	}
 
 	s := &Server{client: &http.Client{Timeout: 30 * time.Second}, logPath: filepath.Join(dir, "cds-serve.log")}

@@ -3,12 +3,16 @@ package captest
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The Sales service's seed data (cap/db/data/sales-*.csv), for tests that
@@ -22,6 +26,69 @@ const (
 	SalesCustomerCount = 3
 	SalesOrderCount    = 2
 )
+
+// Customer returns customer i of company code, as a POST body of
+// Customers and as Options.Customers seeds it: number "N", the code's
+// first character and i in five digits, with non-ASCII text, a decimal of
+// 15 digits and an Int64 past 2^53.
+func Customer(code string, i int) Object {
+	return Object{
+		"CompanyCode":  code,
+		"Customer":     fmt.Sprintf("N%s%05d", code[:1], i),
+		"CustomerName": fmt.Sprintf("Kunde Nº %d – Ærø Straße 東京", i),
+		"CreditLimit":  fmt.Sprintf("%d.%02d", 1000000000000+i*7919, i%100),
+		"IsBlocked":    i%3 == 0,
+		"FoundedOn":    fmt.Sprintf("19%02d-%02d-%02d", i%100, i%12+1, i%28+1),
+		"Rating":       fmt.Sprint(int64(9007199254740993) + int64(i)*1_000_000_007),
+		"Status":       []string{"A", "B"}[i%2],
+		"Address_City": fmt.Sprintf("Zürich %d", i),
+	}
+}
+
+// CustomerSeedStart is the modifiedAt of the first customer that
+// Options.Customers seeds: after the project's own.
+var CustomerSeedStart = time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)
+
+// appendCustomers appends the customers of seed (Options.Customers) to
+// the Customers seed file at path, in code order, each changed a
+// millisecond after the one before, with ChangeCounter 1 as a POST gives.
+func appendCustomers(path string, seed map[string]int) error {
+	if len(seed) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(f)
+	cw.Comma = ';'
+	at := CustomerSeedStart
+	for _, code := range slices.Sorted(maps.Keys(seed)) {
+		for i := range seed[code] {
+			c := Customer(code, i)
+			stamp := at.Format(TimeLayout)
+			// The columns of the project's file: CompanyCode;Customer;
+			// CustomerName;CreditLimit;IsBlocked;FoundedOn;Rating;Status;
+			// Address_Street;Address_City;Address_PostalCode;
+			// Address_Country;ChangeCounter;createdAt;createdBy;
+			// modifiedAt;modifiedBy.
+			row := []string{code, c["Customer"].(string), c["CustomerName"].(string), c["CreditLimit"].(string),
+				strconv.FormatBool(c["IsBlocked"].(bool)), c["FoundedOn"].(string), c["Rating"].(string), c["Status"].(string),
+				"", c["Address_City"].(string), "", "", "1", stamp, "seed", stamp, "seed"}
+			if err := cw.Write(row); err != nil {
+				f.Close()
+				return err
+			}
+			at = at.Add(time.Millisecond)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 // TypedSet is an entity set of the Sales service: records as JSON objects
 // (property name to value), read with json.Number so that Edm.Int64 and
