@@ -129,6 +129,19 @@ func TestFileDatabaseMigratesAndRunsOnPostgres(t *testing.T) {
 	if n := memberships(t, pgDSN); n != 7 {
 		t.Fatalf("PostgreSQL holds %d memberships after the run, want 7", n)
 	}
+	// events reads the outbox of the file's database: the run recorded
+	// none (the file turns no events on).
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"events", "--config", cfg}, "the outbox is empty\n"},
+		{[]string{"events", "--config", cfg, "--entity", "memberships"}, "the outbox holds no events of memberships\n"},
+	} {
+		if code, out, errb := mainOut(c.args...); code != ExitOK || out != c.want {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant exit 0 and %q", c.args, code, out, errb, c.want)
+		}
+	}
 
 	// --mysql-dsn wins over the whole block: MySQL, not PostgreSQL.
 	if code, out, errb := mainOut("migrate", "--config", cfg, "--mysql-dsn", myDSN, "--log-level", "error"); code != ExitOK || !strings.Contains(out, "database "+testenv.DatabaseName(t, myDSN)+" at version") {
@@ -240,7 +253,7 @@ func TestFileDatabaseEveryCommand(t *testing.T) {
 	want := "erpsync: database \"" + name + "\" does not exist: run erpsync migrate\n"
 	for _, args := range [][]string{
 		{"run"}, {"backfill", "--since", "2025-01-01T00:00:00Z"}, {"schedule", "--every", "1m", "--http-addr", ""},
-		{"verify"}, {"reconcile"}, {"runs"}, {"state"}, {"relay", "--once", "--http-addr", ""},
+		{"verify"}, {"reconcile"}, {"runs"}, {"state"}, {"relay", "--once", "--http-addr", ""}, {"events"},
 	} {
 		code, out, errb := mainOut(append(args, "--config", cfg, "--log-level", "error")...)
 		if code != ExitUsage || errb != want {

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/metrics"
+	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/internal/relay"
 	"github.com/erpsync/erpsync/internal/secret"
 	"github.com/erpsync/erpsync/lock"
@@ -254,8 +257,9 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var s settings
 	fs := newFlagSet("erpsync events", stderr)
 	s.databaseFlags(fs)
+	s.entityFlags(fs)
 	s.logFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -268,6 +272,13 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	stats, err := st.Outbox().Stats(cctx)
 	if err != nil {
 		return err
+	}
+	if len(s.Entities) > 0 {
+		stats.Entities = slices.DeleteFunc(stats.Entities, func(e outbox.EntityStats) bool { return !slices.Contains(s.Entities, e.Entity) })
+		if len(stats.Entities) == 0 {
+			fmt.Fprintf(stdout, "the outbox holds no events of %s\n", strings.Join(s.Entities, ", "))
+			return nil
+		}
 	}
 	if len(stats.Entities) == 0 {
 		fmt.Fprintln(stdout, "the outbox is empty")
