@@ -251,6 +251,14 @@ func idleTxTimeout(lockTTL time.Duration) time.Duration {
 // and the entities' tables.
 // Failures are depErrors (exit 2), bad DSNs and TLS files usageErrors.
 func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
+	return s.openStoreOf(ctx, s.entityList())
+}
+
+// openStoreOf is openStore checking the tables of ents alone: none for a
+// command that reads only erpsync's own tables (the outbox, the run
+// history), which a database migrated for a config file's entities has
+// without the built-in memberships table.
+func (s *settings) openStoreOf(ctx context.Context, ents []*entity.Entity) (*store.Store, error) {
 	dsn, flagName, err := s.database()
 	if err != nil {
 		return nil, err
@@ -270,9 +278,11 @@ func (s *settings) openStore(ctx context.Context) (*store.Store, error) {
 		st.Close()
 		return nil, dbError(st, err)
 	}
-	if err := checkEntities(ctx, st, s.entityList()); err != nil {
-		st.Close()
-		return nil, err
+	if len(ents) > 0 {
+		if err := checkEntities(ctx, st, ents); err != nil {
+			st.Close()
+			return nil, err
+		}
 	}
 	return st, nil
 }

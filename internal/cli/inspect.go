@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/verify"
 )
@@ -133,7 +134,13 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := s.parseEntities(fs, args); err != nil {
 		return err
 	}
-	st, err := s.openStore(ctx)
+	// The run history is erpsync's own table; the entities' tables matter
+	// to --status alone (its quarantined rows).
+	var ents []*entity.Entity
+	if status {
+		ents = s.entityList()
+	}
+	st, err := s.openStoreOf(ctx, ents)
 	if err != nil {
 		return err
 	}

@@ -110,11 +110,11 @@ func TestCommandsCheckEntities(t *testing.T) {
 	st, dsn := testenv.MigratedStore(t)
 	run := func() (int, string) {
 		var out, errb bytes.Buffer
-		code := Main(ctx, []string{"runs", testenv.DSNFlag(dsn), dsn, "--log-level", "error"}, &out, &errb)
+		code := Main(ctx, []string{"state", testenv.DSNFlag(dsn), dsn, "--log-level", "error"}, &out, &errb)
 		return code, errb.String()
 	}
 	if code, errb := run(); code != ExitOK {
-		t.Fatalf("runs on a migrated database: exit %d: %s", code, errb)
+		t.Fatalf("state on a migrated database: exit %d: %s", code, errb)
 	}
 	narrow := "ALTER TABLE memberships MODIFY product_code VARCHAR(16) NOT NULL"
 	if st.Dialect() == store.Postgres {
@@ -125,6 +125,6 @@ func TestCommandsCheckEntities(t *testing.T) {
 	}
 	want := "erpsync: table memberships: column product_code is string(32) in the config file, string(16) in the database; run erpsync migrate\n"
 	if code, errb := run(); code != ExitUsage || errb != want {
-		t.Fatalf("runs over a changed table: exit %d\n%q\nwant %q", code, errb, want)
+		t.Fatalf("state over a changed table: exit %d\n%q\nwant %q", code, errb, want)
 	}
 }

@@ -234,7 +234,7 @@ func openRelay(ctx context.Context, s *settings, waitRedis bool, log zerolog.Log
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	d := &deps{}
-	st, err := s.openStore(cctx)
+	st, err := s.openStoreOf(cctx, nil)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -264,7 +264,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err := s.openStore(cctx)
+	st, err := s.openStoreOf(cctx, nil)
 	if err != nil {
 		return err
 	}
