@@ -296,7 +296,7 @@ func exitCode(err error) (int, error) {
 // Proc is an erpsync process running in the background.
 type Proc struct {
 	Cmd  *exec.Cmd
-	out  syncBuffer
+	out  testenv.SyncBuffer
 	done chan struct{}
 	res  Result
 }
@@ -334,23 +334,6 @@ func (p *Proc) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
 func (p *Proc) Wait() Result {
 	<-p.done
 	return p.res
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Eventually polls cond every 20 ms until it holds or limit has passed, and

@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,24 +21,13 @@ import (
 )
 
 // logLines is a relay's log, kept to count its messages.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logLines struct{ testenv.SyncBuffer }
 
 // logged returns the retry_in (ms, 0 if none) of each line with message
 // msg, in order.
 func (l *logLines) logged(msg string) []float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []float64
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		var e struct {
 			Message string  `json:"message"`
 			RetryIn float64 `json:"retry_in"`

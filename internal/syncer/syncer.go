@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/erpsync/erpsync/internal/ctxtime"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/lock"
@@ -528,8 +529,11 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 			select {
 			case <-tick.C:
 				if err := r.saveCheckpoint(workCtx); err != nil {
-					cpErr = err
-					return
+					if !checkpointRetriable(workCtx, err) {
+						cpErr = err
+						return
+					}
+					r.log.Warn().Err(err).Msg("checkpoint not saved; trying again at the next tick")
 				}
 			case <-stopCP:
 				return
@@ -577,10 +581,7 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	close(stopCP)
 	<-cpDone
 	if cpErr == nil {
-		cpErr = r.flushMade(workCtx)
-	}
-	if cpErr == nil {
-		cpErr = r.saveCheckpoint(workCtx)
+		cpErr = r.lastCheckpoint(workCtx)
 	}
 	if fetchErr != nil && ctx.Err() != nil && errors.Is(fetchErr, ctx.Err()) {
 		fetchErr = nil // cancelled, not failed; Run tells which
@@ -594,21 +595,55 @@ func (r *run) saveCheckpoint(ctx context.Context) error {
 		return nil
 	}
 	// The rows of the chunks wm passes are committed and wait in made.
-	if err := r.flushMade(ctx); err != nil {
-		return err
-	}
-	var err error
-	if r.s.cfg.Mode == ModeRun {
-		err = r.s.store.SaveCheckpoint(ctx, r.s.cfg.Job, wm, r.rep.Fence, r.rep.RunID)
-	} else {
-		err = r.s.store.AdvanceCheckpoint(ctx, r.cpName, wm, r.rep.RunID)
+	err := r.flushMade(ctx)
+	if err == nil {
+		if r.s.cfg.Mode == ModeRun {
+			err = r.s.store.SaveCheckpoint(ctx, r.s.cfg.Job, wm, r.rep.Fence, r.rep.RunID)
+		} else {
+			err = r.s.store.AdvanceCheckpoint(ctx, r.cpName, wm, r.rep.RunID)
+		}
 	}
 	if err != nil {
+		r.t.keep() // the next save tries wm again
 		return err
 	}
 	r.checkpoint = wm
 	r.log.Debug().Time("checkpoint", wm).Msg("checkpoint saved")
 	return nil
+}
+
+// checkpointPatience bounds how long the end of a run tries again to save
+// its checkpoint through database errors: longer than a database server
+// takes to restart or fail over.
+const checkpointPatience = 30 * time.Second
+
+// lastCheckpoint looks at the rows that wait in made and saves the run's
+// last checkpoint, trying again through database errors for up to
+// checkpointPatience: a run whose records are all written does not fail
+// for a database that went away for a moment. A refusal by the fence, and
+// the end of ctx, are final.
+func (r *run) lastCheckpoint(ctx context.Context) error {
+	deadline := time.Now().Add(checkpointPatience)
+	for attempt := 2; ; attempt++ {
+		err := r.flushMade(ctx)
+		if err == nil {
+			err = r.saveCheckpoint(ctx)
+		}
+		if err == nil || !checkpointRetriable(ctx, err) || time.Now().After(deadline) {
+			return err
+		}
+		r.log.Warn().Err(err).Msg("checkpoint not saved; trying again")
+		if ctxtime.Sleep(ctx, backoff(attempt)) != nil {
+			return err
+		}
+	}
+}
+
+// checkpointRetriable reports whether a checkpoint save that failed with
+// err may be tried again: not when the fence refused it (another holder
+// has the job) nor once ctx has ended.
+func checkpointRetriable(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !errors.Is(err, store.ErrFenced)
 }
 
 // fetch pages part i of the window, [since, until), into queue in chunks

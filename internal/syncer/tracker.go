@@ -123,6 +123,14 @@ func (t *tracker) advance() {
 	}
 }
 
+// keep undoes the last take's reset of moved: the watermark it returned
+// was not saved.
+func (t *tracker) keep() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.moved = true
+}
+
 // take returns the watermark and whether it moved since the last take.
 func (t *tracker) take() (time.Time, bool) {
 	t.mu.Lock()
