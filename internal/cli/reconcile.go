@@ -14,6 +14,7 @@ import (
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/odata"
 	"github.com/erpsync/erpsync/internal/reconcile"
+	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 )
 
@@ -148,6 +149,8 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case errors.Is(runErr, reconcile.ErrRefused):
 			// One line that says how many and why: exit 1.
 			runErr = fmt.Errorf("%v; nothing changed (--dry-run lists them, --force goes past the guard)", runErr)
+		case rep != nil && rep.Status == store.StatusInterrupted:
+			runErr = nil // a signal's doing: interrupted below says so, exit 130 or 143
 		case rep != nil && rep.FinishedAt != nil && !r.DryRun:
 			runErr = runFailed("reconcile", &s, runErr)
 		}

@@ -202,6 +202,35 @@ func TestInterruptedVerifyExits130(t *testing.T) {
 	}
 }
 
+// SIGTERM stops a reconcile while it scans the source with exit 143 (not
+// 1, failed), saying that what it changed stays and to run it again; its
+// run row says interrupted. It exited 1 with "reconcile failed: page the
+// feed: ... context canceled".
+func TestInterruptedReconcileExits143(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 10})
+	e.MustRun("run")
+	before := e.Mock.Requests()
+	p := e.Start("reconcile", "--page-size", "10")
+	if !proctest.Eventually(time.Minute, func() bool { return e.Mock.Requests() >= before+5 }) {
+		t.Fatal("reconcile never paged")
+	}
+	e.Mock.SetFaults(erpmock.Faults{Latency: time.Minute})
+	p.Signal(syscall.SIGTERM)
+	r := p.Wait()
+	const want = "erpsync: interrupted by SIGTERM: what reconcile changed stays; run it again to finish (it scans the source again)"
+	if r.Code != 143 || lastLine(r.Stdout) != want {
+		t.Errorf("reconcile on SIGTERM: exit %d, last line %q; want 143 and %q\n%s", r.Code, lastLine(r.Stdout), want, r.Stdout)
+	}
+	var status string
+	if err := testenv.SQLDB(t, e.DSN).QueryRow("SELECT status FROM sync_runs WHERE mode = 'reconcile'").Scan(&status); err != nil || status != "interrupted" {
+		t.Errorf("the reconcile's run row: status %q (%v), want interrupted", status, err)
+	}
+	e.Mock.SetFaults(erpmock.Faults{})
+	e.MustRun("reconcile")
+	e.assertTruth()
+}
+
 // customersConfig writes examples/customers.yaml with its erp.url set to
 // url and no credentials, and returns its path.
 func customersConfig(t *testing.T, url string) string {
