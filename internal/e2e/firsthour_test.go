@@ -134,6 +134,25 @@ func interruptMidway(t *testing.T, e *env, sig syscall.Signal, args ...string) p
 	return r
 }
 
+// interruptPaging starts erpsync with args, sends it sig once it has made
+// five ERP requests (a command that pages without writing rows), and
+// returns how it ended, the ERP made to hang meanwhile.
+func interruptPaging(t *testing.T, e *env, sig syscall.Signal, args ...string) proctest.Result {
+	t.Helper()
+	before := e.Mock.Requests()
+	p := e.Start(args...)
+	if !proctest.Eventually(time.Minute, func() bool { return e.Mock.Requests() >= before+5 }) {
+		t.Fatalf("%v never paged", args)
+	}
+	e.Mock.SetFaults(erpmock.Faults{Latency: time.Minute})
+	if err := p.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	r := p.Wait()
+	e.Mock.SetFaults(erpmock.Faults{})
+	return r
+}
+
 // lastLine is the last non-empty line of out.
 func lastLine(out string) string {
 	lines := proctest.Lines(out)
@@ -189,13 +208,7 @@ func TestBackfillSinceInTheFutureIsBadUsage(t *testing.T) {
 func TestInterruptedVerifyExits130(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 3000, Seed: 9})
-	p := e.Start("verify", "--page-size", "10")
-	if !proctest.Eventually(time.Minute, func() bool { return e.Mock.Requests() >= 5 }) {
-		t.Fatal("verify never paged")
-	}
-	e.Mock.SetFaults(erpmock.Faults{Latency: time.Minute})
-	p.Signal(syscall.SIGINT)
-	r := p.Wait()
+	r := interruptPaging(t, e, syscall.SIGINT, "verify", "--page-size", "10")
 	const want = "erpsync: interrupted by SIGINT: verify compared part of the feed; run it again (it starts over)"
 	if r.Code != 130 || lastLine(r.Stdout) != want {
 		t.Errorf("verify on SIGINT: exit %d, last line %q; want 130 and %q\n%s", r.Code, lastLine(r.Stdout), want, r.Stdout)
@@ -210,14 +223,7 @@ func TestInterruptedReconcileExits143(t *testing.T) {
 	t.Parallel()
 	e := setup(t, erpmock.Options{Records: 3000, Seed: 10})
 	e.MustRun("run")
-	before := e.Mock.Requests()
-	p := e.Start("reconcile", "--page-size", "10")
-	if !proctest.Eventually(time.Minute, func() bool { return e.Mock.Requests() >= before+5 }) {
-		t.Fatal("reconcile never paged")
-	}
-	e.Mock.SetFaults(erpmock.Faults{Latency: time.Minute})
-	p.Signal(syscall.SIGTERM)
-	r := p.Wait()
+	r := interruptPaging(t, e, syscall.SIGTERM, "reconcile", "--page-size", "10")
 	const want = "erpsync: interrupted by SIGTERM: what reconcile changed stays; run it again to finish (it scans the source again)"
 	if r.Code != 143 || lastLine(r.Stdout) != want {
 		t.Errorf("reconcile on SIGTERM: exit %d, last line %q; want 143 and %q\n%s", r.Code, lastLine(r.Stdout), want, r.Stdout)
@@ -226,7 +232,6 @@ func TestInterruptedReconcileExits143(t *testing.T) {
 	if err := testenv.SQLDB(t, e.DSN).QueryRow("SELECT status FROM sync_runs WHERE mode = 'reconcile'").Scan(&status); err != nil || status != "interrupted" {
 		t.Errorf("the reconcile's run row: status %q (%v), want interrupted", status, err)
 	}
-	e.Mock.SetFaults(erpmock.Faults{})
 	e.MustRun("reconcile")
 	e.assertTruth()
 }
