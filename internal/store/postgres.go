@@ -32,6 +32,9 @@ const (
 	pgDuplicateTable   = "42P07"
 	pgNoDatabase       = "3D000"
 	pgIdleTxEnded      = "25P03"
+	// pgTooManyConnections is too_many_connections: max_connections, or
+	// a role's or a database's CONNECTION LIMIT.
+	pgTooManyConnections = "53300"
 )
 
 // pgCode is the SQLSTATE of a PostgreSQL error, "" for any other error.
@@ -103,7 +106,7 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 		}
 	}
 	info := connInfo{addr: pgAddr(cfg), db: cfg.Database, password: cfg.Password}
-	pool := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(utcTimes))
+	pool := patientPool(stdlib.GetConnector(*cfg, stdlib.OptionAfterConnect(utcTimes)), pgFull, o.MaxOpenConns)
 	pctx, cancel := context.WithTimeout(ctx, o.PingTimeout)
 	defer cancel()
 	if err := pool.PingContext(pctx); err != nil {
@@ -120,8 +123,6 @@ func openPostgres(ctx context.Context, cfg *pgx.ConnConfig, o Options) (*Store, 
 		pool.Close()
 		return nil, fmt.Errorf("%w at %s: %s", ErrUnavailable, info.addr, info.redact(err))
 	}
-	pool.SetMaxOpenConns(o.MaxOpenConns)
-	pool.SetMaxIdleConns(o.MaxOpenConns)
 	pool.SetConnMaxLifetime(30 * time.Minute)
 	// Events are recorded with PostgreSQL's INSERT ... ON CONFLICT DO
 	// NOTHING: COPY has no ON CONFLICT, and the outbox's UNIQUE index

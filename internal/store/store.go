@@ -274,14 +274,14 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 		cfg.TLS = o.TLS.Clone()
 		cfg.TLSConfig = ""
 	}
-	pool, err := connect(ctx, cfg, o.PingTimeout)
+	pool, err := connect(ctx, cfg, o)
 	if err != nil {
 		return nil, err
 	}
 	if idle := withIdleTxTimeout(ctx, pool, cfg, o.IdleTxTimeout, o.PingTimeout); idle != cfg {
 		pool.Close()
 		cfg = idle
-		if pool, err = connect(ctx, cfg, o.PingTimeout); err != nil {
+		if pool, err = connect(ctx, cfg, o); err != nil {
 			return nil, err
 		}
 	}
@@ -299,8 +299,6 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
-	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
-	sqlDB.SetMaxIdleConns(o.MaxOpenConns)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute)
 	rec := new(outbox.Recorder)
 	if o.NoLoadData {
@@ -310,16 +308,17 @@ func open(ctx context.Context, cfg *mysql.Config, o Options) (*Store, error) {
 	return &Store{db: db, sql: sqlDB, d: MySQL, conn: info, cfg: cfg, rec: rec, t: memberships}, nil
 }
 
-// connect opens a pool on cfg and pings it within bound: gorm.Open asks
-// the version without a deadline, and an unreachable host cost the dial
-// timeout once per retry.
-func connect(ctx context.Context, cfg *mysql.Config, bound time.Duration) (*sql.DB, error) {
+// connect opens a pool of o.MaxOpenConns on cfg and pings it within
+// o.PingTimeout: gorm.Open asks the version without a deadline, and an
+// unreachable host cost the dial timeout once per retry.
+func connect(ctx context.Context, cfg *mysql.Config, o Options) (*sql.DB, error) {
+	bound := o.PingTimeout
 	// A connector, not a DSN string: a tls.Config has no DSN form.
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %s", redact(err, cfg))
 	}
-	pool := sql.OpenDB(conn)
+	pool := patientPool(conn, mysqlFull, o.MaxOpenConns)
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if err := pool.PingContext(pctx); err != nil {
