@@ -30,12 +30,14 @@ const (
 // beside an application can ask for more connections than the server
 // allows at one moment.
 //
-//   - A pool that holds connections is bounded to them (for regrowAfter),
-//     and the statement is run again by database/sql (driver.ErrBadConn)
-//     on one of them as it comes free.
-//   - A pool that holds none tries again, with a pause that grows to a
-//     second, for up to connPatience or the end of ctx: other clients'
-//     connections come free as they end.
+//   - A pool that holds two connections or more is bounded to them (for
+//     regrowAfter), and the statement is run again by database/sql
+//     (driver.ErrBadConn) on one of them as it comes free.
+//   - A pool that holds one or none tries again, with a pause that grows
+//     to a second, for up to connPatience or the end of ctx: other
+//     clients' connections come free as they end. One is not enough to
+//     wait for: it may be the relay's listener (outbox.Listen), which a
+//     pool never gets back.
 type patientConnector struct {
 	driver.Connector
 	full    func(error) bool
@@ -74,11 +76,11 @@ func (p *patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 }
 
-// shrink bounds the pool to the connections it holds, when it holds any,
-// until regrowAfter has passed, and reports whether it did.
+// shrink bounds the pool to the connections it holds, when it holds two
+// or more, until regrowAfter has passed, and reports whether it did.
 func (p *patientConnector) shrink() bool {
 	held := p.pool.Stats().OpenConnections - int(p.pending.Load())
-	if held < 1 {
+	if held < 2 {
 		return false
 	}
 	p.mu.Lock()

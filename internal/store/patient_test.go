@@ -130,3 +130,40 @@ func TestAStoreWithoutConnectionsWaitsForAnotherToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAHeldConnectionIsNotWaitedFor: a pool whose one connection is held
+// for good (as the relay's listener holds its own) and which the server
+// refuses another does not wait for that one: its statement connects once
+// the other client's connections come free (a second store closes after
+// 500 ms). Bounded to the one it held, it waited for it until its
+// context ended.
+func TestAHeldConnectionIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	_, dsn := testenv.MigratedStore(t)
+	limited, _ := limitedUser(t, dsn, 2)
+	ctx := context.Background()
+	st, err := store.Open(ctx, limited, &store.Options{MaxOpenConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pool, err := st.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := pool.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	other, err := store.Open(ctx, limited, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(500*time.Millisecond, func() { other.Close() })
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := st.DB().WithContext(sctx).Exec("SELECT 1").Error; err != nil {
+		t.Fatalf("the statement beside the held connection: %v", err)
+	}
+}
