@@ -15,9 +15,9 @@ import (
 	"github.com/erpsync/erpsync/internal/ctxtime"
 )
 
-// connPatience bounds how long a process that holds no connection waits
-// while the server has none to spare; regrowAfter is how long a pool
-// shrunk to the connections it had stays so.
+// connPatience bounds how long a pool that holds one connection or none
+// waits while the server has none to spare; regrowAfter is how long a
+// pool shrunk to the connections it had stays so.
 const (
 	connPatience = 30 * time.Second
 	regrowAfter  = 5 * time.Second
