@@ -749,7 +749,8 @@ func TestSourcePerCompany(t *testing.T) {
 // record CAP no longer has: its row, read back, stands for the record.
 func deletedOf(t testing.TB, e *env, company string, n int) captest.Object {
 	t.Helper()
-	// The record as POSTed, with the server's fields from the row.
+	// The record as captest.Customer makes it (POSTed or seeded), with
+	// the server's fields from the row.
 	o := captest.Object{}
 	for k, v := range captest.Customer(company, n) {
 		switch v := v.(type) {

@@ -52,9 +52,16 @@ var CustomerSeedStart = time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)
 // appendCustomers appends the customers of seed (Options.Customers) to
 // the Customers seed file at path, in code order, each changed a
 // millisecond after the one before, with ChangeCounter 1 as a POST gives.
+// The columns are the file's, in the order its header names them; a
+// column the customer leaves out (the street, the postal code, the
+// country) is empty.
 func appendCustomers(path string, seed map[string]int) error {
 	if len(seed) == 0 {
 		return nil
+	}
+	header, err := csvHeader(path)
+	if err != nil {
+		return err
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -63,18 +70,17 @@ func appendCustomers(path string, seed map[string]int) error {
 	cw := csv.NewWriter(f)
 	cw.Comma = ';'
 	at := CustomerSeedStart
+	row := make([]string, len(header))
 	for _, code := range slices.Sorted(maps.Keys(seed)) {
 		for i := range seed[code] {
-			c := Customer(code, i)
 			stamp := at.Format(TimeLayout)
-			// The columns of the project's file: CompanyCode;Customer;
-			// CustomerName;CreditLimit;IsBlocked;FoundedOn;Rating;Status;
-			// Address_Street;Address_City;Address_PostalCode;
-			// Address_Country;ChangeCounter;createdAt;createdBy;
-			// modifiedAt;modifiedBy.
-			row := []string{code, c["Customer"].(string), c["CustomerName"].(string), c["CreditLimit"].(string),
-				strconv.FormatBool(c["IsBlocked"].(bool)), c["FoundedOn"].(string), c["Rating"].(string), c["Status"].(string),
-				"", c["Address_City"].(string), "", "", "1", stamp, "seed", stamp, "seed"}
+			vals := map[string]string{"ChangeCounter": "1", "createdAt": stamp, "createdBy": "seed", "modifiedAt": stamp, "modifiedBy": "seed"}
+			for k, v := range Customer(code, i) {
+				vals[k] = fmt.Sprint(v)
+			}
+			for j, col := range header {
+				row[j] = vals[col]
+			}
 			if err := cw.Write(row); err != nil {
 				f.Close()
 				return err
@@ -88,6 +94,23 @@ func appendCustomers(path string, seed map[string]int) error {
 		return err
 	}
 	return f.Close()
+}
+
+// csvHeader reads the column names of the first line of the seed file at
+// path.
+func csvHeader(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.Comma = ';'
+	header, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: header: %w", path, err)
+	}
+	return header, nil
 }
 
 // TypedSet is an entity set of the Sales service: records as JSON objects
