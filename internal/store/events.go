@@ -67,6 +67,9 @@ func (s *Store) inTxResumed(ctx context.Context, what string, write func(tx *sql
 // closed before it sends the next statement or the COMMIT
 // (driver.ErrBadConn; a connection lost after the COMMIT was sent is
 // mysql.ErrInvalidConn, whose outcome is unknown, and is not retried).
+// A transaction that could not begin because the server had no connection
+// to spare (patientConnector's refusal, a driver.ErrBadConn too) is run
+// again the same way: nothing of it reached the server.
 func sessionEnded(err error) bool {
 	return pgCode(err) == pgIdleTxEnded || errors.Is(err, driver.ErrBadConn)
 }
