@@ -199,7 +199,14 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	err = r.Run(ctx)
 	switch {
 	case errors.Is(err, relay.ErrSkipped):
-		return nil // logged and counted by the relay
+		// Logged and counted by the relay; the line says so to a script
+		// too, which would otherwise take the silence for an empty outbox.
+		left := "the pending ones left to it"
+		if st, serr := d.store.Outbox().Stats(ctx); serr == nil {
+			left = pendingLeft(st.Pending())
+		}
+		fmt.Fprintf(stdout, "relay: skipped: another relay holds the lock (%s); delivered 0 events; %s\n", relay.LockKey, left)
+		return nil
 	case err != nil:
 		return err
 	}
@@ -208,6 +215,14 @@ func cmdRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "relay: delivered %d events; none left pending\n", r.Delivered())
 	}
 	return nil
+}
+
+// pendingLeft says how many events a relay --once left pending.
+func pendingLeft(n int64) string {
+	if n == 0 {
+		return "none left pending"
+	}
+	return fmt.Sprintf("%d left pending", n)
 }
 
 // loadConfig reads the --config file path for a command that takes no

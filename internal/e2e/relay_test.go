@@ -244,7 +244,8 @@ func TestRelayProcesses(t *testing.T) {
 		}
 	}
 	second := e.Run(context.Background(), append(args, "--once", "--http-addr", "", "--log-level", "info")...)
-	if second.Code != 0 || !strings.Contains(second.Out(), "relay skipped") {
+	if second.Code != 0 || !strings.Contains(second.Out(), "relay skipped") ||
+		second.Stdout != "relay: skipped: another relay holds the lock (relay:events); delivered 0 events; none left pending\n" {
 		t.Fatalf("second relay exit %d: %s", second.Code, second.Out())
 	}
 	if err := first.Signal(syscall.SIGTERM); err != nil {
