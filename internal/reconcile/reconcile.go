@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -167,7 +169,7 @@ func (rc *Reconciler) Run(ctx context.Context) (*Report, error) {
 	}, DryRun: rc.cfg.DryRun}
 	log := rc.log.With().Str("run_id", rep.RunID).Str("job", scfg.Job).Str("mode", Mode).Logger()
 	if rc.cfg.DryRun {
-		err := rc.reconcile(ctx, rep, log)
+		err := rc.reconcile(ctx, rep, &progress{src: rc.src}, log)
 		rep.Status = store.StatusSucceeded
 		if err != nil {
 			rep.Status = store.StatusFailed
@@ -193,14 +195,13 @@ func (rc *Reconciler) Run(ctx context.Context) (*Report, error) {
 	if err := rc.store.StartRun(ctx, &rep.Run); err != nil {
 		return rep, err
 	}
-	// The heartbeat only: the counters are the report's, written by this
-	// goroutine.
-	stopBeat := rc.store.Beat(ctx, rep.RunID, 0, nil, func(err error) {
+	lv := &progress{src: rc.src}
+	stopBeat := rc.store.Beat(ctx, rep.RunID, rc.sy.Config().HeartbeatEvery, lv.snapshot, func(err error) {
 		log.Warn().Err(err).Msg("heartbeat not written; the reconcile goes on")
 	})
 	log.Info().Int64("fence_token", rep.Fence).Msg("reconcile started")
 
-	err = rc.reconcile(workCtx, rep, log)
+	err = rc.reconcile(workCtx, rep, lv, log)
 	status := store.StatusSucceeded
 	switch {
 	case err == nil && rep.Failed > 0:
@@ -220,8 +221,9 @@ func (rc *Reconciler) Run(ctx context.Context) (*Report, error) {
 }
 
 // reconcile scans, compares, applies the guard and, unless it refuses or
-// this is a dry run, repairs and deletes.
-func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Logger) error {
+// this is a dry run, repairs and deletes; lv follows its steps for the
+// heartbeat.
+func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, log zerolog.Logger) error {
 	before := rc.src.Stats()
 	defer func() {
 		after := rc.src.Stats()
@@ -240,7 +242,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	// The table is read while the feed is paged; the rows found different
 	// are read again after (CompareSnapshot), so a row written during the
 	// scan is judged as it is then, written since the scan began.
-	feed, snap, err := verify.ScanReading(ctx, rc.src, rc.store, rc.cfg.PageSize, rc.cfg.Fetchers, true)
+	feed, snap, err := verify.ScanReading(ctx, lv.counting(), rc.store, rc.cfg.PageSize, rc.cfg.Fetchers, true)
 	if err != nil {
 		return err
 	}
@@ -252,6 +254,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 		return err
 	}
 	rep.Fetched = res.Fetched()
+	lv.stepDone(rep)
 	windowDeleted, err := rc.store.ReconcileDeletedSince(ctx, rc.sy.Config().Job, Mode, scanStart.Add(-rc.cfg.Window))
 	if err != nil {
 		return err
@@ -300,6 +303,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 	rep.Repaired = a.Inserted + a.Updated
 	rep.LockContended, rep.StaleRejected, rep.UniqueViolations, rep.Failed = a.LockContended, a.StaleRejected, a.UniqueViolations, a.Failed
 	rep.FailedIDs = a.FailedIDs
+	lv.stepDone(rep)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -309,6 +313,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 		rep.Repaired += l.Updated
 		rep.Unchanged += l.Unchanged
 		rep.LockContended += l.LockContended
+		lv.stepDone(rep)
 		if err != nil {
 			return err
 		}
@@ -325,6 +330,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 		return err
 	}
 	rep.Invalid = int64(len(invs))
+	lv.stepDone(rep)
 	if len(absent) == 0 {
 		return nil
 	}
@@ -364,6 +370,57 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, log zerolog.Lo
 		log.Info().Int64("kept", d.Kept).Msg("rows written or locked since the comparison kept live; the next reconcile looks again")
 	}
 	return err
+}
+
+// progress is what a reconcile's heartbeat writes to its row while it
+// runs (store.Beat): while the scan pages the feed, the records and
+// invalid items it has been served so far as fetched (a record served
+// twice counts twice); after that the report's counters as of the last
+// step done (the comparison, the repairs, the quarantine). The
+// reconcile's goroutine writes the report, the heartbeat's reads a copy.
+type progress struct {
+	src    syncer.Source
+	read   atomic.Int64
+	mu     sync.Mutex
+	done   store.Counters // the report's, at the last stepDone
+	doneOK bool
+}
+
+// counting returns src, adding every page's records and invalid items to
+// the records read.
+func (p *progress) counting() verify.Pager { return countingPager{p.src, &p.read} }
+
+// stepDone takes the counters of rep, whose step has ended.
+func (p *progress) stepDone(rep *Report) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done, p.doneOK = rep.Counters, true
+}
+
+// snapshot returns the counters the heartbeat writes.
+func (p *progress) snapshot() store.Counters {
+	p.mu.Lock()
+	c, ok := p.done, p.doneOK
+	p.mu.Unlock()
+	if !ok {
+		c.Fetched = p.read.Load()
+	}
+	return c
+}
+
+// countingPager is a Pager that adds the records and invalid items of each
+// page it returns to n.
+type countingPager struct {
+	verify.Pager
+	n *atomic.Int64
+}
+
+func (c countingPager) Page(ctx context.Context, q erp.Query) (*erp.Page, error) {
+	p, err := c.Pager.Page(ctx, q)
+	if p != nil {
+		c.n.Add(int64(len(p.Records) + len(p.Invalid)))
+	}
+	return p, err
 }
 
 // guard says why the plan must not be applied, or "" when it may.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/erpsync/erpsync/erpmock"
 	"github.com/erpsync/erpsync/internal/erp"
+	"github.com/erpsync/erpsync/internal/proctest"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/syncer"
 	"github.com/erpsync/erpsync/internal/testenv"
@@ -336,5 +337,55 @@ func TestReconcileRepairsFieldsAtTheirVersion(t *testing.T) {
 	}
 	if rep, err := b.reconciler(t, Config{}).Run(ctx); err != nil || rep.Repaired != 0 {
 		t.Fatalf("second reconcile: %v (%+v)", err, rep.Counters)
+	}
+}
+
+// TestReconcileRowShowsItsProgress: while a reconcile runs, its heartbeat
+// writes its counters so far to its row, as a run's does: after the scan
+// the records it read, and after the repairs what they wrote, each seen
+// on the running row before the reconcile goes on.
+func TestReconcileRowShowsItsProgress(t *testing.T) {
+	t.Parallel()
+	const records = 600
+	b := setup(t, records)
+	ctx := context.Background()
+	if err := b.mock.DeleteIDs([]string{"M0000010", "M0000011"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.DB().Exec("DELETE FROM memberships WHERE erp_id IN ('M0000300', 'M0000301', 'M0000302')").Error; err != nil {
+		t.Fatal(err)
+	}
+	rc, err := New(Config{PageSize: 50}, b.syncer(t, syncer.Config{ChunkSize: 50, HeartbeatEvery: 20 * time.Millisecond}), b.erp, b.store, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The running row's counters, once they show what want says.
+	shows := func(step string, want func(store.Counters) bool) {
+		var last store.Run
+		ok := proctest.Eventually(30*time.Second, func() bool {
+			runs, err := b.store.Runs(ctx, b.job, 1)
+			if err != nil || len(runs) != 1 || runs[0].Mode != Mode || runs[0].Status != store.StatusRunning {
+				return false
+			}
+			last = runs[0]
+			return want(last.Counters)
+		})
+		if !ok {
+			t.Errorf("%s: the running reconcile's row shows %+v", step, last.Counters)
+		}
+	}
+	rc.afterScan = func() {
+		shows("after the scan", func(c store.Counters) bool { return c.Fetched == records-2 })
+	}
+	rc.beforeConfirm = func() {
+		shows("after the repairs", func(c store.Counters) bool { return c.Fetched == records-2 && c.Repaired == 3 && c.Deleted == 0 })
+	}
+	rep, err := rc.Run(ctx)
+	if err != nil || rep.Deleted != 2 || rep.Repaired != 3 {
+		t.Fatalf("reconcile: %v (%+v)", err, rep.Counters)
+	}
+	runs, err := b.store.Runs(ctx, b.job, 1)
+	if err != nil || len(runs) != 1 || runs[0].Status != store.StatusSucceeded || runs[0].Counters != rep.Counters {
+		t.Fatalf("the finished row: %+v, %v; the report: %+v", runs, err, rep.Counters)
 	}
 }
