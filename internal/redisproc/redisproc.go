@@ -1,8 +1,9 @@
-// Package redisproc starts redis-server processes for the benchmarks:
-// single servers without persistence on free loopback ports (the nodes of
-// a Redlock) and Redis Clusters of several masters. It needs redis-server,
-// and for a cluster redis-cli, in PATH. The tests start theirs with
-// internal/redistest, which ties each server to a test.
+// Package redisproc starts redis-server processes: single servers
+// without persistence on free loopback ports (the nodes of a Redlock) and
+// Redis Clusters of several masters, for the benchmarks, and through
+// internal/redistest, which ties each server to a test, for the tests. It
+// needs redis-server, and for a cluster redis-cli, in PATH, and nothing of
+// erpsync but internal/freeport.
 package redisproc
 
 import (
@@ -28,6 +29,7 @@ type Server struct {
 	Addr   string
 	cmd    *exec.Cmd
 	dir    string
+	ownDir bool          // Stop removes dir: Start made it
 	exited chan struct{} // closed once the process has exited
 }
 
@@ -45,15 +47,16 @@ func Start(args ...string) (*Server, error) {
 		if s, err = start(args); err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, errExited) {
+		if !errors.Is(err, ErrExited) {
 			return nil, err
 		}
 	}
 	return nil, err
 }
 
-// errExited says a server exited before it answered.
-var errExited = errors.New("exited before it answered")
+// ErrExited says a server exited before it answered: most often, another
+// process had taken its port.
+var ErrExited = errors.New("exited before it answered")
 
 // start is one attempt of Start.
 func start(args []string) (*Server, error) {
@@ -65,19 +68,37 @@ func start(args []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	s, err := Launch("127.0.0.1:"+strconv.Itoa(port), dir, args...)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	s.ownDir = true
+	return s, nil
+}
+
+// Launch starts a redis-server (--save "" --appendonly no) with extra
+// args on addr, a loopback host:port, its files in dir, and waits until it
+// answers (30 s at most); ErrExited (wrapped) when it exits first. Stop
+// leaves dir, so that the server can be launched again on the same
+// address and directory.
+func Launch(addr, dir string, args ...string) (*Server, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir}, args...)...)
 	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir, exited: make(chan struct{})}
+	s := &Server{Addr: addr, cmd: cmd, dir: dir, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(s.exited)
 	}()
 	if err := s.wait(); err != nil {
-		s.Stop()
+		s.Kill()
 		return nil, err
 	}
 	return s, nil
@@ -144,11 +165,20 @@ func Ports(servers []*Server) []string {
 	return out
 }
 
-// Stop kills the server and removes its directory.
-func (s *Server) Stop() {
+// Kill kills the server with SIGKILL (it forgets every key; a paused one
+// too) and waits for it to exit.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	_ = s.cmd.Process.Kill()
 	<-s.exited
-	_ = os.RemoveAll(s.dir)
+}
+
+// Stop kills the server and removes the directory Start made for it.
+func (s *Server) Stop() {
+	s.Kill()
+	if s.ownDir {
+		_ = os.RemoveAll(s.dir)
+	}
 }
 
 // Pause stops the server (SIGSTOP): it keeps its connections and answers
@@ -168,7 +198,7 @@ func StopAll(servers []*Server) {
 func (s *Server) wait() error {
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer func() { _ = rdb.Close() }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := rdb.Ping(ctx).Err()
@@ -178,7 +208,7 @@ func (s *Server) wait() error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("redis-server on %s %w", s.Addr, errExited)
+			return fmt.Errorf("redis-server on %s %w", s.Addr, ErrExited)
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -15,7 +15,7 @@ func TestStartGivesUpOnAServerThatExits(t *testing.T) {
 		s.Stop()
 		t.Fatal("a redis-server with an option it refuses started")
 	}
-	if !errors.Is(err, errExited) {
+	if !errors.Is(err, ErrExited) {
 		t.Fatalf("Start: %v; want the server's exit before it answered", err)
 	}
 }

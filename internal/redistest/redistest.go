@@ -1,22 +1,23 @@
-// Package redistest starts redis-server processes for tests that kill,
-// pause or restart their Redis: each without persistence, on a free
-// loopback port of its own, and killed when the test ends; and it deletes
-// what tests left on a shared Redis (DeletePrefix). It needs redis-server
-// in PATH and nothing of erpsync, so that lock's tests can use it
-// as well as the process harness (internal/proctest).
+// Package redistest starts redis-server processes (internal/redisproc)
+// for tests that kill, pause or restart their Redis: each without
+// persistence, on a free loopback port of its own, and killed when the
+// test ends; and it deletes what tests left on a shared Redis
+// (DeletePrefix). It needs redis-server in PATH and nothing of erpsync
+// but internal/redisproc and internal/freeport, so that lock's tests can
+// use it as well as the process harness (internal/proctest).
 package redistest
 
 import (
 	"context"
-	"net"
+	"errors"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/erpsync/erpsync/internal/freeport"
+	"github.com/erpsync/erpsync/internal/redisproc"
 )
 
 // Server is a redis-server (--save "" --appendonly no) that a test can
@@ -27,9 +28,7 @@ type Server struct {
 	t    testing.TB
 	dir  string
 	args []string
-	cmd  *exec.Cmd
-	// exited is closed once cmd has exited.
-	exited chan struct{}
+	p    *redisproc.Server // nil while killed
 }
 
 // Start starts a redis-server with extra args on a free port and waits
@@ -71,35 +70,14 @@ func (s *Server) Start() {
 // reports false when it exits first.
 func (s *Server) launch() bool {
 	s.t.Helper()
-	_, port, _ := net.SplitHostPort(s.Addr)
-	args := append([]string{
-		"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-	}, s.args...)
-	cmd := exec.Command("redis-server", args...)
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+	p, err := redisproc.Launch(s.Addr, s.dir, s.args...)
+	switch {
+	case errors.Is(err, redisproc.ErrExited):
+		return false
+	case err != nil:
+		s.t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	s.cmd, s.exited = cmd, exited
-	deadline := time.Now().Add(30 * time.Second)
-	for !s.Up() {
-		select {
-		case <-exited:
-			s.cmd = nil
-			return false
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			s.t.Fatalf("redis-server on %s never answered", s.Addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.p = p
 	return true
 }
 
@@ -115,21 +93,19 @@ func (s *Server) Up() bool {
 // Kill kills the server with SIGKILL (it forgets every key; a paused one
 // too) and waits for it to exit.
 func (s *Server) Kill() {
-	if s.cmd == nil {
+	if s.p == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	s.cmd = nil
+	s.p.Kill()
+	s.p = nil
 }
 
 // Pause stops the server (SIGSTOP) until Resume: it keeps its connections
 // open and answers nothing.
-func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { s.p.Pause() }
 
 // Resume lets a paused server go on (SIGCONT).
-func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() { s.p.Resume() }
 
 // DeletePrefix deletes every key under prefix (lock keys and fence
 // counters alike), within 30 s: what tests left on a shared Redis.
