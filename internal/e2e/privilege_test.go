@@ -127,3 +127,66 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal("no quarantined record written")
 	}
 }
+
+// TestAWriteDeniedStopsTheRun: a write the database refuses for a
+// privilege the user lacks (here INSERT on memberships, taken back from
+// the runtime grants) stops the run at once, exit 1, with the database's
+// refusal in one line: no record is tried again, none one by one, since
+// no retry can heal it. A table the user holds no privilege on is named
+// as one it may not read.
+func TestAWriteDeniedStopsTheRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 3000, Seed: 29})
+	limited := e.runtimeUser(t)
+	user := userOf(t, limited)
+	revoke := fmt.Sprintf("REVOKE INSERT ON `%s`.memberships FROM '%s'@'%%'", e.DBName, user)
+	if e.Postgres {
+		revoke = fmt.Sprintf(`REVOKE INSERT ON memberships FROM "%s"`, user)
+	}
+	testenv.ExecSQL(t, e.DSN, revoke)
+
+	report := filepath.Join(t.TempDir(), "run.json")
+	r := e.Run(context.Background(), "run", testenv.DSNFlag(limited), limited, "--report", report,
+		"--page-size", "100", "--chunk-size", "50", "--max-attempts", "3", "--log-level", "warn")
+	out := r.Out()
+	if r.Code != 1 || !strings.Contains(r.Stderr, "the database refuses the writes, whatever the retries") ||
+		!strings.Contains(out, "denied") {
+		t.Fatalf("run with INSERT denied: exit %d, want 1 and the refusal:\n%s", r.Code, out[max(0, len(out)-3000):])
+	}
+	if n := strings.Count(out, "records go one by one"); n > 0 {
+		t.Errorf("%d chunks went one by one after the refusal", n)
+	}
+	if n := strings.Count(out, "record failed after retries"); n > 16 {
+		t.Errorf("%d records were tried one by one after the refusal, want at most one a worker", n)
+	}
+	rep := e.report(report)
+	if rep["status"] != "failed" || rep["inserted"].(float64) != 0 || rep["failed"].(float64) == 0 {
+		t.Fatalf("report: %v", rep)
+	}
+
+	// With no privilege left on the table the database hides it from the
+	// user: the line says the user may not read it, not that it is
+	// missing (migrate made it).
+	revoke = fmt.Sprintf("REVOKE ALL PRIVILEGES ON `%s`.memberships FROM '%s'@'%%'", e.DBName, user)
+	if e.Postgres {
+		revoke = fmt.Sprintf(`REVOKE ALL PRIVILEGES ON memberships FROM "%s"`, user)
+	}
+	testenv.ExecSQL(t, e.DSN, revoke)
+	r = e.Run(context.Background(), "run", testenv.DSNFlag(limited), limited)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "table memberships: this user may not read it") || strings.Contains(r.Stderr, "does not exist") {
+		t.Fatalf("run with no privilege on memberships: exit %d, want 2 and the refusal: %s", r.Code, r.Out())
+	}
+}
+
+// userOf returns the user name of a DSN of runtimeUser.
+func userOf(t *testing.T, dsn string) string {
+	t.Helper()
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		return u.User.Username()
+	}
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.User
+}

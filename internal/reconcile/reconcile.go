@@ -304,6 +304,9 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 	rep.LockContended, rep.StaleRejected, rep.UniqueViolations, rep.Failed = a.LockContended, a.StaleRejected, a.UniqueViolations, a.Failed
 	rep.FailedIDs = a.FailedIDs
 	lv.stepDone(rep)
+	if a.Err != nil {
+		return a.Err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/outbox"
 	"github.com/erpsync/erpsync/lock"
 )
@@ -250,6 +251,10 @@ func (r *Relay) hold(ctx, work context.Context) error {
 		switch {
 		case errors.As(err, &rej), errors.Is(err, outbox.ErrFenced):
 			return err
+		case dberr.Denied(err):
+			// A privilege the user lacks: every retry would send the
+			// batch again and fail to mark it.
+			return fmt.Errorf("deliver: %w (events left pending; grant the user the outbox's privileges)", err)
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/entity"
 )
 
@@ -487,6 +488,34 @@ func execStrict(ctx context.Context, conn *sql.Conn, stmts []string) error {
 	return nil
 }
 
+// TableDeniedError is CheckEntities' refusal when the user may not read
+// an entity's table: the database lists only the tables (MySQL) or
+// columns (PostgreSQL) a user holds a privilege on, so to it the table
+// seemed absent or to lack its columns.
+type TableDeniedError struct {
+	Table string
+	Err   error // the database's refusal of a read
+}
+
+func (e *TableDeniedError) Error() string {
+	return fmt.Sprintf("table %s: this user may not read it (%v): grant the user erpsync runs as SELECT, INSERT, UPDATE on it (and DELETE on a document's lines table), as migrate's tables are granted",
+		e.Table, e.Err)
+}
+
+func (e *TableDeniedError) Unwrap() error { return e.Err }
+
+// readable is CheckEntities' look at a table the schema read found
+// different from its entity: a *TableDeniedError when a read of it is
+// refused for privileges (what the schema read saw was only what this
+// user may see), else nil.
+func (s *Store) readable(ctx context.Context, table string) error {
+	_, err := s.sql.ExecContext(ctx, "SELECT 1 FROM "+s.d.ident(table)+" WHERE 1 = 0")
+	if dberr.Denied(err) {
+		return &TableDeniedError{Table: table, Err: err}
+	}
+	return nil
+}
+
 // CheckEntities returns a *SchemaMismatchError unless every entity's
 // table matches the config file: what every command that writes runs
 // before it starts. It reads every table in one query.
@@ -506,6 +535,9 @@ func (s *Store) CheckEntities(ctx context.Context, ents []*entity.Entity) error 
 	for _, ds := range defs {
 		for _, d := range ds {
 			for _, ch := range compare(d, live[d.name]) {
+				if err := s.readable(ctx, d.name); err != nil {
+					return err
+				}
 				if ch.kind == createTable {
 					return &SchemaMismatchError{Table: d.name}
 				}

@@ -22,6 +22,9 @@ type Applied struct {
 	// FailedIDs lists (up to 1,000) erp_ids whose write failed after
 	// their retries.
 	FailedIDs []string
+	// Err is the database's refusal that stopped Apply's writes, one no
+	// retry can heal (dberr.Denied); nil when none did.
+	Err error
 }
 
 // Apply writes recs (at most one record per erp_id) through the write path
@@ -55,7 +58,7 @@ func (s *Syncer) Apply(ctx context.Context, recs []erp.Record, log zerolog.Logge
 			r.recordFailed(key, err)
 		}
 	}
-	return Applied{Counters: r.c.snapshot(), FailedIDs: r.failedIDs}
+	return Applied{Counters: r.c.snapshot(), FailedIDs: r.failedIDs, Err: r.haltErr()}
 }
 
 // SoftDelete marks the rows of ts deleted, each under its record lock and

@@ -367,6 +367,13 @@ type run struct {
 	failedMu  sync.Mutex
 	failedIDs []string
 
+	// halted is the first write the database refused for good
+	// (dberr.Denied: a privilege the user lacks); once set no record is
+	// tried again, and stopFetch (set by execute) ends the fetching.
+	haltMu    sync.Mutex
+	halted    error
+	stopFetch context.CancelCauseFunc
+
 	invalid invalidTally
 	// invalidCopies holds the newest invalid copy of each record the run
 	// was served one of (markInvalid): a valid copy the run writes later
@@ -479,6 +486,44 @@ func (r *run) recordFailed(id string, err error) {
 	r.failedMu.Unlock()
 }
 
+// halt stops the run's writes on err, a refusal no retry can heal: the
+// first one is logged and kept for the run's error, and the fetching
+// ends. It returns the halting error.
+func (r *run) halt(err error) error {
+	r.haltMu.Lock()
+	defer r.haltMu.Unlock()
+	if r.halted == nil {
+		r.halted = fmt.Errorf("the database refuses the writes, whatever the retries: %w", err)
+		r.log.Error().Err(err).Msg("the database refuses the writes; the run stops")
+		if r.stopFetch != nil {
+			r.stopFetch(r.halted)
+		}
+	}
+	return r.halted
+}
+
+// haltErr returns the error that halted the run's writes, nil while none
+// did.
+func (r *run) haltErr() error {
+	r.haltMu.Lock()
+	defer r.haltMu.Unlock()
+	return r.halted
+}
+
+// unwritten counts recs failed, without a line each: the run's halting
+// error says why.
+func (r *run) unwritten(recs []erp.Record) {
+	r.c.failed.Add(int64(len(recs)))
+	r.failedMu.Lock()
+	defer r.failedMu.Unlock()
+	for _, rec := range recs {
+		if len(r.failedIDs) >= 1000 {
+			break
+		}
+		r.failedIDs = append(r.failedIDs, rec.ErpID)
+	}
+}
+
 type chunk struct {
 	part int // the part of the window (see plan) its page belongs to
 	page int
@@ -512,9 +557,14 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	}()
 
 	var fetchErr error
+	fetchCtx, stopFetch := context.WithCancelCause(ctx)
+	defer stopFetch(nil)
+	r.haltMu.Lock()
+	r.stopFetch = stopFetch
+	r.haltMu.Unlock()
 	go func() {
 		defer close(queue)
-		fetchErr = r.fetchParts(ctx, workCtx, since, until, queue)
+		fetchErr = r.fetchParts(fetchCtx, workCtx, since, until, queue)
 	}()
 
 	// Save the checkpoint as the watermark moves.
@@ -583,7 +633,10 @@ func (r *run) execute(ctx context.Context, since, until time.Time) error {
 	if cpErr == nil {
 		cpErr = r.lastCheckpoint(workCtx)
 	}
-	if fetchErr != nil && ctx.Err() != nil && errors.Is(fetchErr, ctx.Err()) {
+	switch {
+	case r.haltErr() != nil:
+		fetchErr = r.haltErr() // the fetching ended for it
+	case fetchErr != nil && ctx.Err() != nil && errors.Is(fetchErr, ctx.Err()):
 		fetchErr = nil // cancelled, not failed; Run tells which
 	}
 	return errors.Join(fetchErr, cpErr)

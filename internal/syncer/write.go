@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/internal/ctxtime"
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/erp"
 	"github.com/erpsync/erpsync/internal/store"
@@ -28,13 +29,17 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 	// with a growing pause, until LockWait: most are found current by then
 	// (the holder wrote them) and cost one read. Whatever is still held,
 	// refused for an older token, or caught in an error goes one by one.
+	if r.haltErr() != nil {
+		r.unwritten(recs)
+		return true
+	}
 	var slow []erp.Record
 	var made []string // the records whose rows the chunk inserted or restored
 	deadline := time.Now().Add(r.s.cfg.LockWait)
 	pending := recs
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
-			if time.Now().After(deadline) || ctxtime.Sleep(ctx, backoff(round+1)) != nil {
+			if r.haltErr() != nil || time.Now().After(deadline) || ctxtime.Sleep(ctx, backoff(round+1)) != nil {
 				slow = append(slow, pending...)
 				break
 			}
@@ -84,7 +89,11 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 			r.learnCurrent(current, len(hs))
 		}
 		if werr != nil {
-			r.log.Warn().Err(werr).Int("records", len(hs)).Msg("write chunk failed; records go one by one")
+			if dberr.Denied(werr) {
+				r.halt(werr) // the loop below counts them unwritten
+			} else {
+				r.log.Warn().Err(werr).Int("records", len(hs)).Msg("write chunk failed; records go one by one")
+			}
 			for _, h := range hs {
 				slow = append(slow, h.rec)
 			}
@@ -94,7 +103,12 @@ func (r *run) processChunk(ctx context.Context, recs []erp.Record) bool {
 		pending = contended
 	}
 	failed := false
-	for _, rec := range slow {
+	for i, rec := range slow {
+		if r.haltErr() != nil {
+			r.unwritten(slow[i:])
+			failed = true
+			break
+		}
 		if err := r.processOne(ctx, rec, &made); err != nil {
 			r.recordFailed(rec.ErpID, err)
 			failed = true
@@ -276,6 +290,9 @@ func (r *run) processOne(ctx context.Context, rec erp.Record, made *[]string) er
 		}
 		again, _, err := r.write(ctx, []held{{rec: rec, lock: l}}, false, made)
 		r.release(ctx, []held{{rec: rec, lock: l}})
+		if err != nil && dberr.Denied(err) {
+			return r.halt(err)
+		}
 		if err != nil {
 			last = err
 			continue
