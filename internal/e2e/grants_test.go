@@ -3,14 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,7 +17,6 @@ import (
 	"time"
 
 	"github.com/erpsync/erpsync/erpmock"
-	"github.com/erpsync/erpsync/internal/cli"
 	"github.com/erpsync/erpsync/internal/store"
 	"github.com/erpsync/erpsync/internal/testenv"
 )
@@ -306,14 +303,12 @@ func TestARelayDeniedStops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	env := append(root[1:], testenv.DSNEnv(limited)+"="+limited)
-	c2 := exec.CommandContext(ctx, bin, "relay", "--http-addr", "", "--poll", "50ms", "--max-backoff", "200ms", "--batch-size", "100")
-	c2.Env = append(append(cli.EnvWithoutSettings(), "ERPSYNC_LOG_FORMAT=json", "ERPSYNC_LOG_LEVEL=warn"), env...)
-	out, err := c2.CombinedOutput()
-	var ee *exec.ExitError
-	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "raise fence") {
-		t.Fatalf("relay without the fence's privileges: %v (want exit 1 on the refusal, not retries for a minute):\n%s", err, out)
+	r := erpsyncCtx(ctx, t, env, "relay", "--http-addr", "", "--poll", "50ms", "--max-backoff", "200ms", "--batch-size", "100")
+	out := r.Out()
+	if ctx.Err() != nil || r.Code != 1 || !strings.Contains(out, "raise fence") {
+		t.Fatalf("relay without the fence's privileges: exit %d (want 1 on the refusal, not retries for a minute):\n%s", r.Code, out)
 	}
-	if n := strings.Count(string(out), "delivery failed"); n > 0 {
+	if n := strings.Count(out, "delivery failed"); n > 0 {
 		t.Errorf("the relay retried %d times after the refusal", n)
 	}
 	c.mu.Lock()

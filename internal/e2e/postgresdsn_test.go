@@ -27,7 +27,13 @@ import (
 // alone give it.
 func erpsync(t *testing.T, env []string, args ...string) proctest.Result {
 	t.Helper()
-	c := exec.CommandContext(context.Background(), bin, args...)
+	return erpsyncCtx(context.Background(), t, env, args...)
+}
+
+// erpsyncCtx is erpsync killed when ctx ends (exit code -1).
+func erpsyncCtx(ctx context.Context, t *testing.T, env []string, args ...string) proctest.Result {
+	t.Helper()
+	c := exec.CommandContext(ctx, bin, args...)
 	c.Env = append(append(cli.EnvWithoutSettings(), "ERPSYNC_LOG_FORMAT=json", "ERPSYNC_LOG_LEVEL=warn"), env...)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
