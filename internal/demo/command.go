@@ -45,17 +45,19 @@ database and what the webhook took. Exit 0 when they match and the webhook
 took one event for each row inserted or updated, 1 otherwise, 2 on bad
 usage.
 
---mysql-dsn and --redis-addr use real servers instead: the database is
-created when missing and must hold no memberships. They do not fall back to
-ERPSYNC_MYSQL_DSN and ERPSYNC_REDIS_ADDR, so that the demo never writes into
-the database a deployment points at. The other flags do fall back to their
-ERPSYNC_* variables (--records is ERPSYNC_RECORDS).
+--mysql-dsn (or --postgres-dsn, a PostgreSQL database instead of MySQL)
+and --redis-addr use real servers instead: the database is created when
+missing and must hold no memberships. They do not fall back to
+ERPSYNC_MYSQL_DSN, ERPSYNC_POSTGRES_DSN and ERPSYNC_REDIS_ADDR, so that the
+demo never writes into the database a deployment points at. The other
+flags do fall back to their ERPSYNC_* variables (--records is
+ERPSYNC_RECORDS).
 
 Flags:
 `
 
 // noEnv lists the flags that never read their environment variable.
-var noEnv = map[string]bool{"mysql-dsn": true, "redis-addr": true}
+var noEnv = map[string]bool{"mysql-dsn": true, "postgres-dsn": true, "redis-addr": true}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tally := new(quietTally)
@@ -68,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 
-	fmt.Fprintf(stdout, "erpsync demo: five sync instances against one ERP, one Redis and one MySQL\n\n")
+	fmt.Fprintf(stdout, "erpsync demo: five sync instances against one ERP, one Redis and one %s\n\n", cfg.database())
 	res, err := Run(ctx, cfg, stdout)
 	tally.summarise(*cfg.Log)
 	if errors.Is(err, errNotEmpty) {
@@ -97,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer, tally *quietTally) (Config, err
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the mock's records and fault decisions")
 	fs.IntVar(&cfg.Changes, "changes", DefaultChanges, "ERP records that change while the instances page (0: none)")
 	fs.StringVar(&cfg.MySQLDSN, "mysql-dsn", "", "a real MySQL database instead of the embedded server (created when missing; must hold no memberships)")
+	fs.StringVar(&cfg.PostgresDSN, "postgres-dsn", "", "a real PostgreSQL database instead of the embedded MySQL, a postgres:// URL or a libpq key=value string (created when missing; must hold no memberships)")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", "", "a real Redis host:port instead of the embedded server")
 	fs.StringVar(&level, "log-level", "warn", "log level of the instances' logs on stderr: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -231,8 +234,12 @@ func Print(w io.Writer, r *Result) {
 		fmt.Fprintln(w, "\nFAILED: the demo did not get to verify")
 		return
 	}
-	fmt.Fprintf(w, "\nverify: %d valid records in the feed (%d records whose newest copy is invalid), %d rows in %s.memberships\n",
-		v.FeedRecords, v.FeedInvalid, v.Rows, r.Database)
+	table := r.Database + ".memberships"
+	if r.DatabaseServer == "PostgreSQL" {
+		table = "memberships of database " + r.Database
+	}
+	fmt.Fprintf(w, "\nverify: %d valid records in the feed (%d records whose newest copy is invalid), %d rows in %s\n",
+		v.FeedRecords, v.FeedInvalid, v.Rows, table)
 	fmt.Fprintf(w, "  matching %d, missing %d, stale %d, unknown %d, ahead %d\n",
 		v.Matching, v.Missing.Count, v.Stale.Count, v.Unknown.Count, v.Ahead.Count)
 	for _, s := range []struct {
@@ -276,7 +283,7 @@ func Print(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "    the webhook took one change event for each row inserted or updated (%d).\n", r.Events.Delivered)
 	fmt.Fprintf(w, "    %s in all.\n", r.Took.Round(100*time.Millisecond))
 	if r.Embedded {
-		fmt.Fprintln(w, "(embedded servers: nothing was kept; see `erpsync demo -h` to run it on real MySQL and Redis)")
+		fmt.Fprintln(w, "(embedded servers: nothing was kept; see `erpsync demo -h` to run it on a real MySQL or PostgreSQL and Redis)")
 	}
 }
 

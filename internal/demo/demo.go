@@ -1,13 +1,16 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -59,6 +62,10 @@ type Config struct {
 	// server. It is created when missing and must hold no memberships.
 	// Defaults to empty: the embedded server.
 	MySQLDSN string
+	// PostgresDSN names a real PostgreSQL database (a postgres:// URL or a
+	// libpq key=value string) to use instead of the embedded MySQL, as
+	// MySQLDSN does; at most one of the two is given.
+	PostgresDSN string
 	// RedisAddr is a real Redis to use instead of the embedded server.
 	// Defaults to empty: the embedded server.
 	RedisAddr string
@@ -69,7 +76,7 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Records == 0 {
 		c.Records = DefaultRecords
-		if c.MySQLDSN == "" {
+		if c.dsn() == "" {
 			c.Records = DefaultEmbeddedRecords
 		}
 	}
@@ -92,12 +99,33 @@ func (c Config) withDefaults() (Config, error) {
 	if c.InvalidRate > 1 {
 		errs = append(errs, fmt.Errorf("invalid rate %v: want 0..1", c.InvalidRate))
 	}
-	if c.MySQLDSN != "" {
+	switch {
+	case c.MySQLDSN != "" && c.PostgresDSN != "":
+		errs = append(errs, errors.New("--mysql-dsn and --postgres-dsn both given: want one (the database is MySQL's or PostgreSQL's)"))
+	case c.PostgresDSN != "":
+		if _, err := store.ParsePostgresDSN(c.PostgresDSN); err != nil {
+			errs = append(errs, fmt.Errorf("postgres dsn: %w", err))
+		}
+	case store.DialectOf(c.MySQLDSN) == store.Postgres:
+		errs = append(errs, errors.New("mysql dsn: that is a PostgreSQL DSN: give it as --postgres-dsn"))
+	case c.MySQLDSN != "":
 		if _, err := store.ParseDSN(c.MySQLDSN); err != nil {
 			errs = append(errs, fmt.Errorf("mysql dsn: %w", err))
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// dsn is the DSN of the real database the demo writes to, either
+// dialect's; empty for the embedded MySQL.
+func (c Config) dsn() string { return cmp.Or(c.PostgresDSN, c.MySQLDSN) }
+
+// database names the demo's database server as the output calls it.
+func (c Config) database() string {
+	if c.PostgresDSN != "" {
+		return "PostgreSQL"
+	}
+	return "MySQL"
 }
 
 // Instance is one sync instance of the demo and how it ended.
@@ -112,7 +140,10 @@ type Instance struct {
 // Result is what the demo did.
 type Result struct {
 	// Servers says which servers were used, for the output.
-	ERPURL, RedisAddr, MySQLAddr, Database string
+	ERPURL, RedisAddr string
+	// DatabaseServer is MySQL or PostgreSQL; DatabaseAddr its host:port;
+	// Database the database's name.
+	DatabaseServer, DatabaseAddr, Database string
 	Embedded                               bool
 	// Feed is the mock's record counts.
 	Feed erpmock.Stats
@@ -140,7 +171,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	res := &Result{Embedded: cfg.MySQLDSN == "" || cfg.RedisAddr == ""}
+	res := &Result{Embedded: cfg.dsn() == "" || cfg.RedisAddr == "", DatabaseServer: cfg.database()}
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 
 	// The ERP.
@@ -176,36 +207,35 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	res.RedisAddr = redisAddr
 	say("Redis  %s at %s", redisNote, redisAddr)
 
-	// MySQL.
-	dsn, relayDSN, mysqlNote := cfg.MySQLDSN, cfg.MySQLDSN, "given"
+	// The database: MySQL, embedded unless given, or PostgreSQL.
+	dsn, relayDSN, dbNote := cfg.dsn(), cfg.dsn(), "given"
 	if dsn == "" {
 		m, err := startMySQL()
 		if err != nil {
 			return nil, err
 		}
 		defer m.Close()
-		dsn, relayDSN, mysqlNote = m.DSN(embeddedDB), m.FirstDSN(embeddedDB), "embedded (go-mysql-server, in memory)"
+		dsn, relayDSN, dbNote = m.DSN(embeddedDB), m.FirstDSN(embeddedDB), "embedded (go-mysql-server, in memory)"
 	}
-	dcfg, err := store.ParseDSN(dsn)
+	res.DatabaseAddr, res.Database, err = addressOf(dsn)
 	if err != nil {
 		return nil, err
 	}
-	res.MySQLAddr, res.Database = dcfg.Addr, dcfg.DBName
-	say("MySQL  %s at %s, database %s", mysqlNote, dcfg.Addr, dcfg.DBName)
+	say("%-6s %s at %s, database %s", res.DatabaseServer, dbNote, res.DatabaseAddr, res.Database)
 
 	t := time.Now()
 	mctx, cancel := context.WithTimeout(ctx, time.Minute)
 	mres, err := store.Migrate(mctx, dsn)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", dcfg.DBName, err)
+		return nil, fmt.Errorf("migrate %s: %w", res.Database, err)
 	}
-	say("\nmigrated %s: %d migrations applied, schema version %d (%s)", dcfg.DBName, len(mres.Applied), mres.Current, since(t))
+	say("\nmigrated %s: %d migrations applied, schema version %d (%s)", res.Database, len(mres.Applied), mres.Current, since(t))
 
 	// One set of clients per instance, as separate processes would have.
 	prefix := "erpsync:demo:" + randomHex(4) + ":"
 	newDeps := func() (*deps, error) {
-		return connect(ctx, dsn, cfg.MySQLDSN == "", redisAddr, prefix, es.url, *cfg.Log)
+		return connect(ctx, dsn, cfg.dsn() == "", redisAddr, prefix, es.url, *cfg.Log)
 	}
 	check, err := newDeps()
 	if err != nil {
@@ -226,7 +256,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if n, err := memberships(ctx, check.store); err != nil {
 		return nil, err
 	} else if n > 0 {
-		return nil, fmt.Errorf("%w: database %s already holds %d memberships; the demo needs a database of its own (name a new one: it is created)", errNotEmpty, dcfg.DBName, n)
+		return nil, fmt.Errorf("%w: database %s already holds %d memberships; the demo needs a database of its own (name a new one: it is created)", errNotEmpty, res.Database, n)
 	}
 
 	ev, err := startEvents(ctx, relayDSN, check.locks, cfg.Log.With().Str("component", "relay").Logger())
@@ -396,7 +426,7 @@ func connect(ctx context.Context, dsn string, noLoadData bool, redisAddr, prefix
 	defer cancel()
 	st, err := store.Open(cctx, dsn, &store.Options{MaxOpenConns: 8, NoLoadData: noLoadData})
 	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, fmt.Errorf("%s: %w", store.DialectOf(dsn), err)
 	}
 	st = st.For(eventsTable)
 	rdb := redis.NewClient(&redis.Options{
@@ -469,6 +499,23 @@ func memberships(ctx context.Context, st *store.Store) (int64, error) {
 		return 0, fmt.Errorf("count memberships: %w", err)
 	}
 	return n, nil
+}
+
+// addressOf is the host:port and the database name of dsn, of either
+// dialect.
+func addressOf(dsn string) (addr, database string, err error) {
+	if store.DialectOf(dsn) == store.Postgres {
+		pc, err := store.ParsePostgresDSN(dsn)
+		if err != nil {
+			return "", "", err
+		}
+		return net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))), pc.Database, nil
+	}
+	mc, err := store.ParseDSN(dsn)
+	if err != nil {
+		return "", "", err
+	}
+	return mc.Addr, mc.DBName, nil
 }
 
 func since(t time.Time) string { return time.Since(t).Round(10 * time.Millisecond).String() }

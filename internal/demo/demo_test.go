@@ -79,31 +79,48 @@ func TestDemoOnEmbeddedServers(t *testing.T) {
 	check(t, res, out.String())
 }
 
-// TestDemoOnRealServers runs the demo on the MariaDB/MySQL and Redis of the
-// tests, in a database of its own, then shows that it refuses to run again
-// on a database that holds memberships.
+// TestDemoOnRealServers runs the demo on the tests' Redis and each
+// database, MariaDB/MySQL and PostgreSQL, in a database of its own, then
+// shows that it refuses to run again on a database that holds memberships.
+// The package is not in the PostgreSQL side of make test's matrix (its
+// other tests run the embedded MySQL): both databases are subtests here.
 func TestDemoOnRealServers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("needs the test MySQL and Redis")
+		t.Skip("needs the test MySQL, PostgreSQL and Redis")
 	}
-	dsn := testenv.MySQLDSN(t)
-	cfg := demo.Config{Records: 3000, MySQLDSN: dsn, RedisAddr: testenv.RedisAddr()}
-	var out bytes.Buffer
-	res, err := demo.Run(context.Background(), cfg, &out)
-	if err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
-	}
-	demo.Print(&out, res)
-	if res.Embedded {
-		t.Error("Embedded true with a DSN and a Redis address")
-	}
-	check(t, res, out.String())
+	for _, db := range []struct {
+		name string
+		dsn  func(testing.TB) string
+		set  func(*demo.Config, string)
+	}{
+		{"mysql", testenv.MySQLDSN, func(c *demo.Config, dsn string) { c.MySQLDSN = dsn }},
+		{"postgres", testenv.PostgresDSN, func(c *demo.Config, dsn string) { c.PostgresDSN = dsn }},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			dsn := db.dsn(t)
+			cfg := demo.Config{Records: 3000, RedisAddr: testenv.RedisAddr()}
+			db.set(&cfg, dsn)
+			var out bytes.Buffer
+			res, err := demo.Run(context.Background(), cfg, &out)
+			if err != nil {
+				t.Fatalf("demo: %v\n%s", err, out.String())
+			}
+			demo.Print(&out, res)
+			if res.Embedded {
+				t.Error("Embedded true with a DSN and a Redis address")
+			}
+			check(t, res, out.String())
+			if got := testenv.DatabaseName(t, dsn); res.Database != got || !strings.Contains(out.String(), "database "+got) {
+				t.Errorf("the output names database %q, want %q:\n%s", res.Database, got, out.String())
+			}
 
-	var again bytes.Buffer
-	code := cli.Main(context.Background(), []string{"demo", "--records", "10", "--mysql-dsn", dsn, "--redis-addr", testenv.RedisAddr()},
-		&again, &again, demo.Command())
-	if code != cli.ExitUsage || !strings.Contains(again.String(), "memberships; the demo needs a database of its own") {
-		t.Errorf("demo on a database with memberships: exit %d, want %d; output:\n%s", code, cli.ExitUsage, again.String())
+			var again bytes.Buffer
+			code := cli.Main(context.Background(), []string{"demo", "--records", "10", testenv.DSNFlag(dsn), dsn, "--redis-addr", testenv.RedisAddr()},
+				&again, &again, demo.Command())
+			if code != cli.ExitUsage || !strings.Contains(again.String(), "memberships; the demo needs a database of its own") {
+				t.Errorf("demo on a database with memberships: exit %d, want %d; output:\n%s", code, cli.ExitUsage, again.String())
+			}
+		})
 	}
 }
 
@@ -118,6 +135,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "--log-level", "loud"}, cli.ExitUsage, "--log-level"},
 		{[]string{"demo", "--records", "10", "extra"}, cli.ExitUsage, `unexpected argument "extra"`},
 		{[]string{"demo", "--mysql-dsn", "nodb"}, cli.ExitUsage, "mysql dsn"},
+		{[]string{"demo", "-h"}, cli.ExitOK, "--postgres-dsn"},
+		{[]string{"demo", "--postgres-dsn", "root@tcp(127.0.0.1:3306)/x"}, cli.ExitUsage, "want a postgres:// URL"},
+		{[]string{"demo", "--mysql-dsn", "postgres://root@127.0.0.1/x"}, cli.ExitUsage, "that is a PostgreSQL DSN: give it as --postgres-dsn"},
+		{[]string{"demo", "--mysql-dsn", "root@tcp(127.0.0.1:3306)/x", "--postgres-dsn", "postgres://root@127.0.0.1/x"}, cli.ExitUsage,
+			"--mysql-dsn and --postgres-dsn both given"},
 	} {
 		var out bytes.Buffer
 		code := cli.Main(context.Background(), c.args, &out, &out, demo.Command())
@@ -128,6 +150,7 @@ func TestUsage(t *testing.T) {
 	t.Run("environment", func(t *testing.T) {
 		t.Setenv("ERPSYNC_RECORDS", "many")
 		t.Setenv("ERPSYNC_MYSQL_DSN", "not read")
+		t.Setenv("ERPSYNC_POSTGRES_DSN", "postgres://not read")
 		var out bytes.Buffer
 		code := cli.Main(context.Background(), []string{"demo"}, &out, &out, demo.Command())
 		if code != cli.ExitUsage || !strings.Contains(out.String(), `ERPSYNC_RECORDS="many"`) || strings.Contains(out.String(), "not read") {

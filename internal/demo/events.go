@@ -137,12 +137,7 @@ func startEvents(ctx context.Context, dsn string, locks relay.Locker, log zerolo
 	st, err := store.Open(cctx, dsn, &store.Options{MaxOpenConns: 4})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
-	}
-	db, err := st.DB().DB()
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, fmt.Errorf("%s: %w", store.DialectOf(dsn), err)
 	}
 	srv, err := serveHTTP(h, "webhook")
 	if err != nil {
@@ -156,7 +151,7 @@ func startEvents(ctx context.Context, dsn string, locks relay.Locker, log zerolo
 		st.Close()
 		return nil, err
 	}
-	ob := outbox.New(db)
+	ob := st.Outbox()
 	cfg := relay.Config{BatchSize: batchSize, Poll: relayPoll, LockTTL: time.Minute}
 	e := &events{hook: h, srv: srv, st: st, ob: ob, relay: relay.New(cfg, ob, sink, locks, nil, log), log: log}
 	cfg.Once = true
