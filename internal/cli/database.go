@@ -173,16 +173,8 @@ func fileDSN(fs *flag.FlagSet, f *entity.File, readFile bool) (name, dsn, from s
 
 // databaseName is the name of the database dsn (a checked DSN) names.
 func databaseName(dsn string) string {
-	if store.DialectOf(dsn) == store.Postgres {
-		if cfg, err := store.ParsePostgresDSN(dsn); err == nil {
-			return cfg.Database
-		}
-		return ""
-	}
-	if cfg, err := store.ParseDSN(dsn); err == nil {
-		return cfg.DBName
-	}
-	return ""
+	_, name, _ := store.Target(dsn)
+	return name
 }
 
 // dsnPassword is the password a DSN of either form holds; the whole value

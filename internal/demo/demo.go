@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -217,7 +215,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		defer m.Close()
 		dsn, relayDSN, dbNote = m.DSN(embeddedDB), m.FirstDSN(embeddedDB), "embedded (go-mysql-server, in memory)"
 	}
-	res.DatabaseAddr, res.Database, err = addressOf(dsn)
+	res.DatabaseAddr, res.Database, err = store.Target(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -499,23 +497,6 @@ func memberships(ctx context.Context, st *store.Store) (int64, error) {
 		return 0, fmt.Errorf("count memberships: %w", err)
 	}
 	return n, nil
-}
-
-// addressOf is the host:port and the database name of dsn, of either
-// dialect.
-func addressOf(dsn string) (addr, database string, err error) {
-	if store.DialectOf(dsn) == store.Postgres {
-		pc, err := store.ParsePostgresDSN(dsn)
-		if err != nil {
-			return "", "", err
-		}
-		return net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))), pc.Database, nil
-	}
-	mc, err := store.ParseDSN(dsn)
-	if err != nil {
-		return "", "", err
-	}
-	return mc.Addr, mc.DBName, nil
 }
 
 func since(t time.Time) string { return time.Since(t).Round(10 * time.Millisecond).String() }

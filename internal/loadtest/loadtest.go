@@ -635,18 +635,8 @@ func (r *Report) write(dir string) error {
 // databaseName is the name of the database dsn names, MySQL's or
 // PostgreSQL's.
 func databaseName(dsn string) (string, error) {
-	if store.DialectOf(dsn) == store.Postgres {
-		cfg, err := store.ParsePostgresDSN(dsn)
-		if err != nil {
-			return "", err
-		}
-		return cfg.Database, nil
-	}
-	cfg, err := store.ParseDSN(dsn)
-	if err != nil {
-		return "", err
-	}
-	return cfg.DBName, nil
+	_, name, err := store.Target(dsn)
+	return name, err
 }
 
 // dsnEnv is the erpsync setting that takes dsn: ERPSYNC_POSTGRES_DSN or

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"net"
 	"strconv"
 	"strings"
 )
@@ -98,4 +99,21 @@ func (d Dialect) Placeholders(query string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// Target is the server (host:port) and the database a DSN of either
+// dialect names.
+func Target(dsn string) (addr, database string, err error) {
+	if DialectOf(dsn) == Postgres {
+		pc, err := ParsePostgresDSN(dsn)
+		if err != nil {
+			return "", "", err
+		}
+		return net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))), pc.Database, nil
+	}
+	mc, err := ParseDSN(dsn)
+	if err != nil {
+		return "", "", err
+	}
+	return mc.Addr, mc.DBName, nil
 }

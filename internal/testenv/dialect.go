@@ -21,18 +21,11 @@ func IsPostgres(dsn string) bool { return store.DialectOf(dsn) == store.Postgres
 // DatabaseName returns the name of the database dsn names.
 func DatabaseName(t testing.TB, dsn string) string {
 	t.Helper()
-	if IsPostgres(dsn) {
-		cfg, err := store.ParsePostgresDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg.Database
-	}
-	cfg, err := store.ParseDSN(dsn)
+	_, name, err := store.Target(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg.DBName
+	return name
 }
 
 // WithDatabase returns dsn naming the database name instead of its own,
