@@ -18,6 +18,14 @@ func Denied(err error) bool {
 	if errors.As(err, &me) {
 		return me.Number == 1142 || me.Number == 1143
 	}
+	return PgCode(err) == "42501"
+}
+
+// PgCode is the SQLSTATE of a PostgreSQL error in err's chain, "" for none.
+func PgCode(err error) string {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "42501"
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
 }

@@ -401,7 +401,7 @@ func readRecorded(ctx context.Context, q querier) (map[string]recordedEntity, er
 // PostgreSQL's 42P01 (undefined_table).
 func isNoTable(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1146 || pgCode(err) == pgUndefinedTable
+	return errors.As(err, &me) && me.Number == 1146 || dberr.PgCode(err) == pgUndefinedTable
 }
 
 // ApplyEntities brings the entities' tables to plan's entities and records

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/outbox"
 )
@@ -71,7 +72,7 @@ func (s *Store) inTxResumed(ctx context.Context, what string, write func(tx *sql
 // to spare (patientConnector's refusal, a driver.ErrBadConn too) is run
 // again the same way: nothing of it reached the server.
 func sessionEnded(err error) bool {
-	return pgCode(err) == pgIdleTxEnded || errors.Is(err, driver.ErrBadConn)
+	return dberr.PgCode(err) == pgIdleTxEnded || errors.Is(err, driver.ErrBadConn)
 }
 
 // tx is one attempt of inTx.

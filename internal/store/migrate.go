@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/migrations"
 )
@@ -393,7 +394,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	var current *int
 	err = s.db.WithContext(ctx).Raw("SELECT MAX(version) FROM schema_migrations").Scan(&current).Error
 	if err != nil {
-		if pgCode(err) == pgUndefinedTable || strings.Contains(err.Error(), "1146") || strings.Contains(err.Error(), "doesn't exist") {
+		if dberr.PgCode(err) == pgUndefinedTable || strings.Contains(err.Error(), "1146") || strings.Contains(err.Error(), "doesn't exist") {
 			return ErrNotMigrated
 		}
 		return fmt.Errorf("read schema version: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/erpsync/erpsync/internal/ctxtime"
+	"github.com/erpsync/erpsync/internal/dberr"
 )
 
 // connPatience bounds how long a pool that holds one connection or none
@@ -112,4 +113,4 @@ func mysqlFull(err error) bool {
 
 // pgFull reports whether PostgreSQL refused a connection for its limits
 // (too_many_connections).
-func pgFull(err error) bool { return pgCode(err) == pgTooManyConnections }
+func pgFull(err error) bool { return dberr.PgCode(err) == pgTooManyConnections }

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/outbox"
 )
 
@@ -36,15 +36,6 @@ const (
 	// a role's or a database's CONNECTION LIMIT.
 	pgTooManyConnections = "53300"
 )
-
-// pgCode is the SQLSTATE of a PostgreSQL error, "" for any other error.
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
 
 // ParsePostgresDSN parses a postgres:// URL or a libpq key=value string
 // and sets what erpsync relies on: the session's time zone UTC (a
@@ -143,7 +134,7 @@ func utcTimes(_ context.Context, c *pgx.Conn) error {
 // pgUnavailable translates a failure to reach PostgreSQL within bound:
 // ErrNoDatabase for 3D000, a *ConnectError otherwise.
 func pgUnavailable(err error, info connInfo, bound time.Duration) error {
-	if pgCode(err) == pgNoDatabase {
+	if dberr.PgCode(err) == pgNoDatabase {
 		return fmt.Errorf("%w: %q at %s", ErrNoDatabase, info.db, info.addr)
 	}
 	ce := &ConnectError{Dialect: Postgres, Addr: info.addr, Err: errors.New(info.redact(err))}

@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/erpsync/erpsync/internal/dberr"
 	"github.com/erpsync/erpsync/internal/entity"
 	"github.com/erpsync/erpsync/internal/outbox"
 )
@@ -420,7 +421,7 @@ func isDuplicate(err error) bool {
 	if errors.As(err, &me) {
 		return me.Number == 1062
 	}
-	return pgCode(err) == pgUniqueViolation || errors.Is(err, gorm.ErrDuplicatedKey)
+	return dberr.PgCode(err) == pgUniqueViolation || errors.Is(err, gorm.ErrDuplicatedKey)
 }
 
 // isTransient reports whether err is a deadlock (MySQL 1213, PostgreSQL
@@ -431,7 +432,7 @@ func isTransient(err error) bool {
 	if errors.As(err, &me) {
 		return me.Number == 1213 || me.Number == 1205
 	}
-	switch pgCode(err) {
+	switch dberr.PgCode(err) {
 	case pgDeadlock, pgLockNotAvailable, pgSerialization:
 		return true
 	}
