@@ -60,3 +60,25 @@ func (s *Store) InTxResumed(ctx context.Context, what string, write func(tx *sql
 func (s *Store) EachInTx(ctx context.Context, what string, n int, stmt func(tx *sql.Tx, i int) (sql.Result, error)) ([]bool, error) {
 	return s.eachInTx(ctx, what, n, stmt)
 }
+
+// Mutants name the weakened upsert guards a model must catch: the fence
+// alone (no version guard) and the version alone (no fence).
+var Mutants = []string{"no version guard", "no fence"}
+
+// Mutant is t compiled again with its guarded upserts, in both dialects,
+// under a weakened rule of Mutants in place of ruleLands, for a test to
+// show that its model catches such a write.
+func (t *Table) Mutant(name string) *Table {
+	lands, ok := map[string]rule{"no version guard": ruleFence, "no fence": ruleNewer}[name]
+	if !ok {
+		panic("no mutant " + name)
+	}
+	twins := new([2]*Table)
+	for d, tw := range t.twins {
+		c := *tw
+		c.upsert = c.upsertOn(lands)
+		c.twins = twins
+		twins[d] = &c
+	}
+	return twins[t.d]
+}

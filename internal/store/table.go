@@ -116,10 +116,8 @@ func compile(e *entity.Entity, d Dialect) (*Table, error) {
 	if d == Postgres {
 		t.unnest = t.compileUnnest()
 		t.copy = t.compileCopy()
-		t.upsert = t.upsertPostgres()
-	} else {
-		t.upsert = t.upsertMySQL()
 	}
+	t.upsert = t.upsertOn(ruleLands)
 	t.versions = "SELECT " + t.keyList + ", erp_version, fence_token, deleted_at IS NOT NULL, erp_updated_at, COALESCE(quarantined_version, 0), quarantined_updated_at, COALESCE(restore_count, 0) FROM " + q(t.name) + " WHERE "
 	if d == Postgres && len(t.keys) > 1 {
 		t.lateral = t.compileLateral()
@@ -459,8 +457,17 @@ func (t *Table) liveKey(l *literal, key string, fence int64) {
 // unmarks the row sets NULL.
 var markColumns = []string{"quarantined_at", "quarantined_version", "quarantined_updated_at"}
 
+// upsertOn is the tail of the guarded upsert in t's dialect, under the
+// rule lands: ruleLands, or a test's mutant of it (export_test.go).
+func (t *Table) upsertOn(lands rule) string {
+	if t.d == Postgres {
+		return t.upsertPostgres(lands)
+	}
+	return t.upsertMySQL(lands)
+}
+
 // upsertMySQL is the tail of MySQL's guarded upsert: ON DUPLICATE KEY
-// UPDATE, each assignment under ruleLands. It assigns the data first, then
+// UPDATE, each assignment under lands (ruleLands). It assigns the data first, then
 // the quarantine mark, then restore_count (a landed write on a
 // soft-deleted row restores it), fence_token, deleted_at and erp_version
 // last, in that order: MySQL evaluates the assignments left to right, a
@@ -470,11 +477,11 @@ var markColumns = []string{"quarantined_at", "quarantined_version", "quarantined
 // order among them does not matter). A new
 // fence_token keeps the guard's fence test true, and the guard does not
 // read deleted_at: a higher version makes the row live.
-func (t *Table) upsertMySQL() string {
+func (t *Table) upsertMySQL(lands rule) string {
 	q := t.d.ident
 	ops := upsertOperands(MySQL, t.name)
-	guard := ruleLands.sqlText(MySQL, ops)
-	unmark := and(ruleLands, ruleUnmarks).sqlText(MySQL, ops)
+	guard := lands.sqlText(MySQL, ops)
+	unmark := and(lands, ruleUnmarks).sqlText(MySQL, ops)
 	var b strings.Builder
 	b.WriteString(" ON DUPLICATE KEY UPDATE ")
 	for i, c := range t.ent.Columns {
@@ -496,10 +503,10 @@ func (t *Table) upsertMySQL() string {
 }
 
 // upsertPostgres is the tail of PostgreSQL's guarded upsert: ON CONFLICT
-// on the key DO UPDATE ... WHERE ruleLands. Every assignment reads the row
+// on the key DO UPDATE ... WHERE lands (ruleLands). Every assignment reads the row
 // as it was (PostgreSQL evaluates them all before any lands), and a row
 // the WHERE refuses is left as it was.
-func (t *Table) upsertPostgres() string {
+func (t *Table) upsertPostgres(lands rule) string {
 	q := t.d.ident
 	ops := upsertOperands(Postgres, t.name)
 	self := q(t.name) + "."
@@ -518,6 +525,6 @@ func (t *Table) upsertPostgres() string {
 	}
 	b.WriteString("restore_count = CASE WHEN " + self + "deleted_at IS NOT NULL THEN COALESCE(" + self + "restore_count, 0) + 1 ELSE " + self + "restore_count END, " +
 		"fence_token = EXCLUDED.fence_token, deleted_at = NULL, erp_version = EXCLUDED.erp_version" +
-		" WHERE " + ruleLands.sqlText(Postgres, ops))
+		" WHERE " + lands.sqlText(Postgres, ops))
 	return b.String()
 }

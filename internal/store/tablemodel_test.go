@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -51,11 +52,51 @@ func TestTableWritesMatchAModel(t *testing.T) {
 
 func tableModel(t *testing.T, events bool) {
 	s := setup(t)
-	ctx := context.Background()
 	e := customers(t)
 	e.Events = events
 	st := entityStore(t, s, e)
-	rng := testenv.PropertyRand(t, 7)
+	if err := writeAgainstModel(s, st, e, testenv.PropertyRand(t, 7)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTableModelCatchesAWeakenedUpsert shows that the model above catches
+// a guarded upsert that lost half its guard, in the dialect of the
+// matrix's database: one without the version guard (the fence alone),
+// which writes an older version over a newer one, and one without the
+// fence, which lets a stale lock holder write. Each mutant's sequence
+// must fail the comparison with the model; the same sequences pass on
+// the real upsert (TestTableWritesMatchAModel).
+func TestTableModelCatchesAWeakenedUpsert(t *testing.T) {
+	t.Parallel()
+	for _, name := range store.Mutants {
+		for _, events := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/events=%v", name, events), func(t *testing.T) {
+				t.Parallel()
+				s := setup(t)
+				e := customers(t)
+				e.Events = events
+				migrateEntities(t, s, e)
+				tbl, err := store.Compile(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = writeAgainstModel(s, s.For(tbl.Mutant(name)), e, testenv.PropertyRand(t, 7))
+				if err == nil {
+					t.Fatalf("the model took 300 writes through an upsert with %s for the real one", name)
+				}
+				t.Logf("caught: %v", err)
+			})
+		}
+	}
+}
+
+// writeAgainstModel makes 300 random writes of e's rows through st (of
+// s's database) and compares the table, and with events the outbox, with
+// the reference model after each; the first difference is its error.
+func writeAgainstModel(s, st *store.Store, e *entity.Entity, rng *mrand.Rand) error {
+	ctx := context.Background()
+	events := e.Events
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	keys := make([][2]string, 12)
@@ -124,7 +165,7 @@ func tableModel(t *testing.T, events bool) {
 				}
 			}
 			if err := st.InsertRows(ctx, rows); err != nil {
-				t.Fatalf("step %d: insert: %v", step, err)
+				return fmt.Errorf("step %d: insert: %v", step, err)
 			}
 			for _, r := range rows {
 				apply(r)
@@ -140,7 +181,7 @@ func tableModel(t *testing.T, events bool) {
 				}
 			}
 			if err := st.UpsertRows(ctx, rows); err != nil {
-				t.Fatalf("step %d: upsert: %v", step, err)
+				return fmt.Errorf("step %d: upsert: %v", step, err)
 			}
 			for _, r := range rows {
 				if m := model[r.Key]; m == nil || lands(r, false) {
@@ -165,10 +206,10 @@ func tableModel(t *testing.T, events bool) {
 				}
 			}
 			if err != nil {
-				t.Fatalf("step %d: update: %v", step, err)
+				return fmt.Errorf("step %d: update: %v", step, err)
 			}
 			if got != want {
-				t.Fatalf("step %d: update of %q v%d f%d reported %v, the model says %v (row %+v)", step, r.Key, r.Version, r.Fence, got, want, *model[r.Key])
+				return fmt.Errorf("step %d: update of %q v%d f%d reported %v, the model says %v (row %+v)", step, r.Key, r.Version, r.Fence, got, want, *model[r.Key])
 			}
 			if want {
 				apply(r)
@@ -182,27 +223,32 @@ func tableModel(t *testing.T, events bool) {
 			ts := store.Tombstone{ErpID: k, Version: m.version, Fence: m.fence + rng.Int64N(2) - rng.Int64N(2)}
 			done, err := st.SoftDelete(ctx, []store.Tombstone{ts})
 			if err != nil {
-				t.Fatalf("step %d: soft delete: %v", step, err)
+				return fmt.Errorf("step %d: soft delete: %v", step, err)
 			}
 			if want := !m.deleted && ts.Fence >= m.fence; done[0] != want {
-				t.Fatalf("step %d: soft delete of %q f%d reported %v, the model says %v", step, k, ts.Fence, done[0], want)
+				return fmt.Errorf("step %d: soft delete of %q f%d reported %v, the model says %v", step, k, ts.Fence, done[0], want)
 			}
 			if done[0] {
 				m.deleted = true
 				change(k, "delete", m.version)
 			}
 		}
-		compareTable(t, step, st, model)
+		if err := tableDiff(step, st, model); err != nil {
+			return err
+		}
 		if events {
-			compareEvents(t, step, s, e.Name, changes)
+			if err := eventsDiff(step, s, e.Name, changes); err != nil {
+				return err
+			}
 		}
 	}
 	if !events {
 		var n int64
 		if err := s.DB().Raw("SELECT COUNT(*) FROM erpsync_events").Scan(&n).Error; err != nil || n != 0 {
-			t.Fatalf("an entity without events recorded %d (%v)", n, err)
+			return fmt.Errorf("an entity without events recorded %d (%v)", n, err)
 		}
 	}
+	return nil
 }
 
 // lands applies the rules of a guarded write of r to the model's row m
@@ -232,10 +278,9 @@ func entityStore(t testing.TB, s *store.Store, e *entity.Entity) *store.Store {
 	return s.For(tbl)
 }
 
-// compareEvents fails t unless the outbox holds, per key and in order,
-// exactly the changes the model expects.
-func compareEvents(t *testing.T, step int, s *store.Store, name string, want map[string][]string) {
-	t.Helper()
+// eventsDiff is nil when the outbox holds, per key and in order, exactly
+// the changes the model expects, and the first difference otherwise.
+func eventsDiff(step int, s *store.Store, name string, want map[string][]string) error {
 	type ev struct {
 		EventID, Op   string
 		Key           string `gorm:"column:key_text"`
@@ -243,28 +288,29 @@ func compareEvents(t *testing.T, step int, s *store.Store, name string, want map
 	}
 	var evs []ev
 	if err := s.DB().Raw("SELECT event_id, entity_key AS key_text, op, version, life FROM erpsync_events WHERE entity = ? ORDER BY id", name).Scan(&evs).Error; err != nil {
-		t.Fatal(err)
+		return err
 	}
 	got := map[string][]string{}
 	for _, e := range evs {
 		var k map[string]string
 		if err := json.Unmarshal([]byte(e.Key), &k); err != nil {
-			t.Fatalf("event key %s: %v", e.Key, err)
+			return fmt.Errorf("event key %s: %v", e.Key, err)
 		}
 		key := entity.KeyText([]string{k["company"], k["customer"]})
 		got[key] = append(got[key], fmt.Sprintf("%s@%d life %d", e.Op, e.Version, e.Life))
 		if id := outbox.ID(name, e.Key, e.Version, e.Op, e.Life); e.EventID != id {
-			t.Fatalf("step %d: event %s %s@%d life %d has the id %s, its identity's is %s", step, e.Key, e.Op, e.Version, e.Life, e.EventID, id)
+			return fmt.Errorf("step %d: event %s %s@%d life %d has the id %s, its identity's is %s", step, e.Key, e.Op, e.Version, e.Life, e.EventID, id)
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		for k := range want {
 			if !slices.Equal(got[k], want[k]) {
-				t.Fatalf("step %d: events of %q: %v, the model's changes %v", step, k, got[k], want[k])
+				return fmt.Errorf("step %d: events of %q: %v, the model's changes %v", step, k, got[k], want[k])
 			}
 		}
-		t.Fatalf("step %d: events %v, the model's changes %v", step, got, want)
+		return fmt.Errorf("step %d: events %v, the model's changes %v", step, got, want)
 	}
+	return nil
 }
 
 // decimalText writes cents as a decimal(15,2) literal's canonical text.
@@ -279,6 +325,14 @@ func decimalText(cents int64) string {
 // compareTable fails t unless the table holds exactly the model's rows.
 func compareTable(t *testing.T, step int, st *store.Store, model map[string]*modelRow) {
 	t.Helper()
+	if err := tableDiff(step, st, model); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tableDiff is nil when the table holds exactly the model's rows, and the
+// first difference otherwise.
+func tableDiff(step int, st *store.Store, model map[string]*modelRow) error {
 	got := map[string]bool{}
 	err := st.ScanRows(context.Background(), func(r *store.Stored) error {
 		m := model[r.Key]
@@ -302,9 +356,10 @@ func compareTable(t *testing.T, step int, st *store.Store, model map[string]*mod
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("step %d: %v", step, err)
+		return fmt.Errorf("step %d: %v", step, err)
 	}
 	if len(got) != len(model) {
-		t.Fatalf("step %d: %d rows, the model has %d", step, len(got), len(model))
+		return fmt.Errorf("step %d: %d rows, the model has %d", step, len(got), len(model))
 	}
+	return nil
 }
