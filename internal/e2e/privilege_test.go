@@ -190,3 +190,48 @@ func userOf(t *testing.T, dsn string) string {
 	}
 	return cfg.User
 }
+
+// TestALoginRefusedSaysSo: a server that answers and refuses the login (a
+// user it does not know: the test servers trust 127.0.0.1's passwords on
+// PostgreSQL) is named as such, exit 2, not as a database that is
+// unavailable; and a migrate whose user may not create the database says
+// what to do instead, exit 1.
+func TestALoginRefusedSaysSo(t *testing.T) {
+	t.Parallel()
+	e := setup(t, erpmock.Options{Records: 10, Seed: 5})
+	ctx := context.Background()
+	limited := e.runtimeUser(t)
+	flag := testenv.DSNFlag(limited)
+
+	unknown := withUser(t, limited, testenv.RandomName("erpsync_nobody_"), "not-the-password")
+	r := e.Run(ctx, "run", flag, unknown)
+	if r.Code != 2 || !strings.Contains(r.Stderr, " refuses the login: ") || strings.Contains(r.Stderr, "unavailable") ||
+		strings.Contains(r.Stderr, "not-the-password") {
+		t.Errorf("run as a user the server does not know: exit %d, want 2 and the login refused, the password masked: %s", r.Code, r.Out())
+	}
+
+	other := testenv.WithDatabase(t, limited, testenv.RandomName("erpsync_t_nocreate_"))
+	r = e.Run(ctx, "migrate", flag, other)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "this user may not create databases: create it as a user who may (migrate --plan prints the statement)") {
+		t.Errorf("migrate of a new database by a user who may not create it: exit %d, want 1 and what to do: %s", r.Code, r.Out())
+	}
+}
+
+// withUser is dsn, of either form, logging in as user with password pass.
+func withUser(t *testing.T, dsn, user, pass string) string {
+	t.Helper()
+	if testenv.IsPostgres(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, pass)
+		return u.String()
+	}
+	cfg, err := store.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd = user, pass
+	return cfg.FormatDSN()
+}

@@ -212,7 +212,7 @@ func createMySQL(ctx context.Context, dsn string, opt *Options) (*Store, *Migrat
 		err := as.db.WithContext(ctx).Exec(CreateDatabaseSQL(cfg.DBName)).Error
 		if err != nil {
 			as.Close()
-			return nil, nil, fmt.Errorf("create database %s: %w", cfg.DBName, err)
+			return nil, nil, createRefused(cfg.DBName, err, err.Error())
 		}
 		res.CreatedDatabase = true
 	}
@@ -223,6 +223,16 @@ func createMySQL(ctx context.Context, dsn string, opt *Options) (*Store, *Migrat
 		return nil, nil, err
 	}
 	return s, res, nil
+}
+
+// createRefused is migrate's error when it could not create the database
+// name: err, written as msg (its password masked); a refusal for
+// privileges says what to do instead.
+func createRefused(name string, err error, msg string) error {
+	if dberr.Denied(err) || dberr.LoginRefused(err) {
+		return fmt.Errorf("create database %s: %s: this user may not create databases: create it as a user who may (migrate --plan prints the statement) and grant this one its privileges, or run migrate as that user (--migrate-dsn)", name, msg)
+	}
+	return fmt.Errorf("create database %s: %s", name, msg)
 }
 
 // createPostgres opens the PostgreSQL database of dsn, and creates it
@@ -261,7 +271,7 @@ func createPostgres(ctx context.Context, dsn string, opt *Options) (*Store, *Mig
 		}
 		if n == 0 {
 			as.Close()
-			return nil, nil, fmt.Errorf("create database %s: %s", cfg.Database, as.conn.redact(cerr))
+			return nil, nil, createRefused(cfg.Database, cerr, as.conn.redact(cerr))
 		}
 	}
 	as.Close()

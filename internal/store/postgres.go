@@ -140,6 +140,8 @@ func pgUnavailable(err error, info connInfo, bound time.Duration) error {
 	ce := &ConnectError{Dialect: Postgres, Addr: info.addr, Err: errors.New(info.redact(err))}
 	var ne net.Error
 	switch {
+	case dberr.LoginRefused(err):
+		ce.Login = true
 	case errors.Is(err, syscall.ECONNREFUSED):
 		ce.Refused = true
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():

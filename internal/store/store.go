@@ -46,6 +46,9 @@ type ConnectError struct {
 	Dialect Dialect
 	Addr    string
 	Refused bool
+	// Login is a server that answered and refused the login: the user,
+	// the password or the user's right to the database.
+	Login bool
 	// Timeout is the bound that passed without an answer: the dial or the
 	// handshake did not finish within it. Zero for other failures.
 	Timeout time.Duration
@@ -59,6 +62,8 @@ func (e *ConnectError) Error() string {
 		return fmt.Sprintf("store: %s at %s: connection refused", e.Dialect, e.Addr)
 	case e.Timeout > 0:
 		return fmt.Sprintf("store: %s at %s: connection timed out after %s", e.Dialect, e.Addr, e.Timeout)
+	case e.Login:
+		return fmt.Sprintf("store: %s at %s refuses the login: %v: check the user and password of the DSN, and the user's right to the database", e.Dialect, e.Addr, e.Err)
 	}
 	if e.Dialect == Postgres {
 		return fmt.Sprintf("store: postgresql unavailable at %s: %v", e.Addr, e.Err)
@@ -373,6 +378,8 @@ func unavailable(err error, cfg *mysql.Config, bound time.Duration) error {
 	var ne net.Error
 	var oe *net.OpError
 	switch {
+	case dberr.LoginRefused(err):
+		ce.Login = true
 	case errors.Is(err, syscall.ECONNREFUSED):
 		ce.Refused = true
 	case errors.As(err, &oe) && oe.Op == "dial" && oe.Timeout():
