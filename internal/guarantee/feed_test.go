@@ -148,8 +148,9 @@ type feed struct {
 	downs chan []string // the watcher's findings
 	mu    sync.Mutex
 	// deletions are the start and the rows soft-deleted of each reconcile
-	// without Force.
-	deletions []deletion
+	// without Force, by table: the window's guard counts the deletions of
+	// the job's reconciles, and a table is one job's.
+	deletions map[string][]deletion
 	// running are the processes of the feed that run now (mu).
 	running map[*proctest.Proc]bool
 	// sink receives the change events of a feed whose entity records them
@@ -488,7 +489,7 @@ func (f *feed) reconcileChecked(ctx context.Context, id string, x execSpec, tab 
 		f.checkDeleted(id, x, before, held, hidden, err == nil && rep.Status == store.StatusSucceeded, tab)
 	}
 	if rep != nil && !x.Force {
-		f.checkWindow(id, x, rep)
+		f.checkWindow(id, x, tab, rep)
 	}
 	if errors.Is(err, reconcile.ErrRefused) && rep != nil {
 		if n := rep.Deleted + rep.Inserted + rep.Updated + rep.Restored; n > 0 {
@@ -689,26 +690,30 @@ func (f *feed) checkDeleted(id string, x execSpec, before map[string]int64, held
 	}
 }
 
-// checkWindow checks, after reconcile id without Force, that the rows
-// soft-deleted by the feed's reconciles without Force started before it,
-// plus its own, stay within its MaxDeleteTotal when that is a count (the
-// feed runs within the default window), and records its deletions.
-func (f *feed) checkWindow(id string, x execSpec, rep *reconcile.Report) {
+// checkWindow checks, after reconcile id without Force of tab, that the
+// rows soft-deleted by the feed's reconciles of tab without Force started
+// before it, plus its own, stay within its MaxDeleteTotal when that is a
+// count (the feed runs within the default window), and records its
+// deletions.
+func (f *feed) checkWindow(id string, x execSpec, tab *table, rep *reconcile.Report) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var earlier int64
-	for _, d := range f.deletions {
+	for _, d := range f.deletions[tab.name] {
 		if d.started.Before(rep.StartedAt) {
 			earlier += d.deleted
 		}
 	}
 	if x.MaxDeleteTotal != "" {
 		if l := f.limit(x.MaxDeleteTotal); !l.IsPercent && earlier+rep.Deleted > l.Count {
-			f.t.Errorf("%s reconcile %s (%s) soft-deleted %d rows after the feed's earlier reconciles without --force soft-deleted %d: %d in the window, above --max-delete-total %s",
-				id, x, rep.Status, rep.Deleted, earlier, earlier+rep.Deleted, x.MaxDeleteTotal)
+			f.t.Errorf("%s reconcile %s (%s) soft-deleted %d rows of %s after the feed's earlier reconciles of it without --force soft-deleted %d: %d in the window, above --max-delete-total %s",
+				id, x, rep.Status, rep.Deleted, tab.name, earlier, earlier+rep.Deleted, x.MaxDeleteTotal)
 		}
 	}
-	f.deletions = append(f.deletions, deletion{started: rep.StartedAt, deleted: rep.Deleted})
+	if f.deletions == nil {
+		f.deletions = map[string][]deletion{}
+	}
+	f.deletions[tab.name] = append(f.deletions[tab.name], deletion{started: rep.StartedAt, deleted: rep.Deleted})
 }
 
 // settle runs `run` on the frozen ERP until one succeeds, then a forced

@@ -299,10 +299,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 	repair := make([]erp.Record, 0, len(diff.Missing)+len(diff.Restore)+len(diff.Stale))
 	repair = append(append(append(repair, diff.Missing...), diff.Restore...), diff.Stale...)
 	a := rc.sy.Apply(ctx, repair, log)
-	rep.Inserted, rep.Updated, rep.Restored, rep.Unchanged = a.Inserted, a.Updated, a.Restored, a.Unchanged
-	rep.Repaired = a.Inserted + a.Updated
-	rep.LockContended, rep.StaleRejected, rep.UniqueViolations, rep.Failed = a.LockContended, a.StaleRejected, a.UniqueViolations, a.Failed
-	rep.FailedIDs = a.FailedIDs
+	rep.addApplied(a)
 	lv.stepDone(rep)
 	if a.Err != nil {
 		return a.Err
@@ -347,9 +344,25 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 	if rc.beforeConfirm != nil {
 		rc.beforeConfirm()
 	}
-	again, err := verify.ScanParts(ctx, rc.src, rc.store.Dialect(), rc.cfg.PageSize, rc.cfg.Fetchers, false)
+	again, err := verify.ScanNewer(ctx, rc.src, rc.store.Dialect(), rc.cfg.PageSize, rc.cfg.Fetchers, feed)
 	if err != nil {
 		return fmt.Errorf("confirm the deletions: %w", err)
+	}
+	// The second pass is served what changed in the ERP since the scan:
+	// versions newer than the scan's, and records it lacked. A reconcile
+	// writes every version it was served, as a run does; the writes are
+	// guarded as the repairs are, so a row written since by a newer
+	// version keeps it.
+	if newer := again.Kept(); len(newer) > 0 {
+		a := rc.sy.Apply(ctx, newer, log)
+		rep.addApplied(a)
+		lv.stepDone(rep)
+		if a.Err != nil {
+			return a.Err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	gone := absent[:0]
 	for _, r := range absent {
@@ -375,6 +388,21 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 	return err
 }
 
+// addApplied adds what a write of records did to the report's counters:
+// the rows inserted and updated are repaired.
+func (rep *Report) addApplied(a syncer.Applied) {
+	rep.Inserted += a.Inserted
+	rep.Updated += a.Updated
+	rep.Restored += a.Restored
+	rep.Unchanged += a.Unchanged
+	rep.Repaired += a.Inserted + a.Updated
+	rep.LockContended += a.LockContended
+	rep.StaleRejected += a.StaleRejected
+	rep.UniqueViolations += a.UniqueViolations
+	rep.Failed += a.Failed
+	rep.FailedIDs = append(rep.FailedIDs, a.FailedIDs...)
+}
+
 // progress is what a reconcile's heartbeat writes to its row while it
 // runs (store.Beat): while the scan pages the feed, the records and
 // invalid items it has been served so far as fetched (a record served
@@ -390,8 +418,16 @@ type progress struct {
 }
 
 // counting returns src, adding every page's records and invalid items to
-// the records read.
-func (p *progress) counting() verify.Pager { return countingPager{p.src, &p.read} }
+// the records read. It keeps src's count (syncer.Counter) when src has
+// one: the scan plans its parts by it, and without it cuts the feed's
+// time into even parts, many more pages for a small feed.
+func (p *progress) counting() verify.Pager {
+	cp := countingPager{p.src, &p.read}
+	if c, ok := p.src.(syncer.Counter); ok {
+		return countingCounter{cp, c}
+	}
+	return cp
+}
 
 // stepDone takes the counters of rep, whose step has ended.
 func (p *progress) stepDone(rep *Report) {
@@ -424,6 +460,12 @@ func (c countingPager) Page(ctx context.Context, q erp.Query) (*erp.Page, error)
 		c.n.Add(int64(len(p.Records) + len(p.Invalid)))
 	}
 	return p, err
+}
+
+// countingCounter is a countingPager of a source that counts.
+type countingCounter struct {
+	countingPager
+	syncer.Counter
 }
 
 // guard says why the plan must not be applied, or "" when it may.

@@ -389,3 +389,47 @@ func TestReconcileRowShowsItsProgress(t *testing.T) {
 		t.Fatalf("the finished row: %+v, %v; the report: %+v", runs, err, rep.Counters)
 	}
 }
+
+// TestReconcileWritesWhatItsSecondPassIsServed: records that change in the
+// ERP between the comparison and the second pass (which confirms the
+// deletions) are served to that pass, and the reconcile writes them, as it
+// writes every version it is served: after it, with no run between, the
+// table matches the feed.
+func TestReconcileWritesWhatItsSecondPassIsServed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 300)
+	if err := b.mock.DeleteIDs([]string{"M0000010", "M0000011"}); err != nil { // a second pass to confirm them
+		t.Fatal(err)
+	}
+	rc := b.reconciler(t, Config{})
+	var changed []string
+	rc.beforeConfirm = func() { changed = b.mock.Change(5) }
+	rep, err := rc.Run(context.Background())
+	if err != nil || rep.Status != store.StatusSucceeded {
+		t.Fatalf("reconcile: %v (%+v)", err, rep)
+	}
+	if len(changed) != 5 || rep.Deleted != 2 || rep.Updated != 5 || rep.Repaired != 5 {
+		t.Fatalf("changed %v before the second pass; reconcile counts %+v, want 2 deleted and the 5 changes written", changed, rep.Counters)
+	}
+	if res := b.verify(t); !res.OK() {
+		t.Fatalf("verify after the reconcile: stale %v, missing %v (the changes its second pass was served: %v)", res.Stale.IDs, res.Missing.IDs, changed)
+	}
+}
+
+// TestReconcilePlansItsPartsByTheCount: the pager that counts the
+// records a reconcile reads for its heartbeat keeps the source's count,
+// so the scan plans its parts by it: a feed of one page is one part, a
+// few requests, not the even time cuts of a source that cannot count
+// (several parts a fetcher, each a request at least).
+func TestReconcilePlansItsPartsByTheCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 300)
+	rep, err := b.reconciler(t, Config{PageSize: 1000, Fetchers: 8}).Run(context.Background())
+	if err != nil || rep.Status != store.StatusSucceeded {
+		t.Fatalf("reconcile: %v (%+v)", err, rep)
+	}
+	// The count, the first record, the one page.
+	if rep.ERPRequests > 3 {
+		t.Fatalf("a reconcile of 300 records in pages of 1000 made %d requests, want at most 3", rep.ERPRequests)
+	}
+}

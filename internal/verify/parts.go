@@ -19,7 +19,25 @@ import (
 // again from the newest updated_at the last part saw to the end, so that
 // the scan sees it as one pass would. fetchers 1 is one pass.
 func ScanParts(ctx context.Context, e Pager, d store.Dialect, pageSize, fetchers int, keep bool) (*Feed, error) {
-	f := &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}, noNUL: d == store.Postgres}
+	return newFeed(d, nil).scanParts(ctx, e, pageSize, fetchers, keep)
+}
+
+// ScanNewer is ScanParts that keeps, of the records it pages, those newer
+// than base's copy of their erp_id, or that base lacks (Feed.Kept): what
+// changed in the ERP since base was scanned, for a repair. Of the others
+// it keeps a hash, as ScanParts without keep.
+func ScanNewer(ctx context.Context, e Pager, d store.Dialect, pageSize, fetchers int, base *Feed) (*Feed, error) {
+	return newFeed(d, base).scanParts(ctx, e, pageSize, fetchers, true)
+}
+
+// newFeed is an empty feed of a table of dialect d; base, when not nil,
+// is the feed whose records it keeps only the newer of (ScanNewer).
+func newFeed(d store.Dialect, base *Feed) *Feed {
+	return &Feed{started: time.Now().UTC(), byID: map[string]*want{}, quarantined: map[string]erp.Invalid{}, noNUL: d == store.Postgres, base: base}
+}
+
+// scanParts pages the feed into f (ScanParts).
+func (f *Feed) scanParts(ctx context.Context, e Pager, pageSize, fetchers int, keep bool) (*Feed, error) {
 	parts, seen, err := syncer.Plan(ctx, e, time.Time{}, time.Time{}, fetchers, pageSize)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -173,10 +174,26 @@ type Feed struct {
 	// noNUL says the table's database cannot store U+0000 in text
 	// (PostgreSQL): a record with one is quarantined, as a run does.
 	noNUL bool
+	// base, when not nil, is an earlier scan's feed: the records kept are
+	// only those newer than its copy (ScanNewer).
+	base *Feed
 }
 
 // Records is the number of distinct erp_ids of valid records the scan saw.
 func (f *Feed) Records() int64 { return int64(len(f.byID)) }
+
+// Kept returns the records the scan kept, by erp_id: every valid record's
+// highest version (a Scan with keep), or those newer than the base feed's
+// (ScanNewer).
+func (f *Feed) Kept() []erp.Record {
+	var recs []erp.Record
+	for _, id := range slices.Sorted(maps.Keys(f.byID)) {
+		if w := f.byID[id]; w.rec != nil {
+			recs = append(recs, *w.rec)
+		}
+	}
+	return recs
+}
 
 // Has reports whether the feed holds erp_id.
 func (f *Feed) Has(erpID string) bool { return f.byID[erpID] != nil }
@@ -287,6 +304,11 @@ func (f *Feed) add(p *erp.Page, keep, count bool) time.Time {
 		w.children = r.Children
 		if keep {
 			w.rec = &p.Records[i]
+			if f.base != nil {
+				if b := f.base.byID[r.ErpID]; b != nil && b.version >= r.Version {
+					w.rec = nil
+				}
+			}
 		}
 	}
 	return newest
