@@ -298,13 +298,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 
 	repair := make([]erp.Record, 0, len(diff.Missing)+len(diff.Restore)+len(diff.Stale))
 	repair = append(append(append(repair, diff.Missing...), diff.Restore...), diff.Stale...)
-	a := rc.sy.Apply(ctx, repair, log)
-	rep.addApplied(a)
-	lv.stepDone(rep)
-	if a.Err != nil {
-		return a.Err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := rc.apply(ctx, repair, rep, lv, log); err != nil {
 		return err
 	}
 	if len(diff.Repair) > 0 {
@@ -354,13 +348,7 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 	// guarded as the repairs are, so a row written since by a newer
 	// version keeps it.
 	if newer := again.Kept(); len(newer) > 0 {
-		a := rc.sy.Apply(ctx, newer, log)
-		rep.addApplied(a)
-		lv.stepDone(rep)
-		if a.Err != nil {
-			return a.Err
-		}
-		if err := ctx.Err(); err != nil {
+		if err := rc.apply(ctx, newer, rep, lv, log); err != nil {
 			return err
 		}
 	}
@@ -386,6 +374,18 @@ func (rc *Reconciler) reconcile(ctx context.Context, rep *Report, lv *progress, 
 		log.Info().Int64("kept", d.Kept).Msg("rows written or locked since the comparison kept live; the next reconcile looks again")
 	}
 	return err
+}
+
+// apply writes recs through the runs' path and adds what it did to rep;
+// the error is the one that stopped the writes, or the context's.
+func (rc *Reconciler) apply(ctx context.Context, recs []erp.Record, rep *Report, lv *progress, log zerolog.Logger) error {
+	a := rc.sy.Apply(ctx, recs, log)
+	rep.addApplied(a)
+	lv.stepDone(rep)
+	if a.Err != nil {
+		return a.Err
+	}
+	return ctx.Err()
 }
 
 // addApplied adds what a write of records did to the report's counters:
