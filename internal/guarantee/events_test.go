@@ -551,7 +551,10 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.posts++
 	n := s.posts
-	kill := !s.killed && n == s.ev.KillAt
+	// The KillAt-th POST kills its relay, one of the waves' relays: a feed
+	// with few events may reach it only in the final drain, which must
+	// deliver them all.
+	kill := !s.killed && n == s.ev.KillAt && s.relays[id] != nil && !s.stopping
 	s.killed = s.killed || kill
 	s.mu.Unlock()
 	if kill {
