@@ -63,10 +63,16 @@ var isoNoZone = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)
 
 // v2Serves reports whether the V2 face serves the invalid item w (the
 // REST feed's fields): not when a date-time field holds a date-time
-// without a zone.
+// without a zone, nor when the version is a string of a positive
+// integer, which is how V2 writes an Edm.Int64: both are valid in V2.
 func v2Serves(w map[string]any) bool {
 	for _, f := range []string{"starts_at", "ends_at", "updated_at"} {
 		if s, ok := w[f].(string); ok && isoNoZone.MatchString(s) {
+			return false
+		}
+	}
+	if s, ok := w["version"].(string); ok {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
 			return false
 		}
 	}
