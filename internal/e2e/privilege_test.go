@@ -47,12 +47,7 @@ func (e *env) runtimeUser(t *testing.T) string {
 			grants = append(grants, fmt.Sprintf(`GRANT SELECT, INSERT, UPDATE ON %s TO "%s"`, table, user))
 		}
 		testenv.ExecSQL(t, e.DSN, grants...)
-		u, err := url.Parse(e.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.User = url.UserPassword(user, pass)
-		return u.String()
+		return withUser(t, e.DSN, user, pass)
 	}
 	root, err := store.ParseDSN(e.DSN)
 	if err != nil {
@@ -63,7 +58,7 @@ func (e *env) runtimeUser(t *testing.T) string {
 	adminDSN := admin.FormatDSN()
 	t.Cleanup(func() { testenv.ExecSQL(t, adminDSN, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
 	testenv.ExecSQL(t, adminDSN, append([]string{fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, pass)}, runtimeGrants(root.DBName, user)...)...)
-	return fmt.Sprintf("%s:%s@tcp(%s)/%s?parseTime=true", user, pass, root.Addr, root.DBName)
+	return withUser(t, e.DSN, user, pass)
 }
 
 // TestLeastPrivilege runs every command but migrate as a user that holds
